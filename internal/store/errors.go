@@ -1,0 +1,18 @@
+package store
+
+import "errors"
+
+var (
+	// ErrNotFound: no such message or topic.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the message's state forbids the operation, or the
+	// receipt is not the current lease's.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable wraps storage faults (I/O, sync, full disk, network):
+	// the operation did not take effect durably and may be retried later.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrCorrupt: the stored data failed a check; the store refuses to open.
+	ErrCorrupt = errors.New("store corrupt")
+)

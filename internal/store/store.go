@@ -1,0 +1,324 @@
+// Package store defines the persistence seam of delayq: the Store interface,
+// its records and its errors. It names no driver type, so the embedded
+// (Pebble) and Redis backends both fit it; the engine (internal/engine) owns
+// scheduling, leases policy, retries and stats on top of any Store.
+//
+// # Contract
+//
+// A Store keeps messages per topic in these states:
+//
+//	scheduled --promote(due<=now)--> ready --lease--> inflight --ack--> acked (tombstone)
+//	    ^                              ^                 |  \--nack/expire (failures < max)--> scheduled
+//	    |                              |                 \----nack/expire (failures >= max)--> dead
+//	    +---------- reschedule --------+                                                        |
+//	                                   +---------------------- replay -------------------------+
+//
+// Times are Unix milliseconds (int64). "Now" is always passed in; a Store
+// never reads a clock except where a backend documents a single time source
+// of its own (Redis may use TIME).
+//
+// Ordering: ready messages are leased in (DueAt, Seq) order, where Seq is
+// a per-store increasing number assigned at insert (send order).
+//
+// Durability: InsertMany, Cancel, Reschedule, Ack, AckMany, Nack, the Dead*
+// methods and TopicSettingsPut are durable when they return nil (embedded:
+// fsync'd, with group commit). Promote, Lease, Extend and LeaseExpire may be
+// lost by a crash: each loss only means a message is promoted, delivered or
+// expired again, which the at-least-once contract allows.
+//
+// Counts per state are maintained incrementally; TopicGet never scans.
+//
+// Errors: ErrNotFound, ErrConflict (wrong state or stale receipt),
+// ErrUnavailable (wrapping the cause) for I/O faults. Validation of names,
+// sizes and limits is the engine's job; a Store may assume valid input.
+package store
+
+import "context"
+
+// State of a record.
+type State uint8
+
+// Record states. The zero value is invalid on purpose.
+const (
+	StateScheduled State = iota + 1
+	StateReady
+	StateInflight
+	StateDead
+	StateAcked // tombstone kept for the dedup window; no payload
+)
+
+var stateNames = [...]string{"invalid", "scheduled", "ready", "inflight", "dead", "acked"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// Record is a stored message.
+type Record struct {
+	Topic   string
+	ID      string
+	Seq     uint64
+	State   State
+	Payload []byte
+	Headers map[string]string
+
+	DueAt     int64 // when it is (or was) due
+	CreatedAt int64
+	UpdatedAt int64
+
+	Deliveries  int32 // leases so far
+	Failures    int32 // nacks + lease expiries
+	MaxAttempts int32 // dead when Failures reaches it
+	LastError   string
+
+	Receipt    string // current lease's receipt (inflight only)
+	LeaseUntil int64  // inflight only
+	DeadAt     int64  // dead only
+	AckedAt    int64  // acked tombstones only
+}
+
+// Store is the persistence seam. Implementations are safe for concurrent use.
+type Store interface {
+	// MessageInsertMany inserts new messages. A message whose ID exists in
+	// the topic in any state (including an acked tombstone not yet purged)
+	// is not inserted: its result is the existing record with Duplicate set.
+	// Messages with DueAt <= Now go straight to ready.
+	MessageInsertMany(ctx context.Context, p *MessageInsertManyParams) ([]InsertResult, error)
+
+	// MessageGet returns the record (acked tombstones included) or ErrNotFound.
+	MessageGet(ctx context.Context, topic, id string) (*Record, error)
+
+	// MessageCancel deletes a scheduled, ready or inflight message (no
+	// tombstone: the id may be sent again) and returns it as it was.
+	// Dead or acked: ErrConflict. Unknown: ErrNotFound.
+	MessageCancel(ctx context.Context, p *MessageCancelParams) (*Record, error)
+
+	// MessageReschedule sets DueAt of a scheduled or ready message (ready
+	// when DueAt <= Now, scheduled otherwise) and returns the new record.
+	// Inflight, dead, acked: ErrConflict.
+	MessageReschedule(ctx context.Context, p *MessageRescheduleParams) (*Record, error)
+
+	// MessagePromote moves up to Max scheduled messages with DueAt <= Now to
+	// ready, in (DueAt, Seq) order, atomically per call.
+	MessagePromote(ctx context.Context, p *MessagePromoteParams) (*PromoteResult, error)
+
+	// MessageLease takes up to Max ready messages in (DueAt, Seq) order and
+	// makes them inflight: Deliveries+1, LeaseUntil, and a fresh Receipt
+	// unique per delivery (the store makes it; it must never repeat for a
+	// message, e.g. token + "-" + deliveries). It does not promote.
+	MessageLease(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)
+
+	// MessageAck acknowledges an inflight message whose Receipt matches:
+	// the message becomes an acked tombstone (payload dropped) kept until
+	// DedupPurge removes it. Wrong receipt or not inflight: ErrConflict.
+	// Unknown: ErrNotFound.
+	MessageAck(ctx context.Context, p *MessageAckParams) error
+
+	// MessageAckMany acks many in one durable write; one error per item.
+	MessageAckMany(ctx context.Context, p *MessageAckManyParams) ([]error, error)
+
+	// MessageNack records a failure of an inflight message whose Receipt
+	// matches: Failures+1, LastError; then dead (DeadAt=Now) if Failures
+	// reaches MaxAttempts, else scheduled (or ready) at RetryAt. Returns the
+	// new record. Wrong receipt or not inflight: ErrConflict.
+	MessageNack(ctx context.Context, p *MessageNackParams) (*Record, error)
+
+	// MessageExtend sets LeaseUntil of an inflight message whose Receipt
+	// matches. Wrong receipt or not inflight: ErrConflict.
+	MessageExtend(ctx context.Context, p *MessageExtendParams) (*Record, error)
+
+	// LeaseExpire treats up to Max inflight messages (of any topic) with
+	// LeaseUntil <= Now as failed: Failures+1, LastError "lease expired",
+	// then dead or ready (DueAt=Now) as MessageNack does. Returns the new
+	// records.
+	LeaseExpire(ctx context.Context, p *LeaseExpireParams) ([]*Record, error)
+
+	// DeadList pages dead messages of a topic, oldest DeadAt first. Cursor
+	// is opaque ("" for the first page); the returned cursor is "" at the end.
+	DeadList(ctx context.Context, p *DeadListParams) ([]*Record, string, error)
+
+	// DeadReplay moves dead messages back to ready (DueAt=Now, Failures=0,
+	// LastError kept). With ID set, only that one (ErrNotFound if it is not
+	// dead in the topic); otherwise up to Max of the topic. Returns records.
+	DeadReplay(ctx context.Context, p *DeadReplayParams) ([]*Record, error)
+
+	// DeadDelete purges dead messages: one (ID set; ErrNotFound if it is not
+	// dead) or up to Max of the topic. Returns how many were deleted.
+	DeadDelete(ctx context.Context, p *DeadDeleteParams) (int, error)
+
+	// DedupPurge deletes acked tombstones with AckedAt <= Before, up to Max.
+	DedupPurge(ctx context.Context, p *DedupPurgeParams) (int, error)
+
+	// TopicGet returns a topic's counts and due times, or ErrNotFound if
+	// the topic never had a message or settings.
+	TopicGet(ctx context.Context, topic string) (*TopicRecord, error)
+	// TopicList returns every known topic, sorted by name.
+	TopicList(ctx context.Context) ([]*TopicRecord, error)
+	// TopicSettingsPut stores a topic's settings (an opaque, engine-encoded
+	// blob), creating the topic if needed.
+	TopicSettingsPut(ctx context.Context, topic string, settings []byte) error
+
+	// Close releases resources. Calls after Close fail with ErrClosed.
+	Close() error
+}
+
+// InsertMessage is one message to insert.
+type InsertMessage struct {
+	ID          string
+	Payload     []byte
+	Headers     map[string]string
+	DueAt       int64
+	MaxAttempts int32
+}
+
+// MessageInsertManyParams are the arguments of MessageInsertMany.
+type MessageInsertManyParams struct {
+	Topic    string
+	Now      int64
+	Messages []InsertMessage
+}
+
+// InsertResult is one item of MessageInsertMany's answer.
+type InsertResult struct {
+	Record    *Record
+	Duplicate bool
+}
+
+// MessageCancelParams are the arguments of MessageCancel.
+type MessageCancelParams struct {
+	Topic string
+	ID    string
+	Now   int64
+}
+
+// MessageRescheduleParams are the arguments of MessageReschedule.
+type MessageRescheduleParams struct {
+	Topic string
+	ID    string
+	DueAt int64
+	Now   int64
+}
+
+// MessagePromoteParams are the arguments of MessagePromote.
+type MessagePromoteParams struct {
+	Topic string
+	Now   int64
+	Max   int
+}
+
+// PromoteResult says what MessagePromote did.
+type PromoteResult struct {
+	Promoted int
+	// NextDue is the DueAt of the earliest message still scheduled after
+	// the call (0 if none); it may be <= Now when Max cut the call short.
+	NextDue int64
+}
+
+// MessageLeaseParams are the arguments of MessageLease.
+type MessageLeaseParams struct {
+	Topic      string
+	Now        int64
+	Max        int
+	LeaseUntil int64
+	// Token is a random string unique to this call, for making receipts.
+	Token string
+}
+
+// MessageAckParams are the arguments of MessageAck.
+type MessageAckParams struct {
+	Topic   string
+	ID      string
+	Receipt string
+	Now     int64
+}
+
+// AckItem is one item of MessageAckMany.
+type AckItem struct {
+	ID      string
+	Receipt string
+}
+
+// MessageAckManyParams are the arguments of MessageAckMany.
+type MessageAckManyParams struct {
+	Topic string
+	Items []AckItem
+	Now   int64
+}
+
+// MessageNackParams are the arguments of MessageNack.
+type MessageNackParams struct {
+	Topic   string
+	ID      string
+	Receipt string
+	Now     int64
+	RetryAt int64
+	Error   string
+}
+
+// MessageExtendParams are the arguments of MessageExtend.
+type MessageExtendParams struct {
+	Topic      string
+	ID         string
+	Receipt    string
+	Now        int64
+	LeaseUntil int64
+}
+
+// LeaseExpireParams are the arguments of LeaseExpire.
+type LeaseExpireParams struct {
+	Now int64
+	Max int
+}
+
+// DeadListParams are the arguments of DeadList.
+type DeadListParams struct {
+	Topic  string
+	Limit  int
+	Cursor string
+}
+
+// DeadReplayParams are the arguments of DeadReplay.
+type DeadReplayParams struct {
+	Topic string
+	ID    string // empty: up to Max of the topic
+	Now   int64
+	Max   int
+}
+
+// DeadDeleteParams are the arguments of DeadDelete.
+type DeadDeleteParams struct {
+	Topic string
+	ID    string // empty: up to Max of the topic
+	Max   int
+}
+
+// DedupPurgeParams are the arguments of DedupPurge.
+type DedupPurgeParams struct {
+	Before int64
+	Max    int
+}
+
+// TopicRecord is a topic's stored state.
+type TopicRecord struct {
+	Name     string
+	Settings []byte // as given to TopicSettingsPut; nil if never set
+	Counts   Counts
+	// NextDue is the DueAt of the earliest scheduled message (0 if none).
+	NextDue int64
+	// OldestReady is the DueAt of the first ready message (0 if none).
+	OldestReady int64
+	// NextLeaseExpiry is the earliest LeaseUntil of an inflight message (0 if none).
+	NextLeaseExpiry int64
+}
+
+// Counts are messages per state in a topic.
+type Counts struct {
+	Scheduled int64
+	Ready     int64
+	Inflight  int64
+	Dead      int64
+	Acked     int64 // tombstones currently kept
+}
