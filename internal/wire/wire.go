@@ -1,0 +1,253 @@
+// Package wire holds the JSON shapes of HTTP API v1 and its error codes,
+// shared by the server (internal/server) and the Go client (package delayq).
+// It imports only the standard library and the root package's plain types.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Duration is a JSON duration written as a Go duration string ("1500ms",
+// "30s", "2h30m"). A bare number is rejected on purpose: `"delay": 30`
+// would be ambiguous (seconds? ms?), and a wrong guess delivers early.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts only a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '"' {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"1500ms\", got %s", truncate(b))
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"30s\" or \"1500ms\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 32 {
+		return string(b[:32]) + "…"
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// SendRequest is the body of POST /v1/topics/{topic}/messages and one item
+// of a batch. Exactly one of Payload and PayloadBase64; at most one of Delay,
+// DelayMS and DeliverAt (none: due now).
+type SendRequest struct {
+	ID            string            `json:"id,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Delay         *Duration         `json:"delay,omitempty"`
+	DelayMS       *int64            `json:"delay_ms,omitempty"`
+	DeliverAt     *time.Time        `json:"deliver_at,omitempty"`
+	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+}
+
+// SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
+type SendBatchRequest struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// BatchResult is one item of a batch answer: a message or an error.
+type BatchResult struct {
+	Message *Message   `json:"message,omitempty"`
+	Error   *ErrorBody `json:"error,omitempty"`
+}
+
+// SendBatchResponse answers a batch send, in request order.
+type SendBatchResponse struct {
+	Results []BatchResult `json:"results"`
+}
+
+// RescheduleRequest is the body of PATCH /v1/topics/{topic}/messages/{id}.
+type RescheduleRequest struct {
+	Delay     *Duration  `json:"delay,omitempty"`
+	DelayMS   *int64     `json:"delay_ms,omitempty"`
+	DeliverAt *time.Time `json:"deliver_at,omitempty"`
+}
+
+// Message is a message as answered by the API. The payload comes as
+// Payload when it is valid UTF-8, else as PayloadBase64.
+type Message struct {
+	ID             string            `json:"id"`
+	Topic          string            `json:"topic"`
+	Payload        *string           `json:"payload,omitempty"`
+	PayloadBase64  *string           `json:"payload_base64,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	DeliverAt      time.Time         `json:"deliver_at"`
+	State          string            `json:"state"`
+	Attempt        int               `json:"attempt"`
+	Failures       int               `json:"failures"`
+	MaxAttempts    int               `json:"max_attempts"`
+	LastError      string            `json:"last_error,omitempty"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	Receipt        string            `json:"receipt,omitempty"`
+	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
+	Duplicate      bool              `json:"duplicate,omitempty"`
+}
+
+// LeaseRequest is the body of POST /v1/topics/{topic}/lease.
+type LeaseRequest struct {
+	Max   *int      `json:"max,omitempty"`
+	Lease *Duration `json:"lease,omitempty"`
+	Wait  *Duration `json:"wait,omitempty"`
+}
+
+// MessagesResponse carries a list of messages (lease answers).
+type MessagesResponse struct {
+	Messages []*Message `json:"messages"`
+}
+
+// AckRequest is the body of POST …/messages/{id}/ack.
+type AckRequest struct {
+	Receipt string `json:"receipt"`
+}
+
+// AckItem is one item of a batch ack.
+type AckItem struct {
+	ID      string `json:"id"`
+	Receipt string `json:"receipt"`
+}
+
+// AckBatchRequest is the body of POST /v1/topics/{topic}/acks.
+type AckBatchRequest struct {
+	Acks []AckItem `json:"acks"`
+}
+
+// AckResult is one item of a batch ack answer.
+type AckResult struct {
+	ID    string     `json:"id"`
+	OK    bool       `json:"ok"`
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// AckBatchResponse answers a batch ack, in request order.
+type AckBatchResponse struct {
+	Results []AckResult `json:"results"`
+}
+
+// NackRequest is the body of POST …/messages/{id}/nack.
+type NackRequest struct {
+	Receipt string    `json:"receipt"`
+	Delay   *Duration `json:"delay,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+// ExtendRequest is the body of POST …/messages/{id}/extend.
+type ExtendRequest struct {
+	Receipt string    `json:"receipt"`
+	Lease   *Duration `json:"lease"`
+}
+
+// Backoff mirrors delayq.Backoff.
+type Backoff struct {
+	Initial    Duration `json:"initial"`
+	Max        Duration `json:"max"`
+	Multiplier float64  `json:"multiplier"`
+	Jitter     float64  `json:"jitter"`
+}
+
+// RateLimit mirrors delayq.RateLimit.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+// Push mirrors delayq.PushSettings.
+type Push struct {
+	URL         string   `json:"url"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+}
+
+// TopicSettings is the body of PUT /v1/topics/{topic} and part of topic answers.
+type TopicSettings struct {
+	MaxAttempts int        `json:"max_attempts,omitempty"`
+	Backoff     *Backoff   `json:"backoff,omitempty"`
+	Lease       *Duration  `json:"lease,omitempty"`
+	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
+	Push        *Push      `json:"push,omitempty"`
+}
+
+// Counts are messages per state.
+type Counts struct {
+	Scheduled int64 `json:"scheduled"`
+	Ready     int64 `json:"ready"`
+	Inflight  int64 `json:"inflight"`
+	Dead      int64 `json:"dead"`
+}
+
+// Topic answers GET /v1/topics/{topic}.
+type Topic struct {
+	Name             string        `json:"name"`
+	Counts           Counts        `json:"counts"`
+	NextDue          *time.Time    `json:"next_due,omitempty"`
+	OldestReadyAgeMS *int64        `json:"oldest_ready_age_ms,omitempty"`
+	Settings         TopicSettings `json:"settings"`
+}
+
+// TopicsResponse answers GET /v1/topics.
+type TopicsResponse struct {
+	Topics []Topic `json:"topics"`
+}
+
+// DeadPage answers GET /v1/topics/{topic}/dead.
+type DeadPage struct {
+	Messages []*Message `json:"messages"`
+	Next     string     `json:"next_cursor,omitempty"`
+}
+
+// CountResponse answers bulk operations (replay all, purge).
+type CountResponse struct {
+	Count int `json:"count"`
+}
+
+// CancelResponse answers DELETE …/messages/{id}: the message as it was.
+type CancelResponse struct {
+	Cancelled  bool     `json:"cancelled"`
+	PriorState string   `json:"prior_state"`
+	Message    *Message `json:"message"`
+}
+
+// ErrorBody is the error shape: {"error":{"code":"…","message":"…"}}.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// ErrorResponse wraps ErrorBody.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// Error codes, one per HTTP status family the API uses.
+const (
+	CodeInvalid         = "invalid_argument"   // 400
+	CodeUnauthenticated = "unauthenticated"    // 401
+	CodeForbidden       = "permission_denied"  // 403
+	CodeNotFound        = "not_found"          // 404
+	CodeMethod          = "method_not_allowed" // 405
+	CodeConflict        = "conflict"           // 409
+	CodeTooLarge        = "payload_too_large"  // 413
+	CodeHeaderTooLarge  = "headers_too_large"  // 431
+	CodeRateLimited     = "rate_limited"       // 429
+	CodeUnavailable     = "unavailable"        // 503
+	CodeInternal        = "internal"           // 500: a bug, never bad input
+)
