@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Lease implements delayq.Queue. It long-polls: it takes the topic's wake
+// channel before each attempt, so a promotion between the attempt and the
+// wait is not missed.
+func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
+	if err := delayq.ValidateTopic(topicName); err != nil {
+		return nil, err
+	}
+	max := cmpOr(req.Max, 1)
+	switch {
+	case max < 1 || max > delayq.MaxBatch:
+		return nil, delayq.Invalid("max", "must be between 1 and %d", delayq.MaxBatch)
+	case req.Lease < 0 || req.Lease > MaxLease:
+		return nil, delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
+	case req.Wait < 0 || req.Wait > delayq.MaxWait:
+		return nil, delayq.Invalid("wait", "must be between 0 and %s", delayq.MaxWait)
+	}
+	t := e.topic(topicName)
+	lease := req.Lease
+	if lease == 0 {
+		set, err := e.settings(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		lease = set.Lease
+	}
+	var timeout <-chan time.Time
+	if req.Wait > 0 {
+		tm := time.NewTimer(req.Wait)
+		defer tm.Stop()
+		timeout = tm.C
+	}
+	for {
+		if e.isClosing() {
+			return nil, delayq.ErrUnavailable
+		}
+		wake := t.waiter()
+		msgs, err := e.leaseOnce(ctx, t, max, lease)
+		if err != nil || len(msgs) > 0 || timeout == nil {
+			return msgs, err
+		}
+		select {
+		case <-wake:
+		case <-timeout:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-e.closing:
+			return nil, delayq.ErrUnavailable
+		}
+	}
+}
+
+func (e *Engine) leaseOnce(ctx context.Context, t *topic, max int, lease time.Duration) ([]*delayq.Message, error) {
+	now := e.now()
+	until := now + lease.Milliseconds()
+	recs, err := e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: max, LeaseUntil: until, Token: token()})
+	if err != nil {
+		e.obs.StoreError("lease")
+		return nil, storeErr("lease", err)
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	e.sched.armExpire(until)
+	out := make([]*delayq.Message, len(recs))
+	for i, r := range recs {
+		// Lateness counts from the due time, or from the send for messages
+		// sent with a due time in the past (they were never late).
+		e.obs.Delivered(t.name, time.Duration(now-max64(r.DueAt, r.CreatedAt))*time.Millisecond)
+		out[i] = toMessage(r, now)
+	}
+	return out, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Ack implements delayq.Queue.
+func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
+	if err := validateRef(topic, id, receipt); err != nil {
+		return err
+	}
+	err := e.st.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now()})
+	if err != nil {
+		return storeErr("ack", err)
+	}
+	e.obs.Acked(topic, 1)
+	return nil
+}
+
+// AckBatch implements delayq.Queue.
+func (e *Engine) AckBatch(ctx context.Context, topic string, acks []delayq.AckRequest) ([]error, error) {
+	if err := delayq.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if len(acks) == 0 || len(acks) > delayq.MaxBatch {
+		return nil, delayq.Invalid("acks", "must have 1 to %d items", delayq.MaxBatch)
+	}
+	out := make([]error, len(acks))
+	items := make([]store.AckItem, 0, len(acks))
+	slot := make([]int, 0, len(acks))
+	for i, a := range acks {
+		if err := validateRef(topic, a.ID, a.Receipt); err != nil {
+			out[i] = err
+			continue
+		}
+		items = append(items, store.AckItem{ID: a.ID, Receipt: a.Receipt})
+		slot = append(slot, i)
+	}
+	if len(items) == 0 {
+		return out, nil
+	}
+	errs, err := e.st.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: topic, Items: items, Now: e.now()})
+	if err != nil {
+		return nil, storeErr("ack", err)
+	}
+	n := 0
+	for i, err := range errs {
+		out[slot[i]] = storeErr("ack", err)
+		if err == nil {
+			n++
+		}
+	}
+	e.obs.Acked(topic, n)
+	return out, nil
+}
+
+// Nack implements delayq.Queue.
+func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq.NackRequest) (*delayq.Message, error) {
+	if err := validateRef(topic, id, receipt); err != nil {
+		return nil, err
+	}
+	if req.HasDelay && (req.Delay < 0 || req.Delay > e.maxDelay) {
+		return nil, delayq.Invalid("delay", "must be between 0 and %s", e.maxDelay)
+	}
+	cur, err := e.st.MessageGet(ctx, topic, id)
+	if err != nil {
+		return nil, storeErr("nack", err)
+	}
+	if cur.State != store.StateInflight || cur.Receipt != receipt {
+		return nil, fmt.Errorf("nack: %w: the receipt is not the current lease's", delayq.ErrConflict)
+	}
+	t := e.topic(topic)
+	set, err := e.settings(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	delay := req.Delay
+	if !req.HasDelay {
+		delay = backoff(set.Backoff, int(cur.Failures)+1, rand.Float64())
+	}
+	retryAt := now + (delay + time.Millisecond - 1).Milliseconds()
+	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryAt: retryAt, Error: truncateReason(req.Reason)})
+	if err != nil {
+		return nil, storeErr("nack", err)
+	}
+	e.obs.Nacked(topic, 1)
+	switch rec.State {
+	case store.StateDead:
+		e.obs.Died(topic, 1)
+	case store.StateReady:
+		t.notify()
+	default:
+		e.sched.armPromote(t, rec.DueAt)
+	}
+	return toMessage(rec, now), nil
+}
+
+// Extend implements delayq.Queue.
+func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease time.Duration) (*delayq.Message, error) {
+	if err := validateRef(topic, id, receipt); err != nil {
+		return nil, err
+	}
+	if lease <= 0 || lease > MaxLease {
+		return nil, delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
+	}
+	now := e.now()
+	until := now + lease.Milliseconds()
+	rec, err := e.st.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: now, LeaseUntil: until})
+	if err != nil {
+		return nil, storeErr("extend", err)
+	}
+	e.sched.armExpire(until)
+	return toMessage(rec, now), nil
+}
+
+// backoff is the delay before retry n (n ≥ 1): Initial·Multiplier^(n-1)
+// capped at Max, then spread by ±Jitter using u in [0,1).
+func backoff(b delayq.Backoff, n int, u float64) time.Duration {
+	d := float64(b.Initial)
+	for i := 1; i < n && d < float64(b.Max); i++ {
+		d *= b.Multiplier
+	}
+	d = min(d, float64(b.Max))
+	d *= 1 + b.Jitter*(2*u-1)
+	return max(time.Duration(d), 0)
+}
+
+const maxReason = 2048
+
+func truncateReason(s string) string {
+	if len(s) > maxReason {
+		return s[:maxReason]
+	}
+	return s
+}
+
+func validateRef(topic, id, receipt string) error {
+	if err := delayq.ValidateTopic(topic); err != nil {
+		return err
+	}
+	if err := delayq.ValidateID(id); err != nil {
+		return err
+	}
+	if receipt == "" {
+		return delayq.Invalid("receipt", "must not be empty")
+	}
+	if len(receipt) > 256 {
+		return delayq.Invalid("receipt", "is too long")
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Get implements delayq.Queue.
+func (e *Engine) Get(ctx context.Context, topic, id string) (*delayq.Message, error) {
+	if err := validateMsg(topic, id); err != nil {
+		return nil, err
+	}
+	rec, err := e.st.MessageGet(ctx, topic, id)
+	if err != nil {
+		return nil, storeErr("get", err)
+	}
+	return toMessage(rec, e.now()), nil
+}
+
+// Cancel implements delayq.Queue.
+func (e *Engine) Cancel(ctx context.Context, topic, id string) (*delayq.Message, error) {
+	if err := validateMsg(topic, id); err != nil {
+		return nil, err
+	}
+	now := e.now()
+	rec, err := e.st.MessageCancel(ctx, &store.MessageCancelParams{Topic: topic, ID: id, Now: now})
+	if err != nil {
+		return nil, storeErr("cancel", err)
+	}
+	e.obs.Cancelled(topic, 1)
+	return toMessage(rec, now), nil
+}
+
+// Reschedule implements delayq.Queue.
+func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.When) (*delayq.Message, error) {
+	if err := validateMsg(topic, id); err != nil {
+		return nil, err
+	}
+	now := e.now()
+	due, err := e.dueAt(when, now)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := e.st.MessageReschedule(ctx, &store.MessageRescheduleParams{Topic: topic, ID: id, DueAt: due, Now: now})
+	if err != nil {
+		return nil, storeErr("reschedule", err)
+	}
+	t := e.topic(topic)
+	if rec.State == store.StateReady {
+		t.notify()
+	} else {
+		e.sched.armPromote(t, rec.DueAt)
+	}
+	return toMessage(rec, now), nil
+}
+
+func validateMsg(topic, id string) error {
+	if err := delayq.ValidateTopic(topic); err != nil {
+		return err
+	}
+	return delayq.ValidateID(id)
+}
+
+// toMessage converts a record for callers. A scheduled record already due
+// by engine time reads as ready: it is, and promotion is about to say so.
+func toMessage(r *store.Record, now int64) *delayq.Message {
+	m := &delayq.Message{
+		Topic:       r.Topic,
+		ID:          r.ID,
+		Payload:     r.Payload,
+		Headers:     r.Headers,
+		DeliverAt:   msTime(r.DueAt),
+		State:       publicState(r.State),
+		Attempt:     int(r.Deliveries),
+		Failures:    int(r.Failures),
+		MaxAttempts: int(r.MaxAttempts),
+		LastError:   r.LastError,
+		CreatedAt:   msTime(r.CreatedAt),
+		UpdatedAt:   msTime(r.UpdatedAt),
+	}
+	if m.State == delayq.StateScheduled && r.DueAt <= now {
+		m.State = delayq.StateReady
+	}
+	if r.State == store.StateInflight {
+		m.Receipt = r.Receipt
+		m.LeaseExpiresAt = msTime(r.LeaseUntil)
+	}
+	return m
+}
+
+func publicState(s store.State) delayq.State {
+	switch s {
+	case store.StateScheduled:
+		return delayq.StateScheduled
+	case store.StateReady:
+		return delayq.StateReady
+	case store.StateInflight:
+		return delayq.StateInflight
+	case store.StateDead:
+		return delayq.StateDead
+	case store.StateAcked:
+		return delayq.StateAcked
+	}
+	return delayq.State(s.String())
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"sync"
+)
+
+// timers is what the scheduler needs from the timing wheel's runner: one
+// pending fire time per id, and a callback when it comes.
+type timers interface {
+	// Set (re)arms id to fire at due (Unix ms); it replaces an earlier setting.
+	Set(id uint64, due int64)
+	// Stop ends the runner and waits for its goroutine.
+	Stop()
+}
+
+const (
+	expireID      uint64 = 1 // the lease-expiry sweep's wheel entry
+	firstTopicID  uint64 = 2
+	expireGrain          = 100 // ms; expiry sweeps are coalesced to this grain
+	workers              = 4
+	retryAfterErr        = 1000 // ms before a failed promotion or sweep is retried
+)
+
+// scheduler arms wheel entries and runs the due work (promotion, lease
+// expiry) on a small pool of workers, so a slow store call never delays the
+// wheel's other timers. It owns its goroutines.
+type scheduler struct {
+	e  *Engine
+	tm timers
+
+	mu      sync.Mutex
+	armed   map[uint64]int64 // id → due it is armed for; absent when idle
+	byID    map[uint64]*topic
+	nextID  uint64
+	pending map[uint64]bool // jobs queued or running, to coalesce fires
+	jobs    chan uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newScheduler(e *Engine) *scheduler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &scheduler{
+		e:       e,
+		armed:   make(map[uint64]int64),
+		byID:    make(map[uint64]*topic),
+		nextID:  firstTopicID,
+		pending: make(map[uint64]bool),
+		jobs:    make(chan uint64, 1024),
+		ctx:     ctx,
+		cancel:  cancel,
+	}
+	s.tm = newWheelTimers(e.clk, s.fire)
+	for range workers {
+		s.wg.Add(1)
+		go s.work()
+	}
+	return s
+}
+
+func (s *scheduler) stop() {
+	s.tm.Stop()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// register gives a topic its wheel entry id.
+func (s *scheduler) register(t *topic) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextID
+	s.nextID++
+	s.byID[id] = t
+	return id
+}
+
+// armPromote makes sure the topic's promotion runs no later than due.
+func (s *scheduler) armPromote(t *topic, due int64) { s.arm(t.wheel, due) }
+
+// armExpire makes sure the lease-expiry sweep runs no later than a lease
+// ending at until (rounded up to the sweep grain).
+func (s *scheduler) armExpire(until int64) {
+	s.arm(expireID, (until+expireGrain-1)/expireGrain*expireGrain)
+}
+
+// arm sets id's timer to due unless it is already armed earlier.
+func (s *scheduler) arm(id uint64, due int64) {
+	s.mu.Lock()
+	cur, ok := s.armed[id]
+	if ok && cur <= due {
+		s.mu.Unlock()
+		return
+	}
+	s.armed[id] = due
+	s.mu.Unlock()
+	s.tm.Set(id, due)
+}
+
+// fire is the wheel's callback; it must not block, so it only queues work.
+// A job still waiting in the queue will read the store after this fire, so
+// a second one would add nothing; a job already running might not, so
+// pending is cleared when a worker starts a job, not when it ends.
+func (s *scheduler) fire(id uint64) {
+	s.mu.Lock()
+	delete(s.armed, id)
+	if s.pending[id] {
+		s.mu.Unlock()
+		return
+	}
+	s.pending[id] = true
+	s.mu.Unlock()
+	s.enqueue(id)
+}
+
+func (s *scheduler) enqueue(id uint64) {
+	select {
+	case s.jobs <- id:
+	default:
+		// The queue is full (thousands of topics due at once): run it from
+		// a fresh goroutine owned by the pool's WaitGroup rather than block
+		// the wheel.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case s.jobs <- id:
+			case <-s.ctx.Done():
+			}
+		}()
+	}
+}
+
+func (s *scheduler) work() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case id := <-s.jobs:
+			s.mu.Lock()
+			delete(s.pending, id)
+			s.mu.Unlock()
+			s.run(id)
+		}
+	}
+}
+
+func (s *scheduler) run(id uint64) {
+	if id == expireID {
+		s.e.expireLeases(s.ctx)
+		return
+	}
+	s.mu.Lock()
+	t := s.byID[id]
+	s.mu.Unlock()
+	if t != nil {
+		s.e.promote(s.ctx, t)
+	}
+}

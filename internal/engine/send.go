@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Send implements delayq.Queue.
+func (e *Engine) Send(ctx context.Context, topic string, req delayq.SendRequest) (*delayq.Message, error) {
+	res, err := e.SendBatch(ctx, topic, []delayq.SendRequest{req})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Message, res[0].Err
+}
+
+// SendBatch implements delayq.Queue. Valid items are inserted in one
+// durable store write; invalid ones get their error in place.
+func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.SendRequest) ([]delayq.SendResult, error) {
+	if err := delayq.ValidateTopic(topicName); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, delayq.Invalid("messages", "must not be empty")
+	}
+	if len(reqs) > delayq.MaxBatch {
+		return nil, delayq.Invalid("messages", "has %d items, the limit is %d", len(reqs), delayq.MaxBatch)
+	}
+	if e.isClosing() {
+		return nil, delayq.ErrUnavailable
+	}
+	t := e.topic(topicName)
+	set, err := e.settings(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	results := make([]delayq.SendResult, len(reqs))
+	msgs := make([]store.InsertMessage, 0, len(reqs))
+	slot := make([]int, 0, len(reqs)) // msgs[i] answers results[slot[i]]
+	for i, r := range reqs {
+		m, err := e.prepare(r, now, set)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		msgs = append(msgs, m)
+		slot = append(slot, i)
+	}
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topicName, Now: now, Messages: msgs})
+	if err != nil {
+		e.obs.StoreError("send")
+		return nil, storeErr("send", err)
+	}
+	e.afterInsert(t, now, ins)
+	for i, r := range ins {
+		m := toMessage(r.Record, now)
+		m.Duplicate = r.Duplicate
+		results[slot[i]].Message = m
+	}
+	return results, nil
+}
+
+// afterInsert wakes consumers for messages that are ready at once and arms
+// the topic's promotion for the earliest scheduled one.
+func (e *Engine) afterInsert(t *topic, now int64, ins []store.InsertResult) {
+	var sent int
+	var ready bool
+	var earliest int64
+	for _, r := range ins {
+		if r.Duplicate {
+			continue
+		}
+		sent++
+		if r.Record.State == store.StateReady {
+			ready = true
+		} else if earliest == 0 || r.Record.DueAt < earliest {
+			earliest = r.Record.DueAt
+		}
+	}
+	if sent > 0 {
+		e.obs.Sent(t.name, sent)
+	}
+	if ready {
+		t.notify()
+	}
+	if earliest != 0 {
+		e.sched.armPromote(t, earliest)
+	}
+}
+
+// prepare validates one send and resolves its due time and id.
+func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettings) (store.InsertMessage, error) {
+	var m store.InsertMessage
+	if len(r.Payload) > e.maxPay {
+		return m, &sizeError{field: "payload", size: len(r.Payload), limit: e.maxPay}
+	}
+	if err := validateHeaders(r.Headers); err != nil {
+		return m, err
+	}
+	due, err := e.dueAt(r.When, now)
+	if err != nil {
+		return m, err
+	}
+	id := r.ID
+	if id == "" {
+		id = e.ids.next(now)
+	} else if err := delayq.ValidateID(id); err != nil {
+		return m, err
+	}
+	attempts := r.MaxAttempts
+	switch {
+	case attempts == 0:
+		attempts = set.MaxAttempts
+	case attempts < 0 || attempts > MaxMaxAttempts:
+		return m, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+	}
+	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due, MaxAttempts: int32(attempts)}, nil
+}
+
+// dueAt resolves a When against engine time. A time in the past means due
+// now, and is kept as given so it sorts before later dues (release order
+// is by due time, then send order).
+func (e *Engine) dueAt(w delayq.When, now int64) (int64, error) {
+	hasAt := !w.DeliverAt.IsZero()
+	switch {
+	case hasAt && w.Delay != 0:
+		return 0, delayq.Invalid("delay", "give either a delay or deliver_at, not both")
+	case w.Delay < 0:
+		return 0, delayq.Invalid("delay", "must not be negative, got %s", w.Delay)
+	case w.Delay > e.maxDelay:
+		return 0, delayq.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
+	case !hasAt:
+		// Round up so a sub-millisecond delay never makes a message early.
+		return now + (w.Delay + time.Millisecond - 1).Milliseconds(), nil
+	}
+	at := w.DeliverAt.UnixMilli()
+	if w.DeliverAt.Sub(time.UnixMilli(at)) > 0 {
+		at++ // round up sub-millisecond precision: never early
+	}
+	if at-now > e.maxDelay.Milliseconds() {
+		return 0, delayq.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
+	}
+	if at < 0 {
+		return 0, delayq.Invalid("deliver_at", "is before 1970")
+	}
+	return at, nil
+}
+
+func validateHeaders(h map[string]string) error {
+	if len(h) > delayq.MaxHeaders {
+		return delayq.Invalid("headers", "has %d entries, the limit is %d", len(h), delayq.MaxHeaders)
+	}
+	size := 0
+	for k, v := range h {
+		if k == "" {
+			return delayq.Invalid("headers", "has an empty key")
+		}
+		size += len(k) + len(v)
+	}
+	if size > delayq.MaxHeaderBytes {
+		return delayq.Invalid("headers", "are %d bytes, the limit is %d", size, delayq.MaxHeaderBytes)
+	}
+	return nil
+}
+
+// sizeError is a too-large payload: it matches ErrTooLarge and names the field.
+type sizeError struct {
+	field       string
+	size, limit int
+}
+
+func (e *sizeError) Error() string {
+	return e.field + " is " + strconv.Itoa(e.size) + " bytes, the limit is " + strconv.Itoa(e.limit)
+}
+
+func (e *sizeError) Is(target error) bool { return target == delayq.ErrTooLarge }

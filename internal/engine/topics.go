@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+func builtinSettings() delayq.TopicSettings {
+	return delayq.TopicSettings{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, Lease: DefaultLease}
+}
+
+// fillSettings returns s with zero fields taken from def.
+func fillSettings(s, def delayq.TopicSettings) delayq.TopicSettings {
+	s.MaxAttempts = cmpOr(s.MaxAttempts, def.MaxAttempts)
+	s.Lease = cmpOr(s.Lease, def.Lease)
+	s.Backoff.Initial = cmpOr(s.Backoff.Initial, def.Backoff.Initial)
+	s.Backoff.Max = cmpOr(s.Backoff.Max, def.Backoff.Max)
+	s.Backoff.Multiplier = cmpOr(s.Backoff.Multiplier, def.Backoff.Multiplier)
+	if s.Backoff.Jitter == 0 {
+		s.Backoff.Jitter = def.Backoff.Jitter
+	}
+	if s.RateLimit == nil {
+		s.RateLimit = def.RateLimit
+	}
+	if s.Push == nil {
+		s.Push = def.Push
+	}
+	return s
+}
+
+func validateSettings(s delayq.TopicSettings) error {
+	switch {
+	case s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts:
+		return delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+	case s.Lease < 0 || s.Lease > MaxLease:
+		return delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
+	case s.Backoff.Initial < 0:
+		return delayq.Invalid("backoff.initial", "must not be negative")
+	case s.Backoff.Max < 0:
+		return delayq.Invalid("backoff.max", "must not be negative")
+	case s.Backoff.Max != 0 && s.Backoff.Initial > s.Backoff.Max:
+		return delayq.Invalid("backoff.max", "must be at least backoff.initial")
+	case s.Backoff.Multiplier != 0 && (s.Backoff.Multiplier < 1 || s.Backoff.Multiplier > 100 || math.IsNaN(s.Backoff.Multiplier)):
+		return delayq.Invalid("backoff.multiplier", "must be between 1 and 100")
+	case s.Backoff.Jitter < 0 || s.Backoff.Jitter > 1 || math.IsNaN(s.Backoff.Jitter):
+		return delayq.Invalid("backoff.jitter", "must be between 0 and 1")
+	}
+	if r := s.RateLimit; r != nil && (r.PerSecond <= 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) || r.Burst < 0) {
+		return delayq.Invalid("rate_limit", "per_second must be positive and burst not negative")
+	}
+	if p := s.Push; p != nil && (p.URL == "" || p.Timeout < 0 || p.Concurrency < 0) {
+		return delayq.Invalid("push", "needs a url, and timeout and concurrency must not be negative")
+	}
+	return nil
+}
+
+// storedSettings is the settings blob kept in the store. Only what the
+// user set is stored, so changing the server's defaults affects topics
+// that never overrode them.
+type storedSettings struct {
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	Backoff     delayq.Backoff    `json:"backoff"`
+	LeaseMS     int64             `json:"lease_ms,omitempty"`
+	RateLimit   *delayq.RateLimit `json:"rate_limit,omitempty"`
+	Push        *storedPush       `json:"push,omitempty"`
+}
+
+type storedPush struct {
+	URL         string `json:"url"`
+	TimeoutMS   int64  `json:"timeout_ms,omitempty"`
+	Concurrency int    `json:"concurrency,omitempty"`
+}
+
+func encodeSettings(s delayq.TopicSettings) []byte {
+	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit}
+	if s.Push != nil {
+		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency}
+	}
+	b, _ := json.Marshal(ss) // plain data: cannot fail
+	return b
+}
+
+func decodeSettings(b []byte) (delayq.TopicSettings, error) {
+	var ss storedSettings
+	if len(b) == 0 {
+		return delayq.TopicSettings{}, nil
+	}
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return delayq.TopicSettings{}, fmt.Errorf("decode topic settings: %w", err)
+	}
+	s := delayq.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
+	if ss.Push != nil {
+		s.Push = &delayq.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency}
+	}
+	return s, nil
+}
+
+// settings returns a topic's effective settings, caching the stored blob.
+func (e *Engine) settings(ctx context.Context, t *topic) (delayq.TopicSettings, error) {
+	t.mu.Lock()
+	c := t.cached
+	t.mu.Unlock()
+	if c != nil {
+		return fillSettings(*c, e.defaults), nil
+	}
+	var own delayq.TopicSettings
+	rec, err := e.st.TopicGet(ctx, t.name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return delayq.TopicSettings{}, storeErr("read topic settings", err)
+	default:
+		if own, err = decodeSettings(rec.Settings); err != nil {
+			return delayq.TopicSettings{}, fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
+		}
+	}
+	t.mu.Lock()
+	t.cached = &own
+	t.mu.Unlock()
+	return fillSettings(own, e.defaults), nil
+}
+
+// SetTopicSettings implements delayq.Queue.
+func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.TopicSettings) (*delayq.TopicSettings, error) {
+	if err := delayq.ValidateTopic(name); err != nil {
+		return nil, err
+	}
+	if err := validateSettings(s); err != nil {
+		return nil, err
+	}
+	if err := e.st.TopicSettingsPut(ctx, name, encodeSettings(s)); err != nil {
+		return nil, storeErr("store topic settings", err)
+	}
+	t := e.topic(name)
+	t.mu.Lock()
+	own := s
+	t.cached = &own
+	t.mu.Unlock()
+	eff := fillSettings(s, e.defaults)
+	return &eff, nil
+}
+
+// Topic implements delayq.Queue.
+func (e *Engine) Topic(ctx context.Context, name string) (*delayq.TopicInfo, error) {
+	if err := delayq.ValidateTopic(name); err != nil {
+		return nil, err
+	}
+	rec, err := e.st.TopicGet(ctx, name)
+	if err != nil {
+		return nil, storeErr("get topic", err)
+	}
+	return e.topicInfo(rec)
+}
+
+// Topics implements delayq.Queue.
+func (e *Engine) Topics(ctx context.Context) ([]delayq.TopicInfo, error) {
+	recs, err := e.st.TopicList(ctx)
+	if err != nil {
+		return nil, storeErr("list topics", err)
+	}
+	out := make([]delayq.TopicInfo, 0, len(recs))
+	for _, r := range recs {
+		ti, err := e.topicInfo(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *ti)
+	}
+	return out, nil
+}
+
+func (e *Engine) topicInfo(r *store.TopicRecord) (*delayq.TopicInfo, error) {
+	own, err := decodeSettings(r.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("%w: topic %s: %v", delayq.ErrUnavailable, r.Name, err)
+	}
+	return &delayq.TopicInfo{
+		Name:        r.Name,
+		Counts:      delayq.TopicCounts{Scheduled: r.Counts.Scheduled, Ready: r.Counts.Ready, Inflight: r.Counts.Inflight, Dead: r.Counts.Dead},
+		Settings:    fillSettings(own, e.defaults),
+		NextDue:     msTime(r.NextDue),
+		OldestReady: msTime(r.OldestReady),
+	}, nil
+}
