@@ -165,6 +165,18 @@ type Store interface {
 	Close() error
 }
 
+// Notifier is implemented by stores that several engines share (Redis).
+// Each engine subscribes, and the store tells it when any engine made a
+// message scheduled or ready, so every engine can arm its timers and wake
+// its long-polls without polling.
+type Notifier interface {
+	// Subscribe calls fn(topic, dueAt) for each notification until ctx
+	// ends or the subscription fails; it blocks. dueAt <= now means "ready
+	// now". Notifications may be lost (e.g. while reconnecting): engines
+	// also run a slow safety sweep.
+	Subscribe(ctx context.Context, fn func(topic string, dueAt int64)) error
+}
+
 // InsertMessage is one message to insert.
 type InsertMessage struct {
 	ID          string
@@ -215,6 +227,10 @@ type PromoteResult struct {
 	// NextDue is the DueAt of the earliest message still scheduled after
 	// the call (0 if none); it may be <= Now when Max cut the call short.
 	NextDue int64
+	// Now is the time the store judged "due" by: 0 means Params.Now. A
+	// backend with its own time source (Redis TIME) reports it, so the
+	// engine sleeps NextDue-Now rather than trusting its own clock.
+	Now int64
 }
 
 // MessageLeaseParams are the arguments of MessageLease.
