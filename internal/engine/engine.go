@@ -127,6 +127,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.bg.Add(1)
 	go e.runJanitor()
+	if n, ok := e.st.(store.Notifier); ok {
+		e.startNotifier(n)
+	}
 	return e, nil
 }
 
@@ -140,6 +143,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		t := e.topic(r.Name)
 		if r.NextDue != 0 {
 			e.sched.armPromote(t, r.NextDue)
+		}
+		if r.OldestReady != 0 {
+			t.notify() // ready messages another engine may have promoted
 		}
 		if r.NextLeaseExpiry != 0 {
 			e.sched.armExpire(r.NextLeaseExpiry)

@@ -29,8 +29,12 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		if res.NextDue == 0 {
 			return
 		}
-		if res.NextDue > now || res.Promoted < promoteBatch {
-			e.sched.armPromote(t, res.NextDue)
+		// Sleep by the store's judgement of time when it has its own
+		// clock (Redis TIME): arming at NextDue by our clock would spin
+		// or fire late when the two disagree.
+		storeNow := cmpOr(res.Now, now)
+		if res.NextDue > storeNow || res.Promoted < promoteBatch {
+			e.sched.armPromote(t, now+max(res.NextDue-storeNow, 1))
 			return
 		}
 	}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Shared stores (Redis) tell every engine about sends made by others. A
+// notification can be lost while the subscription reconnects, so a slow
+// sweep re-arms every topic from the store as a safety net.
+const (
+	sweepEvery     = 5 * time.Second
+	resubscribeMin = 100 * time.Millisecond
+	resubscribeMax = 5 * time.Second
+)
+
+func (e *Engine) startNotifier(n store.Notifier) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-e.closing; cancel() }()
+	e.bg.Add(2)
+	go e.listen(ctx, n)
+	go e.sweep(ctx)
+}
+
+// listen keeps a subscription open, re-subscribing with backoff.
+func (e *Engine) listen(ctx context.Context, n store.Notifier) {
+	defer e.bg.Done()
+	wait := resubscribeMin
+	for ctx.Err() == nil {
+		err := n.Subscribe(ctx, e.onNotify)
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("store notifications interrupted; re-subscribing", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, resubscribeMax)
+	}
+}
+
+// onNotify arms the topic's promotion or wakes its long-polls.
+func (e *Engine) onNotify(topic string, dueAt int64) {
+	t := e.topic(topic)
+	if dueAt <= e.now() {
+		t.notify()
+	}
+	e.sched.armPromote(t, dueAt)
+}
+
+func (e *Engine) sweep(ctx context.Context) {
+	defer e.bg.Done()
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := e.recover(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("safety sweep", "err", err)
+			}
+		}
+	}
+}
