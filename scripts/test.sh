@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run). Installs what the tests need when
+# it can (redis-server, for the Redis engine's tests), then runs every Go test
+# with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing ${need_pkgs[*]} …"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "missing ${need_pkgs[*]}: install them (e.g. sudo apt-get install ${need_pkgs[*]}); the Redis tests need them" >&2
+    exit 1
+  fi
+fi
+
+go vet ./...
+# -p 1 on 2 cores would be slow; the default parallelism is fine but the
+# race detector multiplies memory, so keep the timeout generous.
+go test -race -count=1 -timeout 20m ./... "$@"
