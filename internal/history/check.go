@@ -1,0 +1,203 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Options tune the checker.
+type Options struct {
+	// Dead holds ids found in dead-letter lists after the final drain:
+	// they were delivered (to the dead-letter list), so they are not lost.
+	Dead map[string]bool
+	// DupBound is the number of duplicate deliveries the run's faults
+	// allow (leases out at each kill, acks that ended info, expiries by
+	// design). With no faults it is 0.
+	DupBound int
+	// Slack is allowed client-clock imprecision for the client-side early
+	// check (the server rounds due times up to whole ms). Default 0.
+	Slack time.Duration
+}
+
+// Result is the checker's verdict.
+type Result struct {
+	Sends, Acked, InfoSends  int
+	Delivered                int // distinct ids delivered
+	Lost                     []string
+	Unexpected               []string
+	Duplicated               int
+	DupBound                 int
+	Recovered                int // delivered ids whose every send ended info
+	Early                    []string
+	Resurrected              []string
+	Steady, CameDueWhileDown Lateness
+}
+
+// Lateness summarises receive − due of first deliveries.
+type Lateness struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+// Valid reports whether the guarantees held: nothing lost, unexpected,
+// early or resurrected, and duplicates within the bound.
+func (r *Result) Valid() bool {
+	return len(r.Lost) == 0 && len(r.Unexpected) == 0 && len(r.Early) == 0 &&
+		len(r.Resurrected) == 0 && r.Duplicated <= r.DupBound
+}
+
+func (r *Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sends=%d acked=%d info=%d delivered=%d lost=%d unexpected=%d duplicated=%d (bound %d) recovered=%d early=%d resurrected=%d",
+		r.Sends, r.Acked, r.InfoSends, r.Delivered, len(r.Lost), len(r.Unexpected), r.Duplicated, r.DupBound,
+		r.Recovered, len(r.Early), len(r.Resurrected))
+	fmt.Fprintf(&b, " lateness steady p50=%v p99=%v max=%v (n=%d); came-due-while-down p50=%v p99=%v max=%v (n=%d)",
+		r.Steady.P50, r.Steady.P99, r.Steady.Max, r.Steady.N,
+		r.CameDueWhileDown.P50, r.CameDueWhileDown.P99, r.CameDueWhileDown.Max, r.CameDueWhileDown.N)
+	return b.String()
+}
+
+type idHist struct {
+	sendOK, sendInfo, sendInvoked bool
+	firstSendInvoke               time.Duration
+	delay                         time.Duration
+	due                           time.Time
+	deliveries                    []Op
+	nacks                         int
+	endedAt                       time.Duration // completion of the first ok ack or cancel
+	ended                         bool
+}
+
+// Check judges a history after a final drain (consume until every acked
+// send was read, with no faults active).
+func Check(ops []Op, down []Window, opt Options) *Result {
+	ids := map[string]*idHist{}
+	get := func(id string) *idHist {
+		h := ids[id]
+		if h == nil {
+			h = &idHist{}
+			ids[id] = h
+		}
+		return h
+	}
+	sorted := append([]Op(nil), ops...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Invoke < sorted[j].Invoke })
+	res := &Result{DupBound: opt.DupBound}
+	for _, op := range sorted {
+		h := get(op.ID)
+		switch op.Kind {
+		case Send:
+			res.Sends++
+			if !h.sendInvoked || op.Invoke < h.firstSendInvoke {
+				h.firstSendInvoke = op.Invoke
+			}
+			h.sendInvoked = true
+			h.delay = op.Delay
+			switch op.Outcome {
+			case OK:
+				h.sendOK = true
+				if !op.DueAt.IsZero() {
+					h.due = op.DueAt
+				}
+			case Info:
+				h.sendInfo = true
+			}
+		case Lease:
+			if op.Outcome == OK {
+				h.deliveries = append(h.deliveries, op)
+			}
+		case Nack:
+			if op.Outcome != Fail {
+				h.nacks++
+			}
+		case Ack, Cancel:
+			if op.Outcome == OK && (!h.ended || op.Complete < h.endedAt) {
+				h.ended, h.endedAt = true, op.Complete
+			}
+		}
+	}
+	var steady, whileDown []time.Duration
+	for id, h := range ids {
+		if h.sendOK {
+			res.Acked++
+		} else if h.sendInfo {
+			res.InfoSends++
+		}
+		n := len(h.deliveries)
+		if n > 0 {
+			res.Delivered++
+		}
+		switch {
+		case n == 0 && h.sendOK && !h.ended && !opt.Dead[id]:
+			res.Lost = append(res.Lost, id)
+		case n > 0 && !h.sendInvoked:
+			res.Unexpected = append(res.Unexpected, id)
+		}
+		if n > 0 && !h.sendOK && h.sendInfo {
+			res.Recovered++
+		}
+		if extra := n - 1 - h.nacks; extra > 0 {
+			res.Duplicated += extra
+		}
+		for _, d := range h.deliveries {
+			if early(h, d, opt.Slack) {
+				res.Early = append(res.Early, id)
+				break
+			}
+		}
+		for _, d := range h.deliveries {
+			// A delivery whose lease call started after an ack or cancel
+			// had completed brings back something that was gone.
+			if h.ended && d.Invoke > h.endedAt {
+				res.Resurrected = append(res.Resurrected, id)
+				break
+			}
+		}
+		if n > 0 && !h.due.IsZero() && !h.deliveries[0].At.IsZero() {
+			late := h.deliveries[0].At.Sub(h.due)
+			if cameDueWhileDown(h, down) {
+				whileDown = append(whileDown, late)
+			} else {
+				steady = append(steady, late)
+			}
+		}
+	}
+	for _, s := range [][]string{res.Lost, res.Unexpected, res.Early, res.Resurrected} {
+		sort.Strings(s)
+	}
+	res.Steady, res.CameDueWhileDown = summarize(steady), summarize(whileDown)
+	return res
+}
+
+// early applies both clocks: the server's (delivered before its due time)
+// and the client's (received before send invoke + delay, which holds
+// whatever the server's clock says).
+func early(h *idHist, d Op, slack time.Duration) bool {
+	if !d.At.IsZero() && !h.due.IsZero() && d.At.Before(h.due) {
+		return true
+	}
+	return h.sendInvoked && d.Complete+slack < h.firstSendInvoke+h.delay
+}
+
+// cameDueWhileDown: the message's due time (on the recorder clock, from
+// send invoke + delay) fell in a downtime window.
+func cameDueWhileDown(h *idHist, down []Window) bool {
+	due := h.firstSendInvoke + h.delay
+	for _, w := range down {
+		if due >= w.From && due <= w.To {
+			return true
+		}
+	}
+	return false
+}
+
+func summarize(xs []time.Duration) Lateness {
+	if len(xs) == 0 {
+		return Lateness{}
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+	at := func(q float64) time.Duration { return xs[min(len(xs)-1, int(q*float64(len(xs))))] }
+	return Lateness{N: len(xs), P50: at(0.50), P99: at(0.99), Max: xs[len(xs)-1]}
+}
