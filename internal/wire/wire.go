@@ -225,6 +225,11 @@ type CancelResponse struct {
 	Message    *Message `json:"message"`
 }
 
+// StatusResponse answers GET /healthz and GET /readyz.
+type StatusResponse struct {
+	Status string `json:"status"`
+}
+
 // ErrorBody is the error shape: {"error":{"code":"…","message":"…"}}.
 type ErrorBody struct {
 	Code    string `json:"code"`
@@ -249,5 +254,6 @@ const (
 	CodeHeaderTooLarge  = "headers_too_large"  // 431
 	CodeRateLimited     = "rate_limited"       // 429
 	CodeUnavailable     = "unavailable"        // 503
+	CodeNotImplemented  = "not_implemented"    // 501: endpoint reserved, not built yet
 	CodeInternal        = "internal"           // 500: a bug, never bad input
 )

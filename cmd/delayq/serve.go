@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/store/pebblestore"
+)
+
+func init() {
+	register("serve", "run the server: HTTP API, /metrics, embedded engine", runServe)
+}
+
+const serveUsage = `Usage: delayq serve [flags]
+
+Runs the delayq server on the embedded engine (a data directory).
+
+Every flag also reads DELAYQ_<FLAG> in upper snake case (--max-payload:
+DELAYQ_MAX_PAYLOAD), and --config FILE (or DELAYQ_CONFIG) names a JSON
+object keyed by flag names, e.g. {"addr":"127.0.0.1:7070","token":["…"]}.
+Precedence: flags, then environment, then the file, then defaults.
+Exception: --token reads DELAYQ_SERVE_TOKENS (specs separated by spaces),
+because DELAYQ_TOKEN is the CLI's client token.
+
+Tokens are NAME:SECRET:SCOPES:PATTERNS, e.g.
+  --token 'billing:s3cr3t-billing-0123456789:produce,consume:billing.*'
+scopes produce, consume, admin (admin implies the others); patterns are
+comma-separated topic globs where * matches anything. A tokens file has one
+token per line (# comments). Prefer the file: flags show in ps.
+Without tokens the server listens only on loopback unless --insecure.
+/metrics needs a token with admin on "*" when tokens are configured.
+
+Flags:
+`
+
+// serveOpts are the flags of `delayq serve`.
+type serveOpts struct {
+	addr, data, redis, config      string
+	insecure                       bool
+	tokens                         serveTokenList
+	tokensFile, tlsCert, tlsKey    string
+	logFormat, logLevel            string
+	maxPayload, defaultMaxAttempts int
+	maxConns                       int
+	maxDelay, dedupWindow          time.Duration
+	defaultLease, drainTimeout     time.Duration
+}
+
+// serveTokenList is the repeatable --token flag.
+type serveTokenList []string
+
+func (l *serveTokenList) String() string { return fmt.Sprintf("%d tokens", len(*l)) }
+
+func (l *serveTokenList) Set(v string) error { *l = append(*l, v); return nil }
+
+func serveFlags(o *serveOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("delayq serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "listen `address`")
+	fs.StringVar(&o.data, "data", "./delayq-data", "data `directory` of the embedded engine")
+	fs.StringVar(&o.redis, "redis", "", "Redis `URL` (not built yet)")
+	fs.StringVar(&o.config, "config", "", "JSON config `file`")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
+	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
+	fs.StringVar(&o.tokensFile, "tokens-file", "", "`file` of tokens, one per line")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS key `file` (PEM)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.IntVar(&o.maxPayload, "max-payload", delayq.DefaultMaxPayload, "payload limit in `bytes`")
+	fs.DurationVar(&o.maxDelay, "max-delay", engine.DefaultMaxDelay, "longest delay accepted")
+	fs.DurationVar(&o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
+	fs.DurationVar(&o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
+	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
+	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	return fs
+}
+
+// serveEnvName maps a flag to its environment variable.
+func serveEnvName(flagName string) string {
+	if flagName == "token" {
+		return "DELAYQ_SERVE_TOKENS"
+	}
+	return "DELAYQ_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseServe applies, for every flag not given on the command line, the
+// environment, then the config file; defaults are the flags' own.
+func parseServe(args []string, getenv func(string) string) (*serveOpts, error) {
+	o := &serveOpts{}
+	fs := serveFlags(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	setFrom := func(name, value, source string) error {
+		if name == "token" {
+			o.tokens = nil
+			for _, v := range strings.Fields(value) {
+				o.tokens = append(o.tokens, v)
+			}
+			return nil
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("%s: invalid value for %s: %v", source, name, err)
+		}
+		return nil
+	}
+	// Environment first, remembering what it set, so the file fills only the rest.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || envErr != nil {
+			return
+		}
+		if v := getenv(serveEnvName(f.Name)); v != "" {
+			envErr = setFrom(f.Name, v, serveEnvName(f.Name))
+			set[f.Name] = true
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if o.config != "" {
+		file, err := readServeConfig(o.config)
+		if err != nil {
+			return nil, err
+		}
+		for name, v := range file {
+			if fs.Lookup(name) == nil || name == "config" {
+				return nil, fmt.Errorf("config %s: unknown key %q (keys are flag names)", o.config, name)
+			}
+			if set[name] {
+				continue
+			}
+			if err := setFrom(name, v, "config "+o.config); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return o, nil
+}
+
+// readServeConfig reads a JSON object of flag names to strings, numbers,
+// booleans or (for token) arrays of strings, as flag-value strings.
+func readServeConfig(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case json.Number:
+			out[k] = v.String()
+		case bool:
+			out[k] = fmt.Sprint(v)
+		case []any:
+			var parts []string
+			for _, p := range v {
+				s, ok := p.(string)
+				if !ok || strings.ContainsAny(s, " \t\n") {
+					return nil, fmt.Errorf("config %s: %s must be an array of strings without spaces", path, k)
+				}
+				parts = append(parts, s)
+			}
+			out[k] = strings.Join(parts, " ")
+		default:
+			return nil, fmt.Errorf("config %s: %s has an unsupported value", path, k)
+		}
+	}
+	return out, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseServe(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, serveUsage)
+		fs := serveFlags(&serveOpts{})
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "delayq serve: %v (run 'delayq serve -h')\n", err)
+		return 2
+	}
+	if err := serve(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "delayq serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs until ctx ends, then shuts down in order: stop accepting and
+// drain requests (server), stop background work (engine), close the store.
+func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
+	if o.redis != "" {
+		return errors.New("the Redis engine is not built yet; use the embedded engine (--data DIR)")
+	}
+	log, err := serveLogger(o.logFormat, o.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	tokens, err := serveTokens(o)
+	if err != nil {
+		return err
+	}
+	if err := server.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
+		return err
+	}
+	m := metrics.New()
+	st, err := pebblestore.Open(o.data, pebblestore.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open data directory %s: %w", o.data, err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	eng, err := engine.Open(ctx, engine.Config{
+		Store: st, Logger: log, Observer: m,
+		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
+		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+		defer cancel()
+		if err := eng.Close(cctx); err != nil {
+			log.Error("stop engine", "err", err)
+		}
+	}()
+	if err := m.WatchQueue(eng, nil); err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Queue: eng, Ready: eng.Ready, Tokens: tokens, Insecure: o.insecure, Logger: log,
+		Addr: o.addr, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
+		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
+		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
+		Metrics: m.Handler(), RequestObserver: m,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if o.tlsCert != "" {
+		scheme = "https"
+	}
+	authState := "off"
+	if tokens.Enabled() {
+		authState = "on"
+	}
+	fmt.Fprintf(stdout, "delayq serving %s://%s (data %s, auth %s)\n", scheme, ln.Addr(), o.data, authState)
+	err = srv.Serve(ctx, ln)
+	log.Info("shutting down", "err", err)
+	return err
+}
+
+func serveTokens(o *serveOpts) (*auth.Set, error) {
+	var toks []*auth.Token
+	for _, spec := range o.tokens {
+		t, err := auth.ParseToken(spec)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, t)
+	}
+	if o.tokensFile != "" {
+		ft, err := auth.ParseFile(o.tokensFile)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, ft...)
+	}
+	return auth.NewSet(toks)
+}
+
+func serveLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestServeFlagPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "delayq.json")
+	os.WriteFile(cfg, []byte(`{"addr":"127.0.0.1:1","data":"/from/file","max-payload":2048,"insecure":true,"log-format":"json","token":["a:0123456789abcdef0:admin:*"]}`), 0o600)
+	env := map[string]string{
+		"DELAYQ_CONFIG":    cfg,
+		"DELAYQ_DATA":      "/from/env",
+		"DELAYQ_MAX_DELAY": "48h",
+		"DELAYQ_ADDR":      "127.0.0.1:2",
+		"DELAYQ_TOKEN":     "a-cli-secret-not-a-spec", // the CLI's variable: ignored by serve
+	}
+	o, err := parseServe([]string{"--addr", "127.0.0.1:3"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"addr (flag beats env and file)", o.addr, "127.0.0.1:3"},
+		{"data (env beats file)", o.data, "/from/env"},
+		{"max-delay (env)", o.maxDelay.String(), "48h0m0s"},
+		{"max-payload (file)", strconv.Itoa(o.maxPayload), "2048"},
+		{"log-format (file)", o.logFormat, "json"},
+		{"log-level (default)", o.logLevel, "info"},
+		{"dedup-window (default)", o.dedupWindow.String(), "24h0m0s"},
+		{"tokens (file)", strings.Join(o.tokens, " "), "a:0123456789abcdef0:admin:*"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if !o.insecure {
+		t.Error("insecure from the file was not applied")
+	}
+	env["DELAYQ_SERVE_TOKENS"] = "b:0123456789abcdef1:produce:x c:0123456789abcdef2:consume:y"
+	if o, err = parseServe(nil, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.tokens) != 2 || !strings.HasPrefix(o.tokens[0], "b:") {
+		t.Errorf("DELAYQ_SERVE_TOKENS did not replace the file's tokens: %q", o.tokens)
+	}
+}
+
+func TestServeBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		msg  string
+	}{
+		{"unknown flag", []string{"--nope"}, nil, 2, "flag provided but not defined: -nope"},
+		{"bad duration", []string{"--max-delay", "soon"}, nil, 2, "invalid value"},
+		{"bad env", nil, map[string]string{"DELAYQ_MAX_CONNS": "many"}, 2, "DELAYQ_MAX_CONNS"},
+		{"stray argument", []string{"extra"}, nil, 2, "unexpected argument"},
+		{"unknown config key", []string{"--config", writeFile(t, dir, "c.json", `{"adress":"x"}`)}, nil, 2, `unknown key "adress"`},
+		{"redis", []string{"--redis", "redis://127.0.0.1:6379/0"}, nil, 1, "the Redis engine is not built yet"},
+		{"non-loopback without tokens", []string{"--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "never")}, nil, 1, "--insecure"},
+		{"bad token", []string{"--token", "name:short:admin:*"}, nil, 1, "secret of name"},
+		{"bad log level", []string{"--log-level", "loud"}, nil, 1, "--log-level"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := runServe(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.msg) || strings.Count(stderr.String(), "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line with %q", code, stderr.String(), tc.code, tc.msg)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never")); err == nil {
+		t.Error("the refused server created its data directory")
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestServeEndToEnd starts the real server on a data directory, sends a
+// message, shuts down with ctx (as SIGTERM does), restarts on the same
+// directory and finds the message; with a token configured, a request
+// without it is 401.
+func TestServeEndToEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	data := filepath.Join(t.TempDir(), "data")
+	secret := "e2e-secret-0123456789"
+	args := []string{"--addr", "127.0.0.1:0", "--data", data, "--token", "ops:" + secret + ":admin:*", "--log-level", "error"}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	do := func(method, url, body string, withToken bool) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if withToken {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for round := 0; round < 2; round++ {
+		ctx, stop := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		var stderr bytes.Buffer
+		exit := make(chan int, 1)
+		go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err != nil {
+			t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
+		}
+		go io.Copy(io.Discard, pr)
+		if !strings.Contains(line, data) || !strings.Contains(line, "auth on") {
+			t.Fatalf("startup line %q lacks the data dir or auth state", line)
+		}
+		base := strings.Fields(line)[2]
+		if c := do("GET", base+"/healthz", "", false); c != 200 {
+			t.Fatalf("healthz %d", c)
+		}
+		if c := do("GET", base+"/v1/topics", "", false); c != 401 {
+			t.Fatalf("no token: %d, want 401", c)
+		}
+		if round == 0 {
+			if c := do("POST", base+"/v1/topics/t/messages", `{"id":"kept","payload":"x","delay":"1h"}`, true); c != 201 {
+				t.Fatalf("send %d", c)
+			}
+		} else if c := do("GET", base+"/v1/topics/t/messages/kept", "", true); c != 200 {
+			t.Fatalf("after restart, get %d", c)
+		}
+		if c := do("GET", base+"/metrics", "", true); c != 200 {
+			t.Fatalf("metrics %d", c)
+		}
+		client.CloseIdleConnections()
+		stop()
+		if code := <-exit; code != 0 {
+			t.Fatalf("exit %d; stderr %s", code, stderr.String())
+		}
+	}
+}

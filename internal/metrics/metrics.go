@@ -1,0 +1,155 @@
+// Package metrics is delayq's Prometheus instrumentation and the only
+// package that imports Prometheus. A Metrics value
+//
+//   - implements engine.Observer (event counters and the release-lateness
+//     histogram, per topic),
+//   - observes HTTP requests by route pattern and status code (never by raw
+//     path, so cardinality is bounded by the routing table),
+//   - reads Queue.Topics at scrape time for per-topic gauges,
+//
+// all on its own prometheus.Registry, never the global default one.
+//
+// # Caveat
+//
+// Per-topic series grow with the number of topics. Topics are created on
+// first use, so operators with many short-lived topics should drop the
+// topic label at scrape time (metric_relabel_configs).
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/delayq/delayq"
+)
+
+// LatenessBuckets are the release-lateness histogram buckets, in seconds:
+// from 0.1 ms (what an event-driven release should achieve) to 60 s.
+var LatenessBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// Metrics holds delayq's collectors. It is safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	sent, delivered, acked, nacked, expired, dead, cancelled *prometheus.CounterVec
+	early                                                    *prometheus.CounterVec
+	lateness                                                 *prometheus.HistogramVec
+	storeErrors                                              *prometheus.CounterVec
+
+	httpDuration *prometheus.HistogramVec
+	httpInflight prometheus.Gauge
+}
+
+// New makes the collectors and registers them, with the Go runtime and
+// process collectors, on a fresh registry.
+func New() *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "delayq", Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		reg:         prometheus.NewRegistry(),
+		sent:        counter("messages_sent_total", "Messages accepted (duplicates excluded).", "topic"),
+		delivered:   counter("messages_delivered_total", "Messages handed to consumers (every lease).", "topic"),
+		acked:       counter("messages_acked_total", "Messages acknowledged.", "topic"),
+		nacked:      counter("messages_nacked_total", "Deliveries reported failed by consumers.", "topic"),
+		expired:     counter("messages_lease_expired_total", "Leases that ran out (counted as failures).", "topic"),
+		dead:        counter("messages_dead_total", "Messages moved to the dead-letter list.", "topic"),
+		cancelled:   counter("messages_cancelled_total", "Messages cancelled.", "topic"),
+		early:       counter("messages_early_total", "Messages delivered before their due time. Must stay 0.", "topic"),
+		storeErrors: counter("store_errors_total", "Storage failures seen by the engine, by operation.", "op"),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "delayq", Name: "release_lateness_seconds",
+			Help:    "Time from a message's due time to its delivery.",
+			Buckets: LatenessBuckets,
+		}, []string{"topic"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "delayq", Name: "http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern and status code (long-polls included).",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "code"}),
+		httpInflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "delayq", Name: "http_requests_in_flight", Help: "HTTP requests being served.",
+		}),
+	}
+	m.reg.MustRegister(
+		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
+		m.early, m.lateness, m.storeErrors, m.httpDuration, m.httpInflight,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Registry returns the registry, for tests and extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, Timeout: 10 * time.Second})
+}
+
+// Sent implements engine.Observer.
+func (m *Metrics) Sent(topic string, n int) { m.sent.WithLabelValues(topic).Add(float64(n)) }
+
+// Delivered implements engine.Observer. A negative lateness (an early
+// delivery, which the engine must never make) counts in messages_early_total.
+func (m *Metrics) Delivered(topic string, lateness time.Duration) {
+	m.delivered.WithLabelValues(topic).Inc()
+	early := m.early.WithLabelValues(topic) // created at 0 so the series exists
+	if lateness < 0 {
+		early.Inc()
+		lateness = 0
+	}
+	m.lateness.WithLabelValues(topic).Observe(lateness.Seconds())
+}
+
+// Acked implements engine.Observer.
+func (m *Metrics) Acked(topic string, n int) { m.acked.WithLabelValues(topic).Add(float64(n)) }
+
+// Nacked implements engine.Observer.
+func (m *Metrics) Nacked(topic string, n int) { m.nacked.WithLabelValues(topic).Add(float64(n)) }
+
+// Expired implements engine.Observer.
+func (m *Metrics) Expired(topic string, n int) { m.expired.WithLabelValues(topic).Add(float64(n)) }
+
+// Died implements engine.Observer.
+func (m *Metrics) Died(topic string, n int) { m.dead.WithLabelValues(topic).Add(float64(n)) }
+
+// Cancelled implements engine.Observer.
+func (m *Metrics) Cancelled(topic string, n int) { m.cancelled.WithLabelValues(topic).Add(float64(n)) }
+
+// StoreError implements engine.Observer.
+func (m *Metrics) StoreError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
+
+// ObserveRequest records one HTTP request. route must be a routing-table
+// pattern (or a fixed name such as "unmatched"), never the raw path.
+func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
+	m.httpDuration.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// RequestStarted and RequestDone track requests in flight.
+func (m *Metrics) RequestStarted() { m.httpInflight.Inc() }
+
+// RequestDone pairs with RequestStarted.
+func (m *Metrics) RequestDone() { m.httpInflight.Dec() }
+
+// TopicLister is the part of delayq.Queue the scrape-time collector reads.
+type TopicLister interface {
+	Topics(ctx context.Context) ([]delayq.TopicInfo, error)
+}
+
+// WatchQueue registers a collector that reads q.Topics at every scrape for
+// the delayq_messages, delayq_next_due_timestamp_seconds and
+// delayq_oldest_ready_age_seconds gauges. now defaults to time.Now.
+func (m *Metrics) WatchQueue(q TopicLister, now func() time.Time) error {
+	if now == nil {
+		now = time.Now
+	}
+	return m.reg.Register(newQueueCollector(q, now))
+}

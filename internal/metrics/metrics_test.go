@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/engine"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var _ engine.Observer = (*Metrics)(nil)
+
+// scrape returns the registry in the text format.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func hasAll(t *testing.T, text string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(text, l+"\n") {
+			t.Errorf("missing %q", l)
+		}
+	}
+}
+
+func TestObserverCounters(t *testing.T) {
+	m := New()
+	m.Sent("a", 3)
+	m.Delivered("a", 3*time.Millisecond)
+	m.Delivered("a", 0)
+	m.Acked("a", 1)
+	m.Nacked("a", 1)
+	m.Expired("a", 2)
+	m.Died("a", 1)
+	m.Cancelled("b", 4)
+	m.StoreError("send")
+	hasAll(t, scrape(t, m),
+		`delayq_messages_sent_total{topic="a"} 3`,
+		`delayq_messages_delivered_total{topic="a"} 2`,
+		`delayq_messages_acked_total{topic="a"} 1`,
+		`delayq_messages_nacked_total{topic="a"} 1`,
+		`delayq_messages_lease_expired_total{topic="a"} 2`,
+		`delayq_messages_dead_total{topic="a"} 1`,
+		`delayq_messages_cancelled_total{topic="b"} 4`,
+		`delayq_store_errors_total{op="send"} 1`,
+		`delayq_messages_early_total{topic="a"} 0`,
+		`delayq_release_lateness_seconds_bucket{topic="a",le="0.0001"} 1`,
+		`delayq_release_lateness_seconds_bucket{topic="a",le="0.002"} 1`,
+		`delayq_release_lateness_seconds_bucket{topic="a",le="0.005"} 2`,
+		`delayq_release_lateness_seconds_bucket{topic="a",le="60"} 2`,
+		`delayq_release_lateness_seconds_count{topic="a"} 2`,
+	)
+	// An early delivery (never legitimate) is counted, and observed as 0.
+	m.Delivered("a", -time.Millisecond)
+	hasAll(t, scrape(t, m), `delayq_messages_early_total{topic="a"} 1`)
+}
+
+func TestLatenessBuckets(t *testing.T) {
+	m := New()
+	m.Delivered("t", time.Second)
+	text := scrape(t, m)
+	if n := strings.Count(text, "delayq_release_lateness_seconds_bucket{"); n != len(LatenessBuckets)+1 {
+		t.Errorf("%d buckets, want %d (+Inf)", n, len(LatenessBuckets)+1)
+	}
+	if LatenessBuckets[0] != 0.0001 || LatenessBuckets[len(LatenessBuckets)-1] != 60 {
+		t.Errorf("buckets span %v..%v, want 0.1 ms..60 s", LatenessBuckets[0], LatenessBuckets[len(LatenessBuckets)-1])
+	}
+}
+
+type fakeLister struct {
+	infos []delayq.TopicInfo
+	err   error
+}
+
+func (f *fakeLister) Topics(context.Context) ([]delayq.TopicInfo, error) { return f.infos, f.err }
+
+func TestQueueCollector(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	f := &fakeLister{infos: []delayq.TopicInfo{{
+		Name:        "orders",
+		Counts:      delayq.TopicCounts{Scheduled: 5, Ready: 2, Inflight: 1, Dead: 3},
+		NextDue:     now.Add(time.Minute),
+		OldestReady: now.Add(-4 * time.Second),
+	}}}
+	m := New()
+	if err := m.WatchQueue(f, func() time.Time { return now }); err != nil {
+		t.Fatal(err)
+	}
+	hasAll(t, scrape(t, m),
+		`delayq_messages{state="dead",topic="orders"} 3`,
+		`delayq_messages{state="inflight",topic="orders"} 1`,
+		`delayq_messages{state="ready",topic="orders"} 2`,
+		`delayq_messages{state="scheduled",topic="orders"} 5`,
+		`delayq_oldest_ready_age_seconds{topic="orders"} 4`,
+		`delayq_next_due_timestamp_seconds{topic="orders"} 1.89345607e+09`,
+		`delayq_topics 1`,
+		`delayq_queue_up 1`,
+	)
+	f.err = errors.New("store down")
+	text := scrape(t, m)
+	hasAll(t, text, `delayq_queue_up 0`)
+	if strings.Contains(text, "delayq_messages{") {
+		t.Error("gauges reported although Topics failed")
+	}
+}
+
+func TestHTTPLabels(t *testing.T) {
+	m := New()
+	m.ObserveRequest("POST /v1/topics/{topic}/messages", 201, time.Millisecond)
+	hasAll(t, scrape(t, m), `delayq_http_request_duration_seconds_count{code="201",route="POST /v1/topics/{topic}/messages"} 1`)
+}

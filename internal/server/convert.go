@@ -1,0 +1,246 @@
+package server
+
+import (
+	"encoding/base64"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// sendRequest converts and checks one send. prefix names the item in a
+// batch ("messages[3]."), "" for a single send.
+func (s *Server) sendRequest(in *wire.SendRequest, prefix string) (delayq.SendRequest, error) {
+	out := delayq.SendRequest{ID: in.ID, Headers: in.Headers}
+	if in.ID != "" {
+		if err := delayq.ValidateID(in.ID); err != nil {
+			return out, prefixed(prefix, err)
+		}
+	}
+	switch {
+	case in.Payload != nil && in.PayloadBase64 != nil:
+		return out, delayq.Invalid(prefix+"payload", "give either payload or payload_base64, not both")
+	case in.Payload != nil:
+		out.Payload = []byte(*in.Payload)
+	case in.PayloadBase64 != nil:
+		b, err := base64.StdEncoding.Strict().DecodeString(*in.PayloadBase64)
+		if err != nil {
+			return out, delayq.Invalid(prefix+"payload_base64", "is not standard padded base64: %v", err)
+		}
+		out.Payload = b
+	default:
+		return out, delayq.Invalid(prefix+"payload", "is required (use \"payload\": \"\" for an empty one, or payload_base64)")
+	}
+	if len(out.Payload) > s.cfg.MaxPayload {
+		return out, fmt.Errorf("%w: %spayload is %d bytes, the limit is %d", delayq.ErrTooLarge, prefix, len(out.Payload), s.cfg.MaxPayload)
+	}
+	if err := checkHeaders(in.Headers, prefix); err != nil {
+		return out, err
+	}
+	when, err := s.when(in.Delay, in.DelayMS, in.DeliverAt, prefix)
+	if err != nil {
+		return out, err
+	}
+	out.When = when
+	if in.MaxAttempts != nil {
+		if *in.MaxAttempts < 1 {
+			return out, delayq.Invalid(prefix+"max_attempts", "must be at least 1 (omit it for the topic's setting)")
+		}
+		out.MaxAttempts = *in.MaxAttempts
+	}
+	return out, nil
+}
+
+func prefixed(prefix string, err error) error {
+	if inv, ok := err.(*delayq.InvalidError); ok && prefix != "" {
+		return &delayq.InvalidError{Field: prefix + inv.Field, Reason: inv.Reason}
+	}
+	return err
+}
+
+// when resolves at most one of delay, delay_ms and deliver_at.
+func (s *Server) when(delay *wire.Duration, delayMS *int64, at *time.Time, prefix string) (delayq.When, error) {
+	n := 0
+	for _, set := range []bool{delay != nil, delayMS != nil, at != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return delayq.When{}, delayq.Invalid(prefix+"delay", "give only one of delay, delay_ms and deliver_at")
+	}
+	switch {
+	case delay != nil:
+		return s.checkDelay(time.Duration(*delay), prefix+"delay")
+	case delayMS != nil:
+		// Compare before multiplying: 9223372036854775807 ms must not wrap.
+		if *delayMS < 0 {
+			return delayq.When{}, delayq.Invalid(prefix+"delay_ms", "must not be negative")
+		}
+		if *delayMS > s.cfg.MaxDelay.Milliseconds() {
+			return delayq.When{}, delayq.Invalid(prefix+"delay_ms", "%d ms is beyond the maximum delay of %s", *delayMS, s.cfg.MaxDelay)
+		}
+		return delayq.When{Delay: time.Duration(*delayMS) * time.Millisecond}, nil
+	case at != nil:
+		if at.IsZero() {
+			return delayq.When{}, delayq.Invalid(prefix+"deliver_at", "must not be the zero time")
+		}
+		return delayq.When{DeliverAt: *at}, nil
+	}
+	return delayq.When{}, nil
+}
+
+func (s *Server) checkDelay(d time.Duration, field string) (delayq.When, error) {
+	if d < 0 {
+		return delayq.When{}, delayq.Invalid(field, "must not be negative, got %s", d)
+	}
+	if d > s.cfg.MaxDelay {
+		return delayq.When{}, delayq.Invalid(field, "%s is beyond the maximum delay of %s", d, s.cfg.MaxDelay)
+	}
+	return delayq.When{Delay: d}, nil
+}
+
+// checkHeaders applies the per-message header limits; keys must be
+// printable (no control characters, so they can't inject log lines).
+func checkHeaders(h map[string]string, prefix string) error {
+	field := prefix + "headers"
+	if len(h) > delayq.MaxHeaders {
+		return delayq.Invalid(field, "has %d entries, the limit is %d", len(h), delayq.MaxHeaders)
+	}
+	size := 0
+	for k, v := range h {
+		if k == "" {
+			return delayq.Invalid(field, "has an empty key")
+		}
+		for _, r := range k {
+			if r < 0x20 || r == 0x7f {
+				return delayq.Invalid(field, "key %q has a control character", k)
+			}
+		}
+		size += len(k) + len(v)
+	}
+	if size > delayq.MaxHeaderBytes {
+		return delayq.Invalid(field, "are %d bytes, the limit is %d", size, delayq.MaxHeaderBytes)
+	}
+	return nil
+}
+
+// toWire converts a message for an answer: times in UTC with millisecond
+// precision; the payload as a string when it is valid UTF-8, else base64.
+func toWire(m *delayq.Message) *wire.Message {
+	out := &wire.Message{
+		ID: m.ID, Topic: m.Topic, Headers: m.Headers,
+		DeliverAt: ms(m.DeliverAt), State: string(m.State),
+		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
+		LastError: m.LastError, CreatedAt: ms(m.CreatedAt), UpdatedAt: ms(m.UpdatedAt),
+		Receipt: m.Receipt, Duplicate: m.Duplicate,
+	}
+	if utf8.Valid(m.Payload) {
+		p := string(m.Payload)
+		out.Payload = &p
+	} else {
+		p := base64.StdEncoding.EncodeToString(m.Payload)
+		out.PayloadBase64 = &p
+	}
+	if !m.LeaseExpiresAt.IsZero() {
+		t := ms(m.LeaseExpiresAt)
+		out.LeaseExpiresAt = &t
+	}
+	return out
+}
+
+func toWireList(ms []*delayq.Message) []*wire.Message {
+	out := make([]*wire.Message, len(ms))
+	for i, m := range ms {
+		out[i] = toWire(m)
+	}
+	return out
+}
+
+func ms(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+func settingsToWire(s delayq.TopicSettings) wire.TopicSettings {
+	lease := wire.Duration(s.Lease)
+	out := wire.TopicSettings{
+		MaxAttempts: s.MaxAttempts,
+		Backoff: &wire.Backoff{
+			Initial: wire.Duration(s.Backoff.Initial), Max: wire.Duration(s.Backoff.Max),
+			Multiplier: s.Backoff.Multiplier, Jitter: s.Backoff.Jitter,
+		},
+		Lease: &lease,
+	}
+	if s.RateLimit != nil {
+		out.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
+	}
+	if s.Push != nil {
+		out.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency}
+	}
+	return out
+}
+
+// settingsFromWire converts PUT /v1/topics/{topic}; the engine validates
+// ranges, the server only the shape (no negative numbers).
+func settingsFromWire(in *wire.TopicSettings) (delayq.TopicSettings, error) {
+	var out delayq.TopicSettings
+	if in.MaxAttempts < 0 {
+		return out, delayq.Invalid("max_attempts", "must not be negative")
+	}
+	out.MaxAttempts = in.MaxAttempts
+	if b := in.Backoff; b != nil {
+		switch {
+		case b.Initial < 0:
+			return out, delayq.Invalid("backoff.initial", "must not be negative")
+		case b.Max < 0:
+			return out, delayq.Invalid("backoff.max", "must not be negative")
+		case b.Multiplier < 0:
+			return out, delayq.Invalid("backoff.multiplier", "must not be negative")
+		case b.Jitter < 0 || b.Jitter > 1:
+			return out, delayq.Invalid("backoff.jitter", "must be between 0 and 1")
+		}
+		out.Backoff = delayq.Backoff{Initial: time.Duration(b.Initial), Max: time.Duration(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+	}
+	if in.Lease != nil {
+		if *in.Lease < 0 {
+			return out, delayq.Invalid("lease", "must not be negative")
+		}
+		out.Lease = time.Duration(*in.Lease)
+	}
+	if rl := in.RateLimit; rl != nil {
+		if rl.PerSecond <= 0 || rl.Burst < 0 {
+			return out, delayq.Invalid("rate_limit", "per_second must be positive and burst not negative")
+		}
+		out.RateLimit = &delayq.RateLimit{PerSecond: rl.PerSecond, Burst: rl.Burst}
+	}
+	if p := in.Push; p != nil {
+		if p.Timeout < 0 || p.Concurrency < 0 {
+			return out, delayq.Invalid("push", "timeout and concurrency must not be negative")
+		}
+		out.Push = &delayq.PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency}
+	}
+	return out, nil
+}
+
+func topicToWire(t *delayq.TopicInfo, now time.Time) wire.Topic {
+	out := wire.Topic{
+		Name: t.Name,
+		Counts: wire.Counts{Scheduled: t.Counts.Scheduled, Ready: t.Counts.Ready,
+			Inflight: t.Counts.Inflight, Dead: t.Counts.Dead},
+		Settings: settingsToWire(t.Settings),
+	}
+	if !t.NextDue.IsZero() {
+		nd := ms(t.NextDue)
+		out.NextDue = &nd
+	}
+	if !t.OldestReady.IsZero() {
+		age := max(now.Sub(t.OldestReady).Milliseconds(), 0)
+		out.OldestReadyAgeMS = &age
+	}
+	return out
+}
