@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// Output of the CLI: --json prints the API's JSON shapes (internal/wire),
+// one value per line; otherwise aligned text with relative times.
+
+// now is the CLI's clock for relative times; tests replace it.
+var now = time.Now
+
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func toWireMessage(m *delayq.Message) *wire.Message {
+	w := &wire.Message{
+		ID:          m.ID,
+		Topic:       m.Topic,
+		Headers:     m.Headers,
+		DeliverAt:   m.DeliverAt,
+		State:       string(m.State),
+		Attempt:     m.Attempt,
+		Failures:    m.Failures,
+		MaxAttempts: m.MaxAttempts,
+		LastError:   m.LastError,
+		CreatedAt:   m.CreatedAt,
+		UpdatedAt:   m.UpdatedAt,
+		Receipt:     m.Receipt,
+		Duplicate:   m.Duplicate,
+	}
+	if utf8.Valid(m.Payload) {
+		s := string(m.Payload)
+		w.Payload = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(m.Payload)
+		w.PayloadBase64 = &s
+	}
+	if !m.LeaseExpiresAt.IsZero() {
+		t := m.LeaseExpiresAt
+		w.LeaseExpiresAt = &t
+	}
+	return w
+}
+
+func toWireMessages(ms []*delayq.Message) []*wire.Message {
+	out := make([]*wire.Message, len(ms))
+	for i, m := range ms {
+		out[i] = toWireMessage(m)
+	}
+	return out
+}
+
+func toWireTopic(t *delayq.TopicInfo) wire.Topic {
+	w := wire.Topic{
+		Name:   t.Name,
+		Counts: wire.Counts{Scheduled: t.Counts.Scheduled, Ready: t.Counts.Ready, Inflight: t.Counts.Inflight, Dead: t.Counts.Dead},
+	}
+	if !t.NextDue.IsZero() {
+		d := t.NextDue
+		w.NextDue = &d
+	}
+	if !t.OldestReady.IsZero() {
+		age := now().Sub(t.OldestReady).Milliseconds()
+		w.OldestReadyAgeMS = &age
+	}
+	s := t.Settings
+	w.Settings = wire.TopicSettings{MaxAttempts: s.MaxAttempts}
+	if s.Lease != 0 {
+		l := wire.Duration(s.Lease)
+		w.Settings.Lease = &l
+	}
+	if s.Backoff != (delayq.Backoff{}) {
+		w.Settings.Backoff = &wire.Backoff{Initial: wire.Duration(s.Backoff.Initial), Max: wire.Duration(s.Backoff.Max), Multiplier: s.Backoff.Multiplier, Jitter: s.Backoff.Jitter}
+	}
+	if s.RateLimit != nil {
+		w.Settings.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
+	}
+	if s.Push != nil {
+		w.Settings.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency}
+	}
+	return w
+}
+
+// relTime says when t is relative to now: "in 29m59s", "3s ago", "now".
+func relTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := t.Sub(now())
+	switch {
+	case d >= time.Second:
+		return "in " + shortDur(d)
+	case d <= -time.Second:
+		return shortDur(-d) + " ago"
+	}
+	return "now"
+}
+
+// when formats t as "in 29m59s (2030-01-02T09:00:00.000Z)".
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return relTime(t) + " (" + t.UTC().Format(timeLayout) + ")"
+}
+
+// shortDur is d truncated to the second (the minute past a day), without
+// zero tails: "29m59s", "2h30m", "3d4h".
+func shortDur(d time.Duration) string {
+	if d >= 24*time.Hour {
+		days := d / (24 * time.Hour)
+		h := (d % (24 * time.Hour)) / time.Hour
+		if h == 0 {
+			return fmt.Sprintf("%dd", days)
+		}
+		return fmt.Sprintf("%dd%dh", days, h)
+	}
+	s := d.Truncate(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// payloadText shows a payload on one line: text as is (quoted when it has
+// control characters), anything else as base64.
+func payloadText(p []byte) string {
+	if !utf8.Valid(p) {
+		return "base64:" + base64.StdEncoding.EncodeToString(p)
+	}
+	s := string(p)
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func headersText(h map[string]string) string {
+	if len(h) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + h[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// printMessage writes a message as aligned "key  value" lines.
+func printMessage(w io.Writer, m *delayq.Message) {
+	tw := table(w)
+	fmt.Fprintf(tw, "topic\t%s\n", m.Topic)
+	fmt.Fprintf(tw, "id\t%s\n", m.ID)
+	fmt.Fprintf(tw, "state\t%s\n", m.State)
+	fmt.Fprintf(tw, "deliver at\t%s\n", when(m.DeliverAt))
+	fmt.Fprintf(tw, "attempt\t%d\n", m.Attempt)
+	fmt.Fprintf(tw, "failures\t%d of %d\n", m.Failures, m.MaxAttempts)
+	fmt.Fprintf(tw, "last error\t%s\n", dashIfEmpty(m.LastError))
+	if !m.LeaseExpiresAt.IsZero() {
+		fmt.Fprintf(tw, "lease expires\t%s\n", when(m.LeaseExpiresAt))
+	}
+	fmt.Fprintf(tw, "created\t%s\n", when(m.CreatedAt))
+	fmt.Fprintf(tw, "updated\t%s\n", when(m.UpdatedAt))
+	fmt.Fprintf(tw, "headers\t%s\n", headersText(m.Headers))
+	fmt.Fprintf(tw, "payload\t%s\n", payloadText(m.Payload))
+	_ = tw.Flush()
+}
