@@ -26,7 +26,7 @@ func (e *Engine) DeadList(ctx context.Context, topic string, req delayq.DeadList
 	}
 	recs, next, err := e.st.DeadList(ctx, &store.DeadListParams{Topic: topic, Limit: limit, Cursor: req.Cursor})
 	if err != nil {
-		return nil, storeErr("list dead letters", err)
+		return nil, storeErr("list", "dead letters of "+topic, err)
 	}
 	now := e.now()
 	page := &delayq.DeadPage{Messages: make([]*delayq.Message, len(recs)), Next: next}
@@ -44,10 +44,10 @@ func (e *Engine) DeadReplay(ctx context.Context, topic, id string) (*delayq.Mess
 	now := e.now()
 	recs, err := e.st.DeadReplay(ctx, &store.DeadReplayParams{Topic: topic, ID: id, Now: now, Max: 1})
 	if err != nil {
-		return nil, storeErr("replay dead letter", err)
+		return nil, storeErr("replay", "dead letter "+topic+"/"+id, err)
 	}
 	if len(recs) == 0 {
-		return nil, storeErr("replay dead letter", store.ErrNotFound)
+		return nil, storeErr("replay", "dead letter "+topic+"/"+id, store.ErrNotFound)
 	}
 	e.topic(topic).notify()
 	return toMessage(recs[0], now), nil
@@ -63,7 +63,7 @@ func (e *Engine) DeadReplayAll(ctx context.Context, topic string) (int, error) {
 		recs, err := e.st.DeadReplay(ctx, &store.DeadReplayParams{Topic: topic, Now: e.now(), Max: maxDeadPage})
 		total += len(recs)
 		if err != nil {
-			return total, storeErr("replay dead letters", err)
+			return total, storeErr("replay", "dead letters of "+topic, err)
 		}
 		if len(recs) > 0 {
 			e.topic(topic).notify()
@@ -83,7 +83,7 @@ func (e *Engine) DeadDelete(ctx context.Context, topic, id string) error {
 	if err == nil && n == 0 {
 		err = store.ErrNotFound
 	}
-	return storeErr("delete dead letter", err)
+	return storeErr("delete", "dead letter "+topic+"/"+id, err)
 }
 
 // DeadPurge implements delayq.Queue.
@@ -96,7 +96,7 @@ func (e *Engine) DeadPurge(ctx context.Context, topic string) (int, error) {
 		n, err := e.st.DeadDelete(ctx, &store.DeadDeleteParams{Topic: topic, Max: maxDeadPage})
 		total += n
 		if err != nil {
-			return total, storeErr("purge dead letters", err)
+			return total, storeErr("purge", "dead letters of "+topic, err)
 		}
 		if n < maxDeadPage {
 			return total, nil

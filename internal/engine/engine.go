@@ -249,21 +249,48 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// storeErr maps store errors to the public sentinels, keeping the cause.
-func storeErr(op string, err error) error {
+// storeErr maps a store error to the public sentinels with a message that
+// names what it is about ("message orders/42 not found"), keeping the cause.
+func storeErr(op, what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("%s: %w", op, delayq.ErrNotFound)
+		return &opError{msg: what + " not found", kind: delayq.ErrNotFound, cause: err}
 	case errors.Is(err, store.ErrConflict):
-		return fmt.Errorf("%s: %w", op, delayq.ErrConflict)
+		return &opError{msg: fmt.Sprintf("%s %s: %v", op, what, conflictReason(op)), kind: delayq.ErrConflict, cause: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	default:
-		return fmt.Errorf("%s: %w: %v", op, delayq.ErrUnavailable, err)
+		return &opError{msg: fmt.Sprintf("%s %s: storage unavailable: %v", op, what, err), kind: delayq.ErrUnavailable, cause: err}
 	}
 }
+
+func conflictReason(op string) string {
+	switch op {
+	case "ack", "nack", "extend":
+		return "the receipt is not the current lease's (the lease expired and the message was handed out again, or it was acked)"
+	case "reschedule":
+		return "only scheduled or ready messages can be rescheduled"
+	case "cancel":
+		return "dead or acked messages cannot be cancelled"
+	}
+	return "the message's state forbids it"
+}
+
+// opError is an engine error with a message for humans that matches one
+// public sentinel with errors.Is.
+type opError struct {
+	msg   string
+	kind  error
+	cause error
+}
+
+func (e *opError) Error() string        { return e.msg }
+func (e *opError) Is(target error) bool { return target == e.kind }
+func (e *opError) Unwrap() error        { return e.cause }
+
+func msgRef(topic, id string) string { return "message " + topic + "/" + id }
 
 func msTime(ms int64) time.Time {
 	if ms == 0 {

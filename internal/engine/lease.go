@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -68,7 +67,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, max int, lease time.Du
 	recs, err := e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: max, LeaseUntil: until, Token: token()})
 	if err != nil {
 		e.obs.StoreError("lease")
-		return nil, storeErr("lease", err)
+		return nil, storeErr("lease", "from topic "+t.name, err)
 	}
 	if len(recs) == 0 {
 		return nil, nil
@@ -98,7 +97,7 @@ func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	}
 	err := e.st.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now()})
 	if err != nil {
-		return storeErr("ack", err)
+		return storeErr("ack", msgRef(topic, id), err)
 	}
 	e.obs.Acked(topic, 1)
 	return nil
@@ -128,11 +127,11 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []delayq.AckRe
 	}
 	errs, err := e.st.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: topic, Items: items, Now: e.now()})
 	if err != nil {
-		return nil, storeErr("ack", err)
+		return nil, storeErr("ack", "messages of "+topic, err)
 	}
 	n := 0
 	for i, err := range errs {
-		out[slot[i]] = storeErr("ack", err)
+		out[slot[i]] = storeErr("ack", msgRef(topic, items[i].ID), err)
 		if err == nil {
 			n++
 		}
@@ -151,10 +150,10 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	}
 	cur, err := e.st.MessageGet(ctx, topic, id)
 	if err != nil {
-		return nil, storeErr("nack", err)
+		return nil, storeErr("nack", msgRef(topic, id), err)
 	}
 	if cur.State != store.StateInflight || cur.Receipt != receipt {
-		return nil, fmt.Errorf("nack: %w: the receipt is not the current lease's", delayq.ErrConflict)
+		return nil, storeErr("nack", msgRef(topic, id), store.ErrConflict)
 	}
 	t := e.topic(topic)
 	set, err := e.settings(ctx, t)
@@ -169,7 +168,7 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	retryAt := now + (delay + time.Millisecond - 1).Milliseconds()
 	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryAt: retryAt, Error: truncateReason(req.Reason)})
 	if err != nil {
-		return nil, storeErr("nack", err)
+		return nil, storeErr("nack", msgRef(topic, id), err)
 	}
 	e.obs.Nacked(topic, 1)
 	switch rec.State {
@@ -195,7 +194,7 @@ func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease ti
 	until := now + lease.Milliseconds()
 	rec, err := e.st.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: now, LeaseUntil: until})
 	if err != nil {
-		return nil, storeErr("extend", err)
+		return nil, storeErr("extend", msgRef(topic, id), err)
 	}
 	e.sched.armExpire(until)
 	return toMessage(rec, now), nil

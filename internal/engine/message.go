@@ -14,7 +14,7 @@ func (e *Engine) Get(ctx context.Context, topic, id string) (*delayq.Message, er
 	}
 	rec, err := e.st.MessageGet(ctx, topic, id)
 	if err != nil {
-		return nil, storeErr("get", err)
+		return nil, storeErr("get", msgRef(topic, id), err)
 	}
 	return toMessage(rec, e.now()), nil
 }
@@ -27,7 +27,7 @@ func (e *Engine) Cancel(ctx context.Context, topic, id string) (*delayq.Message,
 	now := e.now()
 	rec, err := e.st.MessageCancel(ctx, &store.MessageCancelParams{Topic: topic, ID: id, Now: now})
 	if err != nil {
-		return nil, storeErr("cancel", err)
+		return nil, storeErr("cancel", msgRef(topic, id), err)
 	}
 	e.obs.Cancelled(topic, 1)
 	return toMessage(rec, now), nil
@@ -45,7 +45,7 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.W
 	}
 	rec, err := e.st.MessageReschedule(ctx, &store.MessageRescheduleParams{Topic: topic, ID: id, DueAt: due, Now: now})
 	if err != nil {
-		return nil, storeErr("reschedule", err)
+		return nil, storeErr("reschedule", msgRef(topic, id), err)
 	}
 	t := e.topic(topic)
 	if rec.State == store.StateReady {

@@ -57,7 +57,7 @@ func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.
 	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topicName, Now: now, Messages: msgs})
 	if err != nil {
 		e.obs.StoreError("send")
-		return nil, storeErr("send", err)
+		return nil, storeErr("send", "to topic "+topicName, err)
 	}
 	e.afterInsert(t, now, ins)
 	for i, r := range ins {

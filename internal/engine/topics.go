@@ -115,7 +115,7 @@ func (e *Engine) settings(ctx context.Context, t *topic) (delayq.TopicSettings, 
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return delayq.TopicSettings{}, storeErr("read topic settings", err)
+		return delayq.TopicSettings{}, storeErr("read settings of", "topic "+t.name, err)
 	default:
 		if own, err = decodeSettings(rec.Settings); err != nil {
 			return delayq.TopicSettings{}, fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
@@ -136,7 +136,7 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.Top
 		return nil, err
 	}
 	if err := e.st.TopicSettingsPut(ctx, name, encodeSettings(s)); err != nil {
-		return nil, storeErr("store topic settings", err)
+		return nil, storeErr("store settings of", "topic "+name, err)
 	}
 	t := e.topic(name)
 	t.mu.Lock()
@@ -154,7 +154,7 @@ func (e *Engine) Topic(ctx context.Context, name string) (*delayq.TopicInfo, err
 	}
 	rec, err := e.st.TopicGet(ctx, name)
 	if err != nil {
-		return nil, storeErr("get topic", err)
+		return nil, storeErr("get", "topic "+name, err)
 	}
 	return e.topicInfo(rec)
 }
@@ -163,7 +163,7 @@ func (e *Engine) Topic(ctx context.Context, name string) (*delayq.TopicInfo, err
 func (e *Engine) Topics(ctx context.Context) ([]delayq.TopicInfo, error) {
 	recs, err := e.st.TopicList(ctx)
 	if err != nil {
-		return nil, storeErr("list topics", err)
+		return nil, storeErr("list", "topics", err)
 	}
 	out := make([]delayq.TopicInfo, 0, len(recs))
 	for _, r := range recs {
