@@ -1,0 +1,223 @@
+package timingwheel
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the runner's source of the current time. Due times are
+// compared with Now().UnixMilli().
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// RunnerConfig configures a Runner. The zero value is usable.
+type RunnerConfig struct {
+	// Tick is the wheel tick (see Config.Tick).
+	Tick time.Duration
+	// Clock defaults to the system clock. The runner sleeps with a
+	// time.Timer (monotonic), so a test clock must move together with the
+	// runtime's timers, e.g. inside a testing/synctest bubble.
+	Clock Clock
+	// Batch bounds how many entries are taken from the wheel per lock
+	// hold; callbacks run after the lock is released. Default 4096.
+	Batch int
+}
+
+type fired struct {
+	id  uint64
+	due int64
+}
+
+// Runner drives a Wheel with one goroutine and one time.Timer: it sleeps
+// until the next bucket that has work, is woken early when an earlier
+// entry is added, and calls fire for every due entry, in due order, from
+// its goroutine. All methods are safe for concurrent use. fire runs
+// without the runner's lock held, so it may call Add, Remove and
+// Reschedule; a Remove that returns true guarantees fire is not called
+// for that entry.
+type Runner struct {
+	mu      sync.Mutex
+	w       *Wheel
+	wakeAt  int64 // time the loop sleeps towards; valid if armed
+	armed   bool
+	batch   []fired
+	collect func(id uint64, due int64)
+
+	clock Clock
+	fire  func(id uint64, due int64)
+	limit int
+
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	started bool // guarded by mu
+	stopped bool // guarded by mu
+}
+
+// NewRunner returns a stopped runner that will call fire for due entries.
+func NewRunner(cfg RunnerConfig, fire func(id uint64, due int64)) *Runner {
+	clock := cfg.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	limit := cfg.Batch
+	if limit <= 0 {
+		limit = 4096
+	}
+	r := &Runner{
+		w:     New(Config{Tick: cfg.Tick, Start: clock.Now().UnixMilli()}),
+		clock: clock,
+		fire:  fire,
+		limit: limit,
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	r.collect = func(id uint64, due int64) { r.batch = append(r.batch, fired{id, due}) }
+	return r
+}
+
+// Start launches the runner's goroutine. Calls after the first, or after
+// Stop, are no-ops.
+func (r *Runner) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return
+	}
+	r.started = true
+	go r.loop()
+}
+
+// Stop stops the goroutine and waits for it to exit, including any fire
+// call in progress, so it must not be called from fire. Pending entries
+// stay in the wheel. Stop is idempotent.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	first := !r.stopped
+	r.stopped = true
+	started := r.started
+	r.mu.Unlock()
+	if first && started {
+		close(r.stop)
+	}
+	if started {
+		<-r.done
+	}
+}
+
+// Add schedules id at due (unix ms); see Wheel.Add.
+func (r *Runner) Add(id uint64, due int64) Handle {
+	r.mu.Lock()
+	h := r.w.Add(id, due)
+	r.poke(due)
+	r.mu.Unlock()
+	return h
+}
+
+// Remove cancels an entry; true means fire will not be called for it.
+func (r *Runner) Remove(h Handle) bool {
+	r.mu.Lock()
+	ok := r.w.Remove(h)
+	r.mu.Unlock()
+	return ok
+}
+
+// Reschedule moves a pending entry; see Wheel.Reschedule.
+func (r *Runner) Reschedule(h Handle, due int64) bool {
+	r.mu.Lock()
+	ok := r.w.Reschedule(h, due)
+	if ok {
+		r.poke(due)
+	}
+	r.mu.Unlock()
+	return ok
+}
+
+// Len returns the number of pending entries.
+func (r *Runner) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w.Len()
+}
+
+// NextDue returns the earliest pending due; see Wheel.NextDue.
+func (r *Runner) NextDue() (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w.NextDue()
+}
+
+// poke wakes the loop if due is earlier than what it sleeps towards.
+// Removals never poke: waking early for nothing is harmless.
+func (r *Runner) poke(due int64) {
+	if r.armed && due >= r.wakeAt {
+		return
+	}
+	r.wakeAt, r.armed = due, true
+	select {
+	case r.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (r *Runner) loop() {
+	defer close(r.done)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		d, ok := r.step()
+		if ok && d <= 0 {
+			select {
+			case <-r.stop:
+				return
+			default:
+				continue
+			}
+		}
+		var tc <-chan time.Time
+		if ok {
+			t.Reset(d)
+			tc = t.C
+		}
+		select {
+		case <-tc:
+		case <-r.wake:
+			t.Stop()
+		case <-r.stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// step delivers everything due and returns how long to sleep (ok=false:
+// nothing pending, sleep until woken).
+func (r *Runner) step() (time.Duration, bool) {
+	for {
+		r.mu.Lock()
+		r.batch = r.batch[:0]
+		more := r.w.AdvanceLimit(r.clock.Now().UnixMilli(), r.limit, r.collect)
+		next, ok := r.w.wakeAt()
+		r.wakeAt, r.armed = next, ok && !more
+		r.mu.Unlock()
+		for _, f := range r.batch {
+			r.fire(f.id, f.due)
+		}
+		if more {
+			continue
+		}
+		if !ok {
+			return 0, false
+		}
+		// Measured from a fresh reading: delivery above took time. The
+		// duration runs on the monotonic clock; on wake-up the clock is
+		// read again, so a timer that fires early fires nothing early.
+		return time.UnixMilli(next).Sub(r.clock.Now()), true
+	}
+}
