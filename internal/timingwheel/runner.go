@@ -26,6 +26,10 @@ type RunnerConfig struct {
 	// Batch bounds how many entries are taken from the wheel per lock
 	// hold; callbacks run after the lock is released. Default 4096.
 	Batch int
+	// MaxSleep caps one sleep (0: no cap). The runner sleeps on the
+	// monotonic clock but due times are wall-clock readings, so a step of
+	// the wall clock (either way) is noticed within MaxSleep.
+	MaxSleep time.Duration
 }
 
 type fired struct {
@@ -48,9 +52,10 @@ type Runner struct {
 	batch   []fired
 	collect func(id uint64, due int64)
 
-	clock Clock
-	fire  func(id uint64, due int64)
-	limit int
+	clock    Clock
+	fire     func(id uint64, due int64)
+	limit    int
+	maxSleep time.Duration
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -70,13 +75,14 @@ func NewRunner(cfg RunnerConfig, fire func(id uint64, due int64)) *Runner {
 		limit = 4096
 	}
 	r := &Runner{
-		w:     New(Config{Tick: cfg.Tick, Start: clock.Now().UnixMilli()}),
-		clock: clock,
-		fire:  fire,
-		limit: limit,
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		w:        New(Config{Tick: cfg.Tick, Start: clock.Now().UnixMilli()}),
+		clock:    clock,
+		fire:     fire,
+		limit:    limit,
+		maxSleep: cfg.MaxSleep,
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	r.collect = func(id uint64, due int64) { r.batch = append(r.batch, fired{id, due}) }
 	return r
@@ -218,6 +224,10 @@ func (r *Runner) step() (time.Duration, bool) {
 		// Measured from a fresh reading: delivery above took time. The
 		// duration runs on the monotonic clock; on wake-up the clock is
 		// read again, so a timer that fires early fires nothing early.
-		return time.UnixMilli(next).Sub(r.clock.Now()), true
+		d := time.UnixMilli(next).Sub(r.clock.Now())
+		if r.maxSleep > 0 && d > r.maxSleep {
+			d = r.maxSleep
+		}
+		return d, true
 	}
 }

@@ -238,3 +238,47 @@ func TestRunnerRealClock(t *testing.T) {
 		t.Fatal("did not fire")
 	}
 }
+
+// steppingClock is the (bubble's) real clock plus an offset a test steps.
+type steppingClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *steppingClock) step(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
+}
+
+func TestRunnerMaxSleepNoticesWallClockSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &steppingClock{}
+		var mu sync.Mutex
+		var got []uint64
+		r := NewRunner(RunnerConfig{Clock: clk, MaxSleep: time.Second}, func(id uint64, due int64) {
+			mu.Lock()
+			got = append(got, id)
+			mu.Unlock()
+		})
+		r.Start()
+		defer r.Stop()
+		r.Add(1, clk.Now().Add(time.Hour).UnixMilli())
+		clk.step(-time.Hour) // the wall clock steps back: due is now 2h away
+		time.Sleep(10 * time.Second)
+		clk.step(2 * time.Hour) // and forward past the due time
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 1 {
+			t.Fatalf("fired %v within MaxSleep of the step forward, want [1]", got)
+		}
+	})
+}
