@@ -1,0 +1,150 @@
+package pebblestore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// makeDiskStore writes n messages to a store in a temp dir and closes it.
+// With flush, the data is in an sstable; otherwise only in the WAL.
+func makeDiskStore(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Logger: quietLogger(), BallastSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		insert(t, s, "q", 1, m(fmt.Sprint("m", i), 0))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func fileWith(t *testing.T, dir, pattern string) string {
+	t.Helper()
+	ms, _ := filepath.Glob(filepath.Join(dir, pattern))
+	if len(ms) == 0 {
+		t.Fatalf("no %s in %s", pattern, dir)
+	}
+	return ms[len(ms)-1]
+}
+
+func flip(t *testing.T, path string, at func(size int) int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at(len(b))] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// S6: damage to the MANIFEST makes Open fail with an error wrapping
+// store.ErrCorrupt that names the file.
+func TestCorruptionDetectedAtOpen(t *testing.T) {
+	for _, c := range []struct {
+		name, pattern string
+		at            func(int) int
+	}{
+		{"manifest-middle", "MANIFEST-*", func(n int) int { return n / 2 }},
+		{"manifest-start", "MANIFEST-*", func(n int) int { return 10 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := makeDiskStore(t, 300)
+			path := fileWith(t, dir, c.pattern)
+			flip(t, path, c.at)
+			s, err := Open(dir, Options{Logger: quietLogger(), BallastSize: -1})
+			if err == nil {
+				// Not detected at open: then nothing acknowledged may be
+				// missing (that would be silent loss).
+				defer s.Close()
+				for i := range 300 {
+					if _, err := s.MessageGet(ctx, "q", fmt.Sprint("m", i)); err != nil {
+						t.Fatalf("opened without error but m%d: %v", i, err)
+					}
+				}
+				t.Fatalf("corruption of %s not detected at open", filepath.Base(path))
+			}
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("err = %v, want ErrCorrupt", err)
+			}
+			if !strings.Contains(err.Error(), filepath.Base(path)) {
+				t.Errorf("error does not name %s: %v", filepath.Base(path), err)
+			}
+			t.Logf("detected: %v", err)
+		})
+	}
+}
+
+// A damaged record value (our own CRC32C) is reported as ErrCorrupt naming
+// the key when read.
+func TestCorruptRecordDetectedOnRead(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	insert(t, s, "q", 1, m("a", 0))
+	v, _ := s.get(messageKey("q", "a"))
+	v[len(v)/2] ^= 1
+	if err := s.db.Set(messageKey("q", "a"), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.MessageGet(ctx, "q", "a")
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `m/q\x00a`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 1, LeaseUntil: 2, Token: "t"}); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("lease over a corrupt record: %v", err)
+	}
+}
+
+// KNOWN GAP (Pebble v2.1.7 behaviour, pinned here so an upgrade that
+// changes it is noticed): a bit flip in the MOST RECENT WAL is treated by
+// Pebble's replay (open.go replayWAL, strictWALTail=false) like the torn
+// tail of a power loss: replay stops at the damaged chunk and Open
+// succeeds, so every message written after the flip point is silently
+// missing. Damage in an older WAL (strictWALTail=true) is reported as
+// corruption. What we assert: the recovered store is a PREFIX of what was
+// written (no holes, nothing resurrected) and Verify passes.
+func TestCorruptLastWALTruncatesToPrefix(t *testing.T) {
+	for _, frac := range []int{2, 4} {
+		t.Run(fmt.Sprint("at=1/", frac), func(t *testing.T) {
+			const n = 300
+			dir := makeDiskStore(t, n)
+			flip(t, fileWith(t, dir, "*.log"), func(size int) int { return size / frac })
+			s, err := Open(dir, Options{Logger: quietLogger(), BallastSize: -1})
+			if err != nil {
+				if !errors.Is(err, store.ErrCorrupt) {
+					t.Fatalf("err = %v, want ErrCorrupt", err)
+				}
+				t.Logf("detected: %v", err)
+				return
+			}
+			defer s.Close()
+			present := 0
+			for i := range n {
+				_, err := s.MessageGet(ctx, "q", fmt.Sprint("m", i))
+				switch {
+				case err == nil && present == i:
+					present++
+				case err == nil:
+					t.Fatalf("m%d present after a hole at m%d", i, present)
+				case !errors.Is(err, store.ErrNotFound):
+					t.Fatal(err)
+				}
+			}
+			mustVerify(t, s)
+			t.Logf("NOT detected: opened with %d of %d acknowledged messages (prefix)", present, n)
+		})
+	}
+}

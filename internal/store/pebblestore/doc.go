@@ -1,0 +1,127 @@
+// Package pebblestore is the embedded, durable store.Store of delayq, on
+// top of github.com/cockroachdb/pebble/v2. It is the default engine store.
+//
+// # Key layout
+//
+// One Pebble keyspace; every key starts with a one-letter table name and a
+// slash. Topic names ([A-Za-z0-9._:-]) and ids ([A-Za-z0-9._:@+=-]) never
+// contain \x00, which therefore ends a topic name inside a key. Times are
+// Unix ms as 8 big-endian bytes with the sign bit flipped (so negative
+// times sort first); seq is 8 big-endian bytes.
+//
+//	key                                              value
+//	m/ topic \x00 id                                 message record (see codec.go)
+//	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq)
+//	r/ topic \x00 dueAt(8) seq(8)                    id    ready, lease order
+//	i/ topic \x00 leaseUntil(8) seq(8)               id    inflight, per topic (NextLeaseExpiry)
+//	l/ leaseUntil(8) topic \x00 id                   ""    inflight, all topics (LeaseExpire)
+//	d/ topic \x00 deadAt(8) seq(8)                   id    dead, oldest first (DeadList)
+//	a/ ackedAt(8) topic \x00 id                      ""    acked tombstones, all topics (DedupPurge)
+//	t/ topic                                         settings blob (TopicSettingsPut)
+//	c/ topic                                         counters: 5 × int64 LE, merge operator
+//	z/format                                         format version (1)
+//	z/seq                                            seq high-water mark, 8 bytes BE
+//
+// A message has its m/ record and exactly the index entries of its state
+// (one of s/ r/ d/; i/ + l/ when inflight; a/ when acked). Every operation
+// rewrites the record, moves the index entries and merges the counter
+// delta in ONE batch, so a crash never leaves them out of step; Verify
+// checks that invariant by a full recount.
+//
+// Counters (c/) are merged, never read-modified-written: the merge
+// operator adds int64 deltas per state, so updates commute and cannot be
+// lost. Open reads them (and t/, z/) — never the messages — so opening a
+// store with 10M pending messages costs the number of topics plus Pebble's
+// WAL replay, not the backlog. In memory the counters are kept per topic
+// under the topic lock; TopicGet never scans.
+//
+// Sequence numbers come from a counter reserved in blocks of 65536: the new
+// high-water mark is written with an fsync before any seq of the block is
+// used, and Open starts at the stored mark (and reserves the next block),
+// so seq never goes backwards after a crash.
+//
+// # Queues on an LSM: low-water marks
+//
+// Promotion deletes from the front of s/, leasing from the front of r/,
+// acking from the front of i/ and l/, purging from the front of a/. In an
+// LSM a delete is a tombstone that stays until compaction, and an iterator
+// that starts at the front of a prefix steps over every one of them: scan
+// cost would grow with everything ever leased or acked. So each index has
+// an in-memory low-water mark, the smallest key that may still exist: it
+// is lowered whenever a key is added below it and raised, after a scan, to
+// the first key the scan left alive (or the end). Scans start there with
+// tight LowerBound/UpperBound iterator options, so Pebble skips whole
+// tombstoned regions in its seek. Per-topic marks are guarded by the topic
+// lock, which every scan and every writer of the topic holds; the global
+// l/ and a/ marks are advanced by one scanner at a time and any key added
+// during a scan is remembered (lowWater.endScan). Marks start at the front
+// at Open (the first scan after a restart pays for the tombstones once).
+// BenchmarkLeaseAfterAcks shows lease cost flat after 200k acks.
+//
+// # Durability and group commit
+//
+// InsertMany, Cancel, Reschedule, Ack, AckMany, Nack, DeadReplay,
+// DeadDelete and TopicSettingsPut return nil only after their batch is in
+// the fsync'd WAL. Promote, Lease, Extend, LeaseExpire and DedupPurge are
+// applied without fsync (store.Store allows their loss); a later durable
+// write syncs them too, since the WAL is one ordered log.
+//
+// Group commit: an operation builds its batch and applies it with
+// DB.ApplyNoSyncWait while holding its topic lock (so the next operation on
+// the topic reads its writes), releases the lock, and only then waits with
+// Batch.SyncWait. Pebble v2's LogWriter (record/log_writer.go, flushLoop)
+// syncs all records queued since the last sync with one fsync and then
+// wakes every waiter of that sync, so 64 goroutines sending to one hot
+// topic share fsyncs instead of queueing behind one another. Reading a
+// write that is applied but not yet synced is safe: the WAL is recovered
+// as a prefix, so an operation whose own fsync succeeded made every earlier
+// record durable as well.
+//
+// # Storage faults
+//
+//   - A failed WAL write or fsync is returned by Batch.SyncWait (with
+//     ApplyNoSyncWait; DB.Apply with Sync would instead call Logger.Fatalf).
+//     The store is then marked failed: every later write returns an error
+//     wrapping store.ErrUnavailable until the store is closed and reopened
+//     (which replays the WAL). It never retries an fsync and acks. Reads
+//     keep working.
+//   - Pebble's flusher error is sticky, and a later WAL append may panic
+//     inside Pebble; we recover that panic (and Logger.Fatalf, which our
+//     logger turns into a panic) around our own calls and fail the store.
+//     Known limit: such a panic leaves Pebble's commit mutex locked, so an
+//     operation that raced into Pebble at the same instant may block; the
+//     process must restart after a storage failure anyway.
+//   - Failures in Pebble's background work (flush/compaction MANIFEST
+//     write or sync) call Logger.Fatalf in a background goroutine; that
+//     panics and ends the process, as Pebble intends ("fatal sync error
+//     restarts into WAL recovery").
+//   - Disk full: a ballast file (Options.BallastSize, default 32 MiB) is
+//     written at Open. The first ENOSPC (vfs.OnDiskFull) deletes it, and the
+//     write that hit ENOSPC is retried by the wrapper; from then on inserts
+//     are refused with store.ErrUnavailable wrapping ErrDiskFull, while acks,
+//     cancels and deletes still have room. About once a second an insert
+//     probes free space and, with room for twice the ballast, re-creates it
+//     and accepts inserts again. A second ENOSPC with no ballast left fails
+//     the store like any write error.
+//   - Corruption: Open wraps store.ErrCorrupt when Pebble reports a
+//     corruption error (its message names the file, e.g. "malformed
+//     manifest file MANIFEST-000001"). A record that fails its CRC32C is
+//     reported as store.ErrCorrupt naming the key when it is read.
+//     Detected at Open: damage to the MANIFEST, and to any WAL but the
+//     most recent. NOT detected (Pebble v2.1.7): damage inside the most
+//     recent WAL, which replay cannot tell from the torn tail of a power
+//     loss; it stops there and opens with a prefix of the data (no holes,
+//     nothing resurrected; TestCorruptLastWALTruncatesToPrefix pins this).
+//     sstable blocks are checksummed and fail on read. See corrupt_test.go.
+//
+// Every insert looks its ids up (dedup) and nearly all lookups miss, so
+// every level has a bloom filter.
+//
+// # Concurrency
+//
+// Store is safe for concurrent use. Each topic has a mutex held for the
+// read-modify-write and the batch apply of every operation on it (never
+// across an fsync wait); LeaseExpire and DedupPurge, which span topics,
+// take the topic locks they need in sorted order. Close waits for the
+// operations in progress.
+package pebblestore

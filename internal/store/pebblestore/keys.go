@@ -1,0 +1,121 @@
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// Key prefixes. See doc.go for the layout. Every prefix is one letter and a
+// slash so that a full listing of the keyspace is easy to read.
+const (
+	pfxMessage   = 'm' // m/{topic}\x00{id}                       → record
+	pfxScheduled = 's' // s/{topic}\x00{due}{seq}                 → id
+	pfxReady     = 'r' // r/{topic}\x00{due}{seq}                 → id
+	pfxInflight  = 'i' // i/{topic}\x00{leaseUntil}{seq}          → id
+	pfxLease     = 'l' // l/{leaseUntil}{topic}\x00{id}           → ""
+	pfxDead      = 'd' // d/{topic}\x00{deadAt}{seq}              → id
+	pfxAcked     = 'a' // a/{ackedAt}{topic}\x00{id}              → ""
+	pfxTopic     = 't' // t/{topic}                               → settings
+	pfxCounters  = 'c' // c/{topic}                               → counters (merge)
+	pfxMeta      = 'z' // z/{name}                                → meta
+)
+
+// Meta keys.
+var (
+	keySeqHighWater = []byte("z/seq")
+	keyFormat       = []byte("z/format")
+)
+
+// formatVersion is written at creation and checked at open.
+const formatVersion = 1
+
+// orderedTime maps an int64 to a uint64 whose big-endian bytes sort like
+// the int64 (flip the sign bit), so negative times still order correctly.
+func orderedTime(t int64) uint64 { return uint64(t) ^ (1 << 63) }
+
+func fromOrderedTime(u uint64) int64 { return int64(u ^ (1 << 63)) }
+
+// topicPrefix is "{p}/{topic}\x00": the common prefix of a topic's keys in a
+// per-topic index (or the message table).
+func topicPrefix(p byte, topic string) []byte {
+	k := make([]byte, 0, 3+len(topic))
+	k = append(k, p, '/')
+	k = append(k, topic...)
+	return append(k, 0)
+}
+
+func messageKey(topic, id string) []byte {
+	k := topicPrefix(pfxMessage, topic)
+	return append(k, id...)
+}
+
+// indexKey is a per-topic ordered index key: {p}/{topic}\x00{t BE8}{seq BE8}.
+func indexKey(p byte, topic string, t int64, seq uint64) []byte {
+	k := topicPrefix(p, topic)
+	return appendTimeSeq(k, t, seq)
+}
+
+func appendTimeSeq(k []byte, t int64, seq uint64) []byte {
+	k = binary.BigEndian.AppendUint64(k, orderedTime(t))
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// parseIndexSuffix decodes the {t}{seq} tail of a per-topic index key.
+func parseIndexSuffix(k []byte) (t int64, seq uint64, ok bool) {
+	if len(k) < 16 {
+		return 0, 0, false
+	}
+	s := k[len(k)-16:]
+	return fromOrderedTime(binary.BigEndian.Uint64(s)), binary.BigEndian.Uint64(s[8:]), true
+}
+
+// globalKey is a global time-ordered index key: {p}/{t BE8}{topic}\x00{id}.
+func globalKey(p byte, t int64, topic, id string) []byte {
+	k := make([]byte, 0, 2+8+len(topic)+1+len(id))
+	k = append(k, p, '/')
+	k = binary.BigEndian.AppendUint64(k, orderedTime(t))
+	k = append(k, topic...)
+	k = append(k, 0)
+	return append(k, id...)
+}
+
+// parseGlobalKey decodes a key made by globalKey.
+func parseGlobalKey(k []byte) (t int64, topic, id string, ok bool) {
+	if len(k) < 2+8+1 {
+		return 0, "", "", false
+	}
+	t = fromOrderedTime(binary.BigEndian.Uint64(k[2:10]))
+	rest := k[10:]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return 0, "", "", false
+	}
+	return t, string(rest[:i]), string(rest[i+1:]), true
+}
+
+// globalPrefixEnd is the exclusive upper bound of keys with time <= t.
+func globalUpper(p byte, t int64) []byte {
+	k := []byte{p, '/'}
+	if t == 1<<63-1 {
+		return []byte{p, '/' + 1}
+	}
+	return binary.BigEndian.AppendUint64(k, orderedTime(t+1))
+}
+
+func topicKey(p byte, topic string) []byte {
+	k := make([]byte, 0, 2+len(topic))
+	k = append(k, p, '/')
+	return append(k, topic...)
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,381 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// disableLowWater makes scans start at the front of each index; set only
+// by BenchmarkLeaseAfterAcks to show what the marks save.
+var disableLowWater bool
+
+// endSuffix is the low-water mark of an index scanned to its end.
+var endSuffix = bytes.Repeat([]byte{0xff}, 16)
+
+// indexIter opens an iterator over index ix of topic t, starting at the
+// topic's low-water mark: the keys below it were deleted (promoted, leased,
+// acked…) and are tombstones an iterator starting at the front would have
+// to step over one by one (the "queue on an LSM" trap). The caller holds
+// t.mu.
+func (s *Store) indexIter(t *topic, ix int, from []byte) (*pebble.Iterator, error) {
+	pre := topicPrefix(ixPrefix[ix], t.name)
+	lo := pre
+	if from == nil && !disableLowWater {
+		from = t.lw[ix]
+	}
+	if from != nil {
+		lo = append(slices.Clip(pre), from...)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(pre)})
+	if err != nil {
+		return nil, classify("scan index", err)
+	}
+	return it, nil
+}
+
+func suffix(k []byte) []byte { return bytes.Clone(k[len(k)-16:]) }
+
+// indexed reads the record an index entry points to. It returns nil (and
+// deletes the entry in x) if the entry is stale, which the store never
+// leaves behind but which costs nothing to repair.
+func (s *Store) indexed(x *txn, t *topic, key, id []byte, want store.State) (*store.Record, error) {
+	r, err := s.getRecord(t.name, string(id))
+	if errors.Is(err, store.ErrNotFound) {
+		_ = x.b.Delete(key, nil)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State != want || !bytes.Equal(entryOf(r).key, key) {
+		_ = x.b.Delete(key, nil)
+		return nil, nil
+	}
+	return r, nil
+}
+
+// MessagePromote implements store.Store. Not fsync'd: a lost promotion is
+// redone by the next call.
+func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	res := &store.PromoteResult{}
+	t := s.lookupTopic(p.Topic)
+	if t == nil {
+		return res, nil
+	}
+	if err := s.checkWritable(); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock() // NoSync: nothing to wait for after unlock
+	it, err := s.indexIter(t, ixScheduled, nil)
+	if err != nil {
+		return nil, err
+	}
+	x := s.newTxn()
+	next := endSuffix
+	for it.First(); it.Valid(); it.Next() {
+		due, _, _ := parseIndexSuffix(it.Key())
+		if due > p.Now || res.Promoted >= p.Max {
+			res.NextDue, next = due, suffix(it.Key())
+			break
+		}
+		r, err := s.indexed(x, t, it.Key(), it.Value(), store.StateScheduled)
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		nw := cloneRecord(r)
+		nw.State, nw.UpdatedAt = store.StateReady, p.Now
+		x.put(t, r, nw)
+		res.Promoted++
+	}
+	if err := it.Close(); err != nil {
+		return nil, classify("scan scheduled", err)
+	}
+	if err := x.apply(false); err != nil {
+		return nil, err
+	}
+	t.lw[ixScheduled] = next
+	return res, x.wait(false)
+}
+
+// MessageLease implements store.Store. Not fsync'd: a lost lease only
+// means the message is delivered again.
+func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	t := s.lookupTopic(p.Topic)
+	if t == nil || p.Max <= 0 {
+		return nil, nil
+	}
+	if err := s.checkWritable(); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, err := s.indexIter(t, ixReady, nil)
+	if err != nil {
+		return nil, err
+	}
+	x := s.newTxn()
+	var out []*store.Record
+	next := endSuffix
+	for it.First(); it.Valid(); it.Next() {
+		if len(out) >= p.Max {
+			next = suffix(it.Key())
+			break
+		}
+		r, err := s.indexed(x, t, it.Key(), it.Value(), store.StateReady)
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		nw := leaseRecord(r, p)
+		x.put(t, r, nw)
+		out = append(out, cloneRecord(nw))
+	}
+	if err := it.Close(); err != nil {
+		return nil, classify("scan ready", err)
+	}
+	if err := x.apply(false); err != nil {
+		return nil, err
+	}
+	t.lw[ixReady] = next
+	return out, x.wait(false)
+}
+
+// globalCand is one entry of a global index (l/ or a/).
+type globalCand struct {
+	key   []byte
+	t     int64
+	topic string
+	id    string
+}
+
+// scanGlobal collects up to max entries of global index p with time <=
+// upTo, starting at the index's low-water mark, and returns the key the
+// mark may move to once they are all dealt with.
+func (s *Store) scanGlobal(p byte, from []byte, upTo int64, max int) ([]globalCand, []byte, error) {
+	lo := []byte{p, '/'}
+	if from != nil && bytes.Compare(from, lo) > 0 {
+		lo = from
+	}
+	hi := globalUpper(p, upTo)
+	if bytes.Compare(lo, hi) >= 0 {
+		return nil, lo, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, nil, classify("scan index", err)
+	}
+	var out []globalCand
+	next := hi
+	for it.First(); it.Valid(); it.Next() {
+		if len(out) >= max {
+			next = bytes.Clone(it.Key())
+			break
+		}
+		t, topic, id, ok := parseGlobalKey(it.Key())
+		if !ok {
+			_ = it.Close()
+			return nil, nil, fmt.Errorf("pebblestore: bad index key %q: %w", it.Key(), store.ErrCorrupt)
+		}
+		out = append(out, globalCand{bytes.Clone(it.Key()), t, topic, id})
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, classify("scan index", err)
+	}
+	return out, next, nil
+}
+
+func candTopics(cs []globalCand) []string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.topic
+	}
+	return names
+}
+
+// LeaseExpire implements store.Store. Not fsync'd: a lost expiry is redone.
+func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := s.checkWritable(); err != nil {
+		return nil, err
+	}
+	s.expireMu.Lock()
+	defer s.expireMu.Unlock()
+	var next []byte // nil: leave the mark where it was
+	defer func() { s.leaseLW.endScan(next) }()
+	cands, nextKey, err := s.scanGlobal(pfxLease, s.leaseLW.startScan(), p.Now, p.Max)
+	if err != nil || len(cands) == 0 {
+		next = nextKey
+		return nil, err
+	}
+	ts, unlock := s.lockTopics(candTopics(cands))
+	defer unlock()
+	x := s.newTxn()
+	var out []*store.Record
+	for _, c := range cands {
+		t := ts[slices.IndexFunc(ts, func(t *topic) bool { return t.name == c.topic })]
+		r, err := s.getRecord(c.topic, c.id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if r == nil || r.State != store.StateInflight || r.LeaseUntil != c.t {
+			_ = x.b.Delete(c.key, nil) // stale entry
+			continue
+		}
+		nw := failRecord(r, p.Now, p.Now, "lease expired")
+		x.put(t, r, nw)
+		out = append(out, cloneRecord(nw))
+	}
+	if err := x.apply(false); err != nil {
+		return nil, err
+	}
+	next = nextKey
+	return out, x.wait(false)
+}
+
+// DedupPurge implements store.Store. Not fsync'd: a lost purge leaves
+// tombstones that the next call removes.
+func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	if err := s.checkWritable(); err != nil {
+		return 0, err
+	}
+	s.purgeMu.Lock()
+	defer s.purgeMu.Unlock()
+	var next []byte
+	defer func() { s.ackedLW.endScan(next) }()
+	cands, nextKey, err := s.scanGlobal(pfxAcked, s.ackedLW.startScan(), p.Before, p.Max)
+	if err != nil || len(cands) == 0 {
+		next = nextKey
+		return 0, err
+	}
+	ts, unlock := s.lockTopics(candTopics(cands))
+	defer unlock()
+	x := s.newTxn()
+	n := 0
+	for _, c := range cands {
+		t := ts[slices.IndexFunc(ts, func(t *topic) bool { return t.name == c.topic })]
+		r, err := s.getRecord(c.topic, c.id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return 0, err
+		}
+		if r == nil || r.State != store.StateAcked || r.AckedAt != c.t {
+			_ = x.b.Delete(c.key, nil)
+			continue
+		}
+		x.put(t, r, nil)
+		n++
+	}
+	if err := x.apply(false); err != nil {
+		return 0, err
+	}
+	next = nextKey
+	return n, x.wait(false)
+}
+
+// deadCursor encodes the position after a dead-index entry.
+func deadCursor(sfx []byte) string { return hex.EncodeToString(sfx) }
+
+// DeadList implements store.Store. Limit <= 0 returns nothing (as
+// memstore). An unparsable cursor is reported as store.ErrNotFound (the
+// contract has no "invalid argument" error).
+func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store.Record, string, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	defer done()
+	limit := p.Limit
+	if limit <= 0 {
+		return nil, "", nil
+	}
+	var after []byte
+	if p.Cursor != "" {
+		after, err = hex.DecodeString(p.Cursor)
+		if err != nil || len(after) != 16 {
+			return nil, "", fmt.Errorf("pebblestore: invalid dead-list cursor %q: %w", p.Cursor, store.ErrNotFound)
+		}
+	}
+	t := s.lookupTopic(p.Topic)
+	if t == nil {
+		return nil, "", nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from := after
+	if from != nil && t.lw[ixDead] != nil && bytes.Compare(from, t.lw[ixDead]) < 0 {
+		from = t.lw[ixDead]
+	}
+	it, err := s.indexIter(t, ixDead, from)
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	var out []*store.Record
+	cursor, last, firstLive := "", []byte(nil), endSuffix
+	for it.First(); it.Valid(); it.Next() {
+		sfx := it.Key()[len(it.Key())-16:]
+		if after != nil && bytes.Equal(sfx, after) {
+			continue
+		}
+		if last == nil {
+			firstLive = bytes.Clone(sfx)
+		}
+		if len(out) >= limit {
+			cursor = deadCursor(last)
+			break
+		}
+		last = bytes.Clone(sfx)
+		r, err := s.getRecord(t.name, string(it.Value()))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if r.State == store.StateDead {
+			out = append(out, r)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, "", classify("scan dead", err)
+	}
+	if p.Cursor == "" {
+		// A first page saw the first live key: later scans skip the
+		// tombstones before it.
+		t.lw[ixDead] = firstLive
+	}
+	return out, cursor, nil
+}

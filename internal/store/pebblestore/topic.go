@@ -1,0 +1,125 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"slices"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// firstIndexTime returns the time of the first entry of index ix of t (0
+// if the index is empty) and advances the low-water mark to it. The caller
+// holds t.mu. This is a seek, not a scan: the mark skips the tombstones.
+func (s *Store) firstIndexTime(t *topic, ix int) (int64, error) {
+	it, err := s.indexIter(t, ix, nil)
+	if err != nil {
+		return 0, err
+	}
+	if !it.First() {
+		if err := it.Close(); err != nil {
+			return 0, classify("seek index", err)
+		}
+		t.lw[ix] = endSuffix
+		return 0, nil
+	}
+	tm, _, _ := parseIndexSuffix(it.Key())
+	t.lw[ix] = suffix(it.Key())
+	return tm, it.Close()
+}
+
+// TopicGet implements store.Store. It reads in-memory counters and seeks
+// three indexes; it never scans.
+func (s *Store) TopicGet(ctx context.Context, name string) (*store.TopicRecord, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.topicGet(name)
+}
+
+func (s *Store) topicGet(name string) (*store.TopicRecord, error) {
+	t := s.lookupTopic(name)
+	if t == nil {
+		return nil, store.ErrNotFound
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.known {
+		return nil, store.ErrNotFound
+	}
+	tr := &store.TopicRecord{Name: name, Settings: bytes.Clone(t.settings), Counts: t.counts}
+	var err error
+	if tr.NextDue, err = s.firstIndexTime(t, ixScheduled); err != nil {
+		return nil, err
+	}
+	if tr.OldestReady, err = s.firstIndexTime(t, ixReady); err != nil {
+		return nil, err
+	}
+	if tr.NextLeaseExpiry, err = s.firstIndexTime(t, ixInflight); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// TopicList implements store.Store.
+func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s.topicsMu.RLock()
+	names := make([]string, 0, len(s.topics))
+	for n := range s.topics {
+		names = append(names, n)
+	}
+	s.topicsMu.RUnlock()
+	slices.Sort(names)
+	out := make([]*store.TopicRecord, 0, len(names))
+	for _, n := range names {
+		tr, err := s.topicGet(n)
+		if err == store.ErrNotFound {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+// TopicSettingsPut implements store.Store. Durable on nil error.
+func (s *Store) TopicSettingsPut(ctx context.Context, name string, settings []byte) error {
+	done, err := s.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.checkWritable(); err != nil {
+		return err
+	}
+	t := s.topic(name)
+	x := s.newTxn()
+	err = func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		v := bytes.Clone(settings)
+		if v == nil {
+			v = []byte{}
+		}
+		_ = x.b.Set(topicKey(pfxTopic, name), v, nil)
+		x.delta(t) // makes the topic known (c/ key) if it was not
+		if err := x.apply(true); err != nil {
+			return err
+		}
+		t.settings = v
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+	return x.wait(true)
+}

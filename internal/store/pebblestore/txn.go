@@ -1,0 +1,149 @@
+package pebblestore
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// txn builds the one batch of an operation: record writes, the index
+// entries that follow each record's state, and the counter deltas, which
+// it merges into c/{topic} when applied. The caller holds the lock of
+// every topic it touches.
+type txn struct {
+	s      *Store
+	b      *pebble.Batch
+	topics []*topic
+	deltas []delta
+	// Keys added to the global indexes; their low-water marks are lowered
+	// after the batch is applied (see lowWater.endScan for why after).
+	leaseKeys, ackedKeys [][]byte
+	applied              bool
+}
+
+func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
+
+func (x *txn) delta(t *topic) *delta {
+	for i, u := range x.topics {
+		if u == t {
+			return &x.deltas[i]
+		}
+	}
+	x.topics = append(x.topics, t)
+	x.deltas = append(x.deltas, delta{})
+	return &x.deltas[len(x.deltas)-1]
+}
+
+// indexEntry is where a record in its state is indexed: a per-topic index
+// key (ix >= 0) and/or a global one (l/ for inflight, a/ for acked).
+type indexEntry struct {
+	ix     int
+	key    []byte
+	global []byte
+}
+
+func entryOf(r *store.Record) indexEntry {
+	switch r.State {
+	case store.StateScheduled:
+		return indexEntry{ix: ixScheduled, key: indexKey(pfxScheduled, r.Topic, r.DueAt, r.Seq)}
+	case store.StateReady:
+		return indexEntry{ix: ixReady, key: indexKey(pfxReady, r.Topic, r.DueAt, r.Seq)}
+	case store.StateInflight:
+		return indexEntry{ix: ixInflight, key: indexKey(pfxInflight, r.Topic, r.LeaseUntil, r.Seq),
+			global: globalKey(pfxLease, r.LeaseUntil, r.Topic, r.ID)}
+	case store.StateDead:
+		return indexEntry{ix: ixDead, key: indexKey(pfxDead, r.Topic, r.DeadAt, r.Seq)}
+	case store.StateAcked:
+		return indexEntry{ix: -1, global: globalKey(pfxAcked, r.AckedAt, r.Topic, r.ID)}
+	}
+	return indexEntry{ix: -1}
+}
+
+// put replaces record old (nil: none) by nw (nil: delete) in topic t.
+func (x *txn) put(t *topic, old, nw *store.Record) {
+	var from, to store.State
+	if old != nil {
+		from = old.State
+		e := entryOf(old)
+		if e.key != nil {
+			_ = x.b.Delete(e.key, nil)
+		}
+		if e.global != nil {
+			_ = x.b.Delete(e.global, nil)
+		}
+	}
+	if nw != nil {
+		to = nw.State
+		_ = x.b.Set(messageKey(nw.Topic, nw.ID), encodeRecord(nil, nw), nil)
+		e := entryOf(nw)
+		if e.key != nil {
+			_ = x.b.Set(e.key, []byte(nw.ID), nil)
+			// Per-topic marks are guarded by t.mu, which every scan of the
+			// index holds too, so lowering before apply is safe.
+			t.lowerKey(e.ix, e.key)
+		}
+		if e.global != nil {
+			_ = x.b.Set(e.global, nil, nil)
+			if nw.State == store.StateInflight {
+				x.leaseKeys = append(x.leaseKeys, e.global)
+			} else {
+				x.ackedKeys = append(x.ackedKeys, e.global)
+			}
+		}
+	} else if old != nil {
+		_ = x.b.Delete(messageKey(old.Topic, old.ID), nil)
+	}
+	x.delta(t).move(from, to)
+}
+
+// apply adds the counter merges and applies the batch (see Store.apply);
+// on success it updates the in-memory counters and marks.
+func (x *txn) apply(durable bool) error {
+	for i, t := range x.topics {
+		if !x.deltas[i].zero() || !t.known {
+			_ = x.b.Merge(topicKey(pfxCounters, t.name), encodeCounts(countsFromArray(x.deltas[i])), nil)
+		}
+	}
+	if x.b.Empty() {
+		return nil
+	}
+	if err := x.s.apply(x.b, durable); err != nil {
+		return err
+	}
+	x.applied = true
+	for i, t := range x.topics {
+		x.deltas[i].apply(&t.counts)
+		t.known = true
+	}
+	for _, k := range x.leaseKeys {
+		x.s.leaseLW.lower(k)
+	}
+	for _, k := range x.ackedKeys {
+		x.s.ackedLW.lower(k)
+	}
+	return nil
+}
+
+// wait waits for durability (see Store.wait); call it without locks.
+func (x *txn) wait(durable bool) error {
+	if !x.applied {
+		// Not applied (empty, or apply failed and Pebble may still hold
+		// the batch's fsync waiter): nothing to wait for; let GC have it.
+		return nil
+	}
+	return x.s.wait(x.b, durable)
+}
+
+// cloneRecord returns a deep copy of r.
+func cloneRecord(r *store.Record) *store.Record {
+	c := *r
+	if r.Payload != nil {
+		c.Payload = append([]byte(nil), r.Payload...)
+	}
+	if r.Headers != nil {
+		c.Headers = make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			c.Headers[k] = v
+		}
+	}
+	return &c
+}
