@@ -105,8 +105,10 @@ type Store interface {
 	// ready, in (DueAt, Seq) order, atomically per call.
 	MessagePromote(ctx context.Context, p *MessagePromoteParams) (*PromoteResult, error)
 
-	// MessageLease takes up to Max ready messages in (DueAt, Seq) order and
-	// makes them inflight: Deliveries+1, LeaseUntil, and a fresh Receipt
+	// MessageLease takes up to Max ready messages with DueAt <= Now in
+	// (DueAt, Seq) order and makes them inflight (a ready message due after
+	// Now can exist when a promotion with a later clock reading raced this
+	// call; handing it out would be early by this call's Now): Deliveries+1, LeaseUntil, and a fresh Receipt
 	// unique per delivery (the store makes it; it must never repeat for a
 	// message, e.g. token + "-" + deliveries). It does not promote.
 	MessageLease(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)

@@ -428,7 +428,7 @@ func (s *Store) MessageLease(_ context.Context, p *store.MessageLeaseParams) ([]
 	var out []*store.Record
 	for len(out) < p.Max {
 		e := t.ready.min()
-		if e == nil {
+		if e == nil || e.rec.DueAt > p.Now {
 			break
 		}
 		s.detach(t, e)

@@ -139,7 +139,10 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {
-		if len(out) >= p.Max {
+		// Stop at a message due after Now: a promotion by a caller with a
+		// later reading of the clock may have raced this lease, and handing
+		// it out would be early by this lease's own time.
+		if due, _, _ := parseIndexSuffix(it.Key()); len(out) >= p.Max || due > p.Now {
 			next = suffix(it.Key())
 			break
 		}

@@ -23,6 +23,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PayloadHeaders", testPayloadHeaders},
 		{"Promote", testPromote},
 		{"Lease", testLease},
+		{"LeaseNeverEarly", testLeaseNeverEarly},
 		{"ManyOrdered", testManyOrdered},
 		{"Receipts", testReceipts},
 		{"Ack", testAck},
@@ -320,6 +321,19 @@ func testLease(h *harness) {
 	}
 	_, err = h.s.TopicGet(h.ctx, "nope")
 	wantErr(t, "TopicGet after lease of unknown topic", err, store.ErrNotFound)
+}
+
+// testLeaseNeverEarly: a lease whose Now is earlier than a ready message's
+// DueAt (a promotion with a later clock reading raced it) must not take it,
+// nor anything after it in order.
+func testLeaseNeverEarly(h *harness) {
+	t, now := h.t, T0
+	h.insertNew("t", now, msg("a", now+5), msg("b", now+10))
+	h.wantPromote("t", now+10, 10, 2, 0)
+	wantIDs(t, "lease before any is due", h.lease("t", now+4, 10, now+100))
+	wantIDs(t, "lease when a is due", h.lease("t", now+5, 10, now+100), "a")
+	h.counts("t", store.Counts{Ready: 1, Inflight: 1})
+	wantIDs(t, "lease when b is due", h.lease("t", now+10, 10, now+100), "b")
 }
 
 // testManyOrdered checks (DueAt, Seq) order on many messages whose dues

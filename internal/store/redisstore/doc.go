@@ -1,0 +1,175 @@
+// Package redisstore is the Redis backend of store.Store (and
+// store.Notifier): delayq's state lives in Redis or Redis Cluster, so any
+// number of delayq servers share one queue.
+//
+//	s, err := redisstore.Open(ctx, redisstore.Options{URL: "redis://127.0.0.1:6379/0"})
+//
+// # Connecting
+//
+// Options.URL takes one of
+//
+//	redis://[user:pass@]host:port[/db][?opts]          one server (rediss:// for TLS)
+//	redis+cluster://[user:pass@]h1:p1[,h2:p2…][?opts]   Cluster seeds (rediss+cluster://)
+//
+// where opts are go-redis URL parameters (dial_timeout, pool_size, …;
+// for clusters also addr=host:port). Or pass a ready client in
+// Options.Client (a Sentinel FailoverClient, say); the store does not
+// close it.
+//
+// # Key layout
+//
+// A topic's messages are spread over P partitions (Options.Partitions,
+// default 4, fixed at the first Open of a prefix) by FNV-1a(id) mod P, so
+// a hot topic uses P Cluster slots and dedup by id stays inside one
+// partition. Every key of a partition carries the hash tag {topic#p}
+// (Redis hashes only the text between the first '{' and the next '}');
+// topic names ([A-Za-z0-9._:-]) and ids ([A-Za-z0-9._:@+=-]) have no
+// '{', '}' or '#', so no user input can move a key to another slot, and
+// no two (topic, partition) pairs share a tag. With prefix "dq":
+//
+//	dq:{orders#2}:sched   ZSET  scheduled  score DueAt       member <seq:20 digits>:<id>
+//	dq:{orders#2}:ready   ZSET  ready      score DueAt       member  "
+//	dq:{orders#2}:lease   ZSET  inflight   score LeaseUntil  member  "
+//	dq:{orders#2}:dead    ZSET  dead       score DeadAt      member  "
+//	dq:{orders#2}:acked   ZSET  tombstones score AckedAt     member  "
+//	dq:{orders#2}:m:<id>  HASH  the message: id seq st p h due cat uat dlv
+//	                            fail max err rcpt lu dead ack (see lua.go)
+//	dq:{orders}:meta      HASH  created, settings (the engine's blob)
+//	dq:topics             SET   every topic name (the registry)
+//	dq:seq                STRING store-wide Seq counter (INCRBY)
+//	dq:config             HASH  partitions, format
+//	dq:notify             Pub/Sub channel (not a key)
+//
+// ZSETs order equal scores by member bytes, and the member starts with
+// the zero-padded Seq, so each index is in (time, Seq) order. Counts per
+// state are the ZCARDs of the indexes: O(1), and unable to drift from the
+// data because every state change moves the member inside its script.
+//
+// # Scripts
+//
+// Every state transition of a partition is one Lua script (EVALSHA, with
+// EVAL when the script cache is empty), documented with its KEYS, ARGV and
+// reply beside the Go method that runs it:
+//
+//	insertScript      MessageInsertMany (insert + dedup)     message.go
+//	cancelScript      MessageCancel                          message.go
+//	rescheduleScript  MessageReschedule                      message.go
+//	promoteScript     MessagePromote (due -> ready)          promote.go
+//	leaseScript       MessageLease                           lease.go
+//	ackScript         MessageAck, MessageAckMany             lease.go
+//	nackScript        MessageNack (retry or dead)            lease.go
+//	extendScript      MessageExtend                          lease.go
+//	expireScript      LeaseExpire                            lease.go
+//	deadPageScript    DeadList (read-only)                   dead.go
+//	deadReplayScript  DeadReplay                             dead.go
+//	deadDeleteScript  DeadDelete                             dead.go
+//	dedupPurgeScript  DedupPurge                             dead.go
+//	infoScript        TopicGet, TopicList (read-only)        topic.go
+//	peekScript        head of an index (read-only)           merge.go
+//
+// All keys a script touches share the partition's hash tag, so no script
+// is ever CROSSSLOT; message hashes are named inside the scripts from a
+// prefix in ARGV, and Redis 7 checks (for scripts with a shebang, as all
+// of these are) that they are in the slot of the declared KEYS. Scripts
+// validate before they write. At maxmemory the insert script is refused
+// up front (it is the only one that grows the data); the others move
+// existing messages and run, so none stops half-way and consumers can
+// drain a full Redis.
+//
+// Not part of any atomic script, by design: registering a topic and
+// reserving Seq numbers before an insert (other slots; a failure leaves a
+// known empty topic or a gap in Seq), and the settings put. A call that
+// spans partitions (an insert or ack batch, a lease of Max messages) is
+// atomic per partition, not as a whole.
+//
+// # Order
+//
+// Seq is store-wide (one INCRBY per insert call reserves a block), so
+// (DueAt, Seq) is a total order of a topic's messages. Within a partition,
+// messages are promoted and leased strictly in (DueAt, Seq) order, inside
+// one script. Across partitions, promote and lease first peek at every
+// partition's head, merge them in (DueAt, Seq) order and take each
+// partition's share of Max; with one server the result is exactly the
+// topic-wide order. With several servers racing, a peeked head may be
+// taken by another server first; the script then takes its partition's
+// next entries, so the cross-partition order is best effort: by due time
+// at millisecond granularity, with send order kept within each partition.
+//
+// # Time
+//
+// By default (TimeRedis) every "now" a decision depends on — is a message
+// due (insert, reschedule, promote, nack), has a lease expired, and the
+// CreatedAt/UpdatedAt/DeadAt/AckedAt stamps — is Redis TIME, read inside
+// the script that decides; the Now in the call is ignored. Several delayq
+// servers with differently wrong clocks therefore still agree, and one
+// clock is never compared with another's timestamps (R8). A message is
+// never promoted before its DueAt by Redis time. PromoteResult.Now reports
+// the Redis time the promotion judged by, so the engine sleeps
+// NextDue-Now rather than trusting its own clock. On a Cluster, each
+// partition is judged by the clock of the master that owns its slot.
+//
+// Absolute times the engine computes from its own clock are stored as
+// given: DueAt (now + delay at send), RetryAt, LeaseUntil, and DedupPurge's
+// Before. A server whose clock is off by d therefore schedules relative
+// delays, retries and lease ends off by d, and they are then judged by
+// Redis time; keep servers NTP-synced. The contract gives LeaseExpire no
+// way to report the store's now (PromoteResult has one): an engine whose
+// clock runs ahead of Redis re-arms its expiry sweep early and finds
+// nothing until Redis time catches up.
+//
+// TimeCaller uses the Now of each call instead. It exists so the
+// conformance suite can drive time, and for a single server that prefers
+// its own clock; production with several servers uses TimeRedis.
+//
+// # Durability
+//
+// A call that returned nil was executed by Redis; whether it survives a
+// crash is the Redis deployment's persistence setting:
+//
+//	setting                        Redis process killed       machine crash / power loss
+//	appendonly yes, fsync always   nothing lost               nothing lost (disk honours fsync)
+//	appendonly yes, fsync everysec nothing, or up to ~2 s *   up to ~1-2 s of acknowledged writes
+//	appendonly yes, fsync no       nothing, or up to ~2 s *   up to ~30 s (the kernel's flush)
+//	appendonly no (RDB or none)    all since the last RDB snapshot (with save "": everything)
+//	failover (Sentinel, Cluster)   writes acknowledged by the old primary but not yet replicated
+//	                               are lost: replication is asynchronous, and this store does
+//	                               not WAIT for replicas
+//
+//	* Redis writes the AOF before replying, except while a background fsync
+//	  stalls (it may then postpone the write by up to 2 s).
+//
+// Open checks every master (CONFIG GET, or INFO when CONFIG is renamed
+// away): it refuses a maxmemory-policy other than noeviction (eviction
+// would delete messages silently) unless Options.AllowEviction, and logs a
+// warning when AOF is off or appendfsync is not always. At maxmemory with
+// noeviction, inserts fail with ErrUnavailable and nothing stored is lost,
+// while leases, acks, cancels and deletes keep working.
+//
+// # Unavailability
+//
+// Dial, read, write and pool waits are bounded by Options.Timeout
+// (default 1 s), so while Redis is down every call fails within about that
+// time with an error wrapping store.ErrUnavailable, never hangs. The
+// client is not allowed to retry (MaxRetries -1): a script retried after
+// an ambiguous failure could apply twice. When Redis returns, the client
+// reconnects by itself; the Store need not be reopened.
+//
+// # Several servers
+//
+// Each lease, promotion, expiry and ack is decided inside one script, so a
+// message is never leased or promoted twice at once, and a lease expires
+// once even when several servers sweep together. LeaseExpire and
+// DedupPurge visit every partition of every registered topic: a server
+// that died leaves its leases to whichever server sweeps next. Their cost
+// is O(topics × partitions) pipelined reads per call.
+//
+// # Notifications
+//
+// After an insert, reschedule, nack, replay or lease expiry that leaves
+// messages scheduled or ready, the store publishes one message per call
+// on the channel "<prefix>:notify": "topic\tdueMS" with the call's
+// earliest due time. Subscribe delivers them to the engine, which arms its
+// timers and wakes long-polls without polling. go-redis re-subscribes
+// after a connection loss; notifications published meanwhile are lost,
+// and the engines' safety sweep (TopicList every few seconds) covers them.
+package redisstore

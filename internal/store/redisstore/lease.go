@@ -1,0 +1,351 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// leaseRounds bounds how often MessageLease re-peeks when other servers
+// took the heads it had chosen, so a consumer is not told "nothing ready"
+// while another partition still has ready messages.
+const leaseRounds = 3
+
+// leaseScript leases the partition's first n ready messages due by now.
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] n, ARGV[4] LeaseUntil (Unix ms), ARGV[5] token
+//
+// Returns {now, rec1, rec2, …}: each inflight with Deliveries+1, the
+// given LeaseUntil and Receipt token-deliveries (unique per delivery since
+// the token is unique per call and Deliveries only grows).
+var leaseScript = newScript(flagsState, `
+local lu, token = ARGV[4], ARGV[5]
+-- Only those due by NOW (scores are due times): never early by this
+-- script's own time, even if a promotion judged by another clock raced it.
+local ms = redis.call('ZRANGE', IDX[2], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {NOW}
+for _, m in ipairs(ms) do
+  local k = mkey(idof(m))
+  redis.call('ZREM', IDX[2], m)
+  local d = redis.call('HINCRBY', k, 'dlv', 1)
+  redis.call('HSET', k, 'st', '3', 'lu', lu, 'rcpt', token .. '-' .. istr(d), 'uat', NOW_S)
+  redis.call('ZADD', IDX[3], lu, m)
+  out[#out+1] = rec(k)
+end
+return out
+`)
+
+// MessageLease implements store.Store: it merges the ready heads of the
+// topic's partitions and leases each partition's share of the first Max
+// (see merge.go), so the answer is in (DueAt, Seq) order. Each partition's
+// lease is atomic: two servers never lease one message at once.
+func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTopic(p.Topic); err != nil {
+		return nil, err
+	}
+	ks := s.keys.allParts(p.Topic)
+	targets := make([]peekTarget, len(ks))
+	for i, k := range ks {
+		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
+	}
+	now := s.nowArg(p.Now)
+	until := strconv.FormatInt(p.LeaseUntil, 10)
+	var out []*store.Record
+	for round := 0; round < leaseRounds && len(out) < p.Max; round++ {
+		want := p.Max - len(out)
+		pk, err := s.peek(ctx, "lease", targets, now, "", want)
+		if err != nil {
+			return nil, err
+		}
+		counts, picked := top(pk.per, want)
+		if len(picked) == 0 {
+			break
+		}
+		var calls []call
+		for i, n := range counts {
+			if n > 0 {
+				calls = append(calls, s.partCall(leaseScript, ks[i], now, n, until, p.Token))
+			}
+		}
+		cmds, err := s.run(ctx, "lease", calls, nil)
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for _, cmd := range cmds {
+			a := asSlice(cmd.Val())
+			if len(a) < 1 {
+				return nil, errReply("lease", cmd.Val())
+			}
+			recs, err := decodeRecords(p.Topic, a[1:])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, recs...)
+			got += len(recs)
+		}
+		if got == len(picked) {
+			break
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Record) int {
+		return cmp.Or(cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out, nil
+}
+
+// ackScript acknowledges inflight messages whose receipt matches: each
+// becomes an acked tombstone (payload and headers dropped) indexed by
+// AckedAt for DedupPurge.
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] n, then n pairs: id, receipt
+//
+// Returns {now, code1, state1, code2, state2, …}, code "ok" | "nf" |
+// "conflict" (not inflight, or a stale receipt).
+var ackScript = newScript(flagsState, `
+local out = {NOW}
+for i = 0, tonumber(ARGV[3]) - 1 do
+  local id, receipt = ARGV[4 + 2*i], ARGV[5 + 2*i]
+  local k = mkey(id)
+  local code, st = leased(k, receipt)
+  if code == 'ok' then
+    local m = memberof(k, id)
+    redis.call('ZREM', IDX[3], m)
+    redis.call('ZADD', IDX[5], NOW_S, m)
+    redis.call('HSET', k, 'st', '5', 'ack', NOW_S, 'uat', NOW_S)
+    redis.call('HDEL', k, 'p', 'h', 'rcpt', 'lu')
+  end
+  out[#out+1] = code
+  out[#out+1] = st
+end
+return out
+`)
+
+// MessageAck implements store.Store.
+func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error {
+	errs, err := s.MessageAckMany(ctx, &store.MessageAckManyParams{
+		Topic: p.Topic, Now: p.Now, Items: []store.AckItem{{ID: p.ID, Receipt: p.Receipt}},
+	})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// MessageAckMany implements store.Store: one atomic script per partition
+// the items fall in, all in one pipeline.
+func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkTopic(p.Topic); err != nil {
+		return nil, err
+	}
+	out := make([]error, len(p.Items))
+	slots := make([][]int, s.keys.parts)
+	args := make([][]any, s.keys.parts)
+	for i, it := range p.Items {
+		if err := checkID(it.ID); err != nil {
+			out[i] = err
+			continue
+		}
+		part := s.keys.partitionOf(it.ID)
+		slots[part] = append(slots[part], i)
+		args[part] = append(args[part], it.ID, it.Receipt)
+	}
+	var calls []call
+	var used [][]int
+	now := s.nowArg(p.Now)
+	for part, a := range args {
+		if len(a) > 0 {
+			calls = append(calls, s.partCall(ackScript, s.keys.part(p.Topic, part), now, append([]any{len(slots[part])}, a...)...))
+			used = append(used, slots[part])
+		}
+	}
+	if len(calls) == 0 {
+		return out, nil
+	}
+	cmds, err := s.run(ctx, "ack", calls, nil)
+	if err != nil {
+		return nil, err
+	}
+	for c, cmd := range cmds {
+		a := asSlice(cmd.Val())
+		if len(a) != 1+2*len(used[c]) {
+			return nil, errReply("ack", cmd.Val())
+		}
+		for j, i := range used[c] {
+			st := status{code: asString(a[1+2*j]), rest: a[2+2*j : 3+2*j]}
+			if st.code != "ok" {
+				out[i] = statusErr("ack", p.Topic, p.Items[i].ID, st)
+			}
+		}
+	}
+	return out, nil
+}
+
+// nackScript records a failure of an inflight message whose receipt
+// matches: Failures+1 and LastError, then dead (DeadAt = now, DueAt kept)
+// when Failures reaches MaxAttempts, else ready or scheduled at RetryAt.
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] id, ARGV[4] receipt, ARGV[5] RetryAt (Unix ms), ARGV[6] error
+//
+// Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
+var nackScript = newScript(flagsState, `
+local id = ARGV[3]
+local k = mkey(id)
+local code, st = leased(k, ARGV[4])
+if code ~= 'ok' then return {NOW, code, st} end
+local m = memberof(k, id)
+redis.call('ZREM', IDX[3], m)
+fail(k, m, ARGV[5], ARGV[6])
+return {NOW, 'ok', rec(k)}
+`)
+
+// MessageNack implements store.Store.
+func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
+	return s.oneMessage(ctx, "nack", nackScript, p.Topic, p.ID, p.Now, true,
+		p.Receipt, strconv.FormatInt(p.RetryAt, 10), p.Error)
+}
+
+// extendScript sets LeaseUntil of an inflight message whose receipt
+// matches.
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] id, ARGV[4] receipt, ARGV[5] LeaseUntil (Unix ms)
+//
+// Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
+var extendScript = newScript(flagsState, `
+local id = ARGV[3]
+local k = mkey(id)
+local code, st = leased(k, ARGV[4])
+if code ~= 'ok' then return {NOW, code, st} end
+redis.call('ZADD', IDX[3], ARGV[5], memberof(k, id))
+redis.call('HSET', k, 'lu', ARGV[5], 'uat', NOW_S)
+return {NOW, 'ok', rec(k)}
+`)
+
+// MessageExtend implements store.Store.
+func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
+	return s.oneMessage(ctx, "extend", extendScript, p.Topic, p.ID, p.Now, false,
+		p.Receipt, strconv.FormatInt(p.LeaseUntil, 10))
+}
+
+// expireScript fails the partition's first n inflight messages whose
+// LeaseUntil <= now ("lease expired"): dead, or ready with DueAt = now.
+// Several servers may sweep at once: each message leaves the lease index
+// inside the script, so it is expired once (asynq #717).
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
+//
+// Returns {now, rec1, rec2, …}.
+var expireScript = newScript(flagsState, `
+local ms = redis.call('ZRANGE', IDX[3], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {NOW}
+for _, m in ipairs(ms) do
+  local k = mkey(idof(m))
+  redis.call('ZREM', IDX[3], m)
+  fail(k, m, NOW_S, 'lease expired')
+  out[#out+1] = rec(k)
+end
+return out
+`)
+
+// LeaseExpire implements store.Store. It visits every partition of every
+// registered topic (one pipelined peek each: O(topics × partitions) per
+// call), merges the expired heads by (LeaseUntil, Seq) and expires each
+// partition's share of Max. Records come back in that order.
+func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
+	targets, err := s.allTargets(ctx, "expire", int(store.StateInflight))
+	if err != nil || len(targets) == 0 || p.Max <= 0 {
+		return nil, err
+	}
+	now := s.nowArg(p.Now)
+	pk, err := s.peek(ctx, "expire", targets, now, "now", p.Max)
+	if err != nil {
+		return nil, err
+	}
+	counts, picked := top(pk.per, p.Max)
+	var calls []call
+	var srcs []int
+	for i, n := range counts {
+		if n > 0 {
+			calls = append(calls, s.partCall(expireScript, targets[i].k, now, n))
+			srcs = append(srcs, i)
+		}
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	cmds, err := s.run(ctx, "expire", calls, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Record
+	readyAt := map[string]int64{}
+	for c, cmd := range cmds {
+		a := asSlice(cmd.Val())
+		if len(a) < 1 {
+			return nil, errReply("expire", cmd.Val())
+		}
+		topic := targets[srcs[c]].k.topic
+		recs, err := decodeRecords(topic, a[1:])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.State == store.StateReady {
+				readyAt[topic] = r.DueAt
+			}
+		}
+		out = append(out, recs...)
+	}
+	rank := rankOf(targets, picked)
+	slices.SortStableFunc(out, func(a, b *store.Record) int {
+		return cmp.Compare(rankFor(rank, a), rankFor(rank, b))
+	})
+	for topic, due := range readyAt {
+		s.publish(ctx, topic, due)
+	}
+	return out, nil
+}
+
+func rankFor(rank map[string]int, r *store.Record) int {
+	if n, ok := rank[r.Topic+"\x00"+r.ID]; ok {
+		return n
+	}
+	return len(rank) // taken by the script after a race: last
+}
+
+// allTargets lists the given index of every partition of every registered
+// topic. The registry is one SET; topics are few (SPEC), so SMEMBERS.
+func (s *Store) allTargets(ctx context.Context, op string, index int) ([]peekTarget, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	if err != nil {
+		return nil, s.fail(op+": list topics", err)
+	}
+	slices.Sort(names)
+	var out []peekTarget
+	for _, t := range names {
+		if !validTopic(t) {
+			return nil, fmt.Errorf("redisstore: %s: registry holds invalid topic name %q: %w", op, t, store.ErrCorrupt)
+		}
+		for _, k := range s.keys.allParts(t) {
+			out = append(out, peekTarget{k: k, index: index})
+		}
+	}
+	return out, nil
+}

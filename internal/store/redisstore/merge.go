@@ -1,0 +1,133 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+)
+
+// Operations that take "up to Max in order" from a topic (promote, lease,
+// dead replay/delete) or from every topic (lease expiry, dedup purge) see
+// several partitions. They first peek at the heads of the partitions'
+// indexes (one pipelined read-only script each), merge the heads in Go by
+// (score, member) — member starts with the 20-digit Seq, so this is
+// (time, Seq) order — and give each partition its share n of Max. Then
+// each partition runs its atomic script on its own first n. Another server
+// may move a head in between; the script then takes the next entries of
+// its partition (never more than n, never one that is not due by its own
+// check), so the only cost of a race is a slightly different choice.
+
+// peekScript reads the head of one index.
+//
+//	KEYS[1]  the index (a ZSET of seq:id members)
+//	ARGV[1]  now, ARGV[2] unused (message prefix)
+//	ARGV[3]  upper bound of scores: "now" (the script's now), a number,
+//	         or "" for none; ARGV[4] max entries
+//
+// Returns {now, head score or "", member1, score1, member2, score2, …} in
+// index order; the head is the first entry whatever its score.
+var peekScript = newScript(flagsRead, `
+local bound, max = ARGV[3], tonumber(ARGV[4])
+local r
+if bound == '' then
+  r = redis.call('ZRANGE', KEYS[1], 0, max - 1, 'WITHSCORES')
+else
+  if bound == 'now' then bound = NOW_S end
+  r = redis.call('ZRANGE', KEYS[1], '-inf', bound, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
+end
+local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+table.insert(r, 1, h[2] or '')
+table.insert(r, 1, NOW)
+return r
+`)
+
+// cand is a head entry of an index: which target it came from, its score
+// and member.
+type cand struct {
+	src    int
+	score  int64
+	member string
+}
+
+func (c cand) id() string {
+	if len(c.member) <= seqWidth+1 {
+		return ""
+	}
+	return c.member[seqWidth+1:]
+}
+
+func compareCand(a, b cand) int {
+	return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.member, b.member))
+}
+
+// peekTarget is one index to peek at: the partition and which of its
+// indexes (1-5, as KEYS of the partition scripts).
+type peekTarget struct {
+	k     *partKeys
+	index int
+}
+
+// peekResult is what peek saw of each target.
+type peekResult struct {
+	per   [][]cand // entries within the bound, per target
+	nows  []int64  // the now each script judged by
+	heads []int64  // score of each target's first entry; 0 when empty
+}
+
+// peek reads up to max head entries of each target with scores up to
+// bound ("" none, "now", or a number).
+func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, bound string, max int) (*peekResult, error) {
+	calls := make([]call, len(targets))
+	for i, t := range targets {
+		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, max}}
+	}
+	cmds, err := s.run(ctx, op, calls, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &peekResult{
+		per:   make([][]cand, len(targets)),
+		nows:  make([]int64, len(targets)),
+		heads: make([]int64, len(targets)),
+	}
+	for i, cmd := range cmds {
+		a := asSlice(cmd.Val())
+		if len(a) < 2 || len(a)%2 != 0 {
+			return nil, errReply(op+": peek", cmd.Val())
+		}
+		r.nows[i] = asInt(a[0])
+		r.heads[i] = parseInt(asString(a[1]))
+		for j := 2; j < len(a); j += 2 {
+			r.per[i] = append(r.per[i], cand{src: i, member: asString(a[j]), score: parseInt(asString(a[j+1]))})
+		}
+	}
+	return r, nil
+}
+
+// top merges the per-target heads and picks the max least, returning how
+// many each target gave and the picked entries in order.
+func top(per [][]cand, max int) ([]int, []cand) {
+	var all []cand
+	for _, p := range per {
+		all = append(all, p...)
+	}
+	slices.SortFunc(all, compareCand)
+	if len(all) > max {
+		all = all[:max]
+	}
+	counts := make([]int, len(per))
+	for _, c := range all {
+		counts[c.src]++
+	}
+	return counts, all
+}
+
+// rankOf maps "topic\x00id" of picked entries to their merge rank, for
+// returning records in merge order.
+func rankOf(targets []peekTarget, picked []cand) map[string]int {
+	m := make(map[string]int, len(picked))
+	for i, c := range picked {
+		m[targets[c.src].k.topic+"\x00"+c.id()] = i
+	}
+	return m
+}

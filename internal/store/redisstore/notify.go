@@ -1,0 +1,71 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// publish tells every subscribed engine that topic has a message due at
+// due (<= now: ready now). One PUBLISH per call, after the call's scripts
+// succeeded, carrying the earliest due time of the call: "topic\tdueMS".
+// A failed publish is logged, not returned: the state change is already
+// durable, and engines' safety sweeps find what a lost notification
+// would have announced.
+func (s *Store) publish(ctx context.Context, topic string, due int64) {
+	msg := topic + "\t" + strconv.FormatInt(due, 10)
+	if err := s.rdb.Publish(ctx, s.keys.channel(), msg).Err(); err != nil && ctx.Err() == nil && !s.closed.Load() {
+		s.log.Warn("redisstore: publish notification (engines' safety sweep will cover it)", "topic", topic, "err", err)
+	}
+}
+
+// Subscribe implements store.Notifier. It blocks, calling fn for each
+// notification, until ctx ends (ctx.Err()), the store closes (ErrClosed)
+// or the first subscription fails (ErrUnavailable). go-redis re-subscribes
+// by itself after a connection loss; notifications published meanwhile
+// are lost, which the engines' safety sweep covers. fn runs on this
+// goroutine, so it should not block.
+func (s *Store) Subscribe(ctx context.Context, fn func(topic string, dueAt int64)) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ps := s.rdb.Subscribe(ctx, s.keys.channel())
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.fail("subscribe", err)
+	}
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return store.ErrClosed
+		case m, ok := <-ch:
+			if !ok {
+				return s.fail("subscribe", errors.New("subscription closed"))
+			}
+			topic, due, ok := parseNotification(m.Payload)
+			if !ok {
+				s.log.Warn("redisstore: ignoring malformed notification", "payload", m.Payload)
+				continue
+			}
+			fn(topic, due)
+		}
+	}
+}
+
+func parseNotification(p string) (string, int64, bool) {
+	topic, d, ok := strings.Cut(p, "\t")
+	if !ok || !validTopic(topic) {
+		return "", 0, false
+	}
+	due, err := strconv.ParseInt(d, 10, 64)
+	return topic, due, err == nil
+}

@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// serverConfig is what preflight learns of one Redis server.
+type serverConfig struct {
+	addr        string
+	policy      string // maxmemory-policy
+	appendonly  string // "yes" | "no" | "" (unknown)
+	appendfsync string // "always" | "everysec" | "no" | "" (unknown)
+}
+
+// preflight checks every master (one server, or each Cluster master):
+// it refuses a maxmemory-policy other than noeviction unless
+// allowEviction, and warns when AOF is off or appendfsync is not always.
+// CONFIG GET may be renamed away (managed Redis); then INFO answers the
+// policy and whether AOF is on, and appendfsync is reported unknown.
+func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, allowEviction bool) error {
+	var (
+		mu   sync.Mutex
+		cfgs []serverConfig
+	)
+	check := func(ctx context.Context, c *redis.Client) error {
+		sc, err := readServerConfig(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		cfgs = append(cfgs, sc)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, check)
+	} else if c, ok := rdb.(*redis.Client); ok {
+		err = check(ctx, c)
+	} else {
+		// A FailoverClient or another UniversalClient: ask through it.
+		err = func() error {
+			sc, err := readServerConfig(ctx, rdb)
+			cfgs = append(cfgs, sc)
+			return err
+		}()
+	}
+	if err != nil {
+		return unavailable("open: preflight", err)
+	}
+	for _, c := range cfgs {
+		if c.policy != "noeviction" {
+			if !allowEviction {
+				return fmt.Errorf("redisstore: Redis %s has maxmemory-policy %q; delayq needs \"noeviction\" "+
+					"(eviction deletes messages silently): set maxmemory-policy noeviction "+
+					"(or Options.AllowEviction, unsafe)", c.addr, c.policy)
+			}
+			log.Warn("redisstore: maxmemory-policy is not noeviction: Redis may evict messages (AllowEviction is set)",
+				"redis", c.addr, "maxmemory-policy", c.policy)
+		}
+		switch {
+		case c.appendonly == "no":
+			log.Warn("redisstore: Redis AOF is off (appendonly no): a Redis crash loses every write since the last RDB snapshot, acknowledged sends included",
+				"redis", c.addr)
+		case c.appendfsync == "":
+			log.Warn("redisstore: cannot read appendfsync (CONFIG GET unavailable); durability of acknowledged sends is unknown",
+				"redis", c.addr, "appendonly", c.appendonly)
+		case c.appendfsync != "always":
+			log.Warn("redisstore: appendfsync is not always: a machine crash or power loss can lose up to ~1 s (everysec) or ~30 s (no) of acknowledged writes",
+				"redis", c.addr, "appendfsync", c.appendfsync)
+		}
+	}
+	return nil
+}
+
+// readServerConfig asks CONFIG GET, falling back to INFO.
+func readServerConfig(ctx context.Context, c redis.UniversalClient) (serverConfig, error) {
+	sc := serverConfig{addr: addrOf(c)}
+	conf, err := c.ConfigGet(ctx, "*").Result()
+	if err == nil && conf["maxmemory-policy"] != "" {
+		sc.policy = conf["maxmemory-policy"]
+		sc.appendonly = conf["appendonly"]
+		sc.appendfsync = conf["appendfsync"]
+		return sc, nil
+	}
+	info, ierr := c.Info(ctx, "memory", "persistence").Result()
+	if ierr != nil {
+		if err != nil {
+			return sc, fmt.Errorf("CONFIG GET: %v; INFO: %w", err, ierr)
+		}
+		return sc, ierr
+	}
+	fields := parseInfo(info)
+	sc.policy = fields["maxmemory_policy"]
+	switch fields["aof_enabled"] {
+	case "1":
+		sc.appendonly = "yes"
+	case "0":
+		sc.appendonly = "no"
+	}
+	if sc.policy == "" {
+		return sc, fmt.Errorf("neither CONFIG GET nor INFO memory report maxmemory-policy")
+	}
+	return sc, nil
+}
+
+func parseInfo(info string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func addrOf(c redis.UniversalClient) string {
+	if cl, ok := c.(*redis.Client); ok {
+		return cl.Options().Addr
+	}
+	return "(server)"
+}

@@ -1,0 +1,323 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix     = "dq"
+	DefaultPartitions = 4
+	DefaultTimeout    = time.Second
+)
+
+// formatVersion is stored under "format" in the config hash; Open refuses
+// a keyspace written by another format.
+const formatVersion = "1"
+
+// TimeSource says which clock judges "now" (due, lease expiry, stamps).
+type TimeSource int
+
+const (
+	// TimeRedis (the default) reads Redis TIME inside every script and
+	// ignores the Now of the call: one clock for every engine sharing the
+	// Redis. See the package doc, "Time".
+	TimeRedis TimeSource = iota
+	// TimeCaller uses the Now each call passes. For tests that drive time
+	// (the conformance suite), and for a single engine that prefers its
+	// own clock; never for several engines whose clocks may disagree.
+	TimeCaller
+)
+
+// Options configure Open. The zero value of each field means its default;
+// one of URL and Client is required.
+type Options struct {
+	// URL of the Redis deployment:
+	//
+	//	redis://[user:pass@]host:port[/db][?opts]    one server (rediss:// for TLS)
+	//	redis+cluster://[user:pass@]host:port[,host:port…][?addr=host:port…&opts]
+	//	                                             Redis Cluster seed nodes (rediss+cluster:// for TLS)
+	//
+	// opts are go-redis's URL parameters (dial_timeout, read_timeout,
+	// pool_size, …); timeouts not given there default to Timeout.
+	URL string
+	// Client is used instead of URL when set. The store does not close it,
+	// and its timeouts and retries are the caller's: keep MaxRetries at -1
+	// (see "Unavailability" in the package doc).
+	Client redis.UniversalClient
+	// Prefix namespaces every key: 1–64 chars of [A-Za-z0-9._:-].
+	// Default "dq".
+	Prefix string
+	// Partitions per topic, 1–MaxPartitions. Default: the count stored by
+	// the first Open of this Prefix, else 4. Fixed for the life of the
+	// keyspace: Open fails if it differs from the stored count.
+	Partitions int
+	// Logger receives preflight warnings and notification errors.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// AllowEviction opens even when a Redis server's maxmemory-policy is
+	// not noeviction. UNSAFE: eviction deletes messages silently. Default
+	// false: Open refuses such a server.
+	AllowEviction bool
+	// TimeSource says whose clock judges time. Default TimeRedis.
+	TimeSource TimeSource
+	// Timeout bounds dialing, each read and write, and waiting for a pooled
+	// connection, so that calls fail with store.ErrUnavailable instead of
+	// hanging when Redis is down. Default 1 s.
+	Timeout time.Duration
+}
+
+// Store is the Redis store.Store and store.Notifier. It is safe for
+// concurrent use by any number of goroutines, and any number of Stores (in
+// any number of processes) may share one Redis keyspace.
+type Store struct {
+	rdb       redis.UniversalClient
+	ownClient bool
+	keys      keyspace
+	log       *slog.Logger
+	callerNow bool // TimeSource == TimeCaller
+
+	closed    atomic.Bool
+	done      chan struct{} // closed by Close; ends Subscribe
+	closeOnce sync.Once
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// Open connects to Redis, runs the preflight checks (see the package doc)
+// and returns the store. It fails with an error wrapping
+// store.ErrUnavailable when Redis does not answer.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !validPrefix(prefix) {
+		return nil, fmt.Errorf("redisstore: invalid Prefix %q: want 1-%d chars of [A-Za-z0-9._:-]", prefix, maxPrefixLen)
+	}
+	if opts.Partitions < 0 || opts.Partitions > MaxPartitions {
+		return nil, fmt.Errorf("redisstore: Partitions %d out of range 1-%d", opts.Partitions, MaxPartitions)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{
+		rdb:       opts.Client,
+		log:       log,
+		callerNow: opts.TimeSource == TimeCaller,
+		done:      make(chan struct{}),
+	}
+	if s.rdb == nil {
+		rdb, err := newClient(opts.URL, cmpOr(opts.Timeout, DefaultTimeout))
+		if err != nil {
+			return nil, err
+		}
+		s.rdb, s.ownClient = rdb, true
+	}
+	fail := func(err error) (*Store, error) {
+		if s.ownClient {
+			_ = s.rdb.Close()
+		}
+		return nil, err
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fail(unavailable("open: ping", err))
+	}
+	if err := preflight(ctx, s.rdb, log, opts.AllowEviction); err != nil {
+		return fail(err)
+	}
+	parts, err := s.fixPartitions(ctx, prefix, opts.Partitions)
+	if err != nil {
+		return fail(err)
+	}
+	s.keys = keyspace{prefix: prefix, parts: parts}
+	return s, nil
+}
+
+// newClient builds a go-redis client from Options.URL with timeouts that
+// make an unreachable Redis an error within about Timeout, and no retries:
+// a script retried after an ambiguous failure could apply twice (a send
+// would then report itself a duplicate, an ack a conflict).
+func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, error) {
+	if rawURL == "" {
+		return nil, errors.New("redisstore: Options.URL or Options.Client is required")
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster:// or rediss+cluster://)", redactURL(rawURL))
+	}
+	switch scheme {
+	case "redis", "rediss":
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+		}
+		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
+		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
+		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
+		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
+		o.MaxRetries = cmpOr(o.MaxRetries, -1)
+		o.DialerRetries = cmpOr(o.DialerRetries, 2)
+		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
+		o.ContextTimeoutEnabled = true
+		return redis.NewClient(o), nil
+	case "redis+cluster", "rediss+cluster":
+		o, err := parseClusterURL(strings.TrimSuffix(scheme, "+cluster"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+		}
+		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
+		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
+		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
+		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
+		o.MaxRetries = cmpOr(o.MaxRetries, -1)
+		o.DialerRetries = cmpOr(o.DialerRetries, 2)
+		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
+		o.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(o), nil
+	default:
+		return nil, fmt.Errorf("redisstore: URL scheme %q not supported (want redis, rediss, redis+cluster or rediss+cluster)", scheme)
+	}
+}
+
+// parseClusterURL accepts a comma-separated host list in the authority
+// ("h1:p1,h2:p2") as well as go-redis's ?addr= parameters.
+func parseClusterURL(scheme, rest string) (*redis.ClusterOptions, error) {
+	authority, tail, _ := strings.Cut(rest, "/")
+	if i := strings.IndexAny(authority, "?#"); i >= 0 {
+		authority, tail = authority[:i], authority[i:]
+	} else if tail != "" {
+		tail = "/" + tail
+	}
+	userinfo, hosts := "", authority
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		userinfo, hosts = authority[:i+1], authority[i+1:]
+	}
+	list := strings.Split(hosts, ",")
+	if list[0] == "" {
+		return nil, errors.New("no host")
+	}
+	u, err := url.Parse(scheme + "://" + userinfo + list[0] + tail)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) > 1 {
+		q := u.Query()
+		for _, h := range list[1:] {
+			if h != "" {
+				q.Add("addr", h)
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return redis.ParseClusterURL(u.String())
+}
+
+// redactURL hides a password for error messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}
+
+// fixPartitions records the partition count on first use of the prefix and
+// returns the count in force.
+func (s *Store) fixPartitions(ctx context.Context, prefix string, want int) (int, error) {
+	key := keyspace{prefix: prefix}.config()
+	pipe := s.rdb.TxPipeline() // one key: MULTI is valid on Cluster too
+	pipe.HSetNX(ctx, key, "partitions", strconv.Itoa(cmpOr(want, DefaultPartitions)))
+	pipe.HSetNX(ctx, key, "format", formatVersion)
+	get := pipe.HMGet(ctx, key, "partitions", "format")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, unavailable("open: read config", err)
+	}
+	vals := get.Val()
+	n, err := strconv.Atoi(fmt.Sprint(vals[0]))
+	if err != nil || n < 1 || n > MaxPartitions {
+		return 0, fmt.Errorf("redisstore: %s partitions = %v: %w", key, vals[0], store.ErrCorrupt)
+	}
+	if f := fmt.Sprint(vals[1]); f != formatVersion {
+		return 0, fmt.Errorf("redisstore: %s format = %q, this build reads format %s: %w", key, f, formatVersion, store.ErrCorrupt)
+	}
+	if want != 0 && want != n {
+		return 0, fmt.Errorf("redisstore: prefix %q already uses %d partitions per topic, Options.Partitions is %d; the count cannot change", prefix, n, want)
+	}
+	return n, nil
+}
+
+// Close implements store.Store: it ends Subscribe calls and closes the
+// client if Open made it. Calls after Close fail with ErrClosed, and so
+// does a second Close.
+func (s *Store) Close() error {
+	err := store.ErrClosed
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.done)
+		err = nil
+		if s.ownClient {
+			if cerr := s.rdb.Close(); cerr != nil {
+				err = fmt.Errorf("redisstore: close client: %w", cerr)
+			}
+		}
+	})
+	return err
+}
+
+// check fails fast on a closed store.
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// fail turns a client error into a store error: ErrClosed after Close,
+// else ErrUnavailable wrapping the cause.
+func (s *Store) fail(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: %s: %w", op, store.ErrClosed)
+	}
+	return unavailable(op, err)
+}
+
+// unavailable wraps a Redis or network error. Context errors stay visible
+// to errors.Is as well.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+// nowArg is ARGV[1] of every script: "" lets the script read Redis TIME;
+// a number (TimeCaller) is used as now.
+func (s *Store) nowArg(now int64) string {
+	if s.callerNow {
+		return strconv.FormatInt(now, 10)
+	}
+	return ""
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

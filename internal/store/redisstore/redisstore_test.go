@@ -1,0 +1,83 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/redisstore"
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/internal/store/storetest"
+)
+
+var prefixes atomic.Int64
+
+// standalone starts a redis-server for one test (AOF, appendfsync always).
+func standalone(t *testing.T) *redistest.Server {
+	t.Helper()
+	return redistest.Start(t)
+}
+
+// uniquePrefix is a fresh key namespace.
+func uniquePrefix() string { return fmt.Sprintf("t%d", prefixes.Add(1)) }
+
+// openAt opens a store at url with a fresh prefix and TimeCaller (the
+// suites drive time through Now), closing it when t ends.
+func openAt(t *testing.T, url string, mod ...func(*redisstore.Options)) *redisstore.Store {
+	t.Helper()
+	o := redisstore.Options{URL: url, Prefix: uniquePrefix(), TimeSource: redisstore.TimeCaller}
+	for _, m := range mod {
+		m(&o)
+	}
+	s, err := redisstore.Open(context.Background(), o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return openAt(t, srv.URL()) })
+}
+
+func TestConformanceOnePartition(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openAt(t, srv.URL(), func(o *redisstore.Options) { o.Partitions = 1 })
+	})
+}
+
+func TestModel(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	storetest.RunModel(t, func(t *testing.T) store.Store { return openAt(t, srv.URL()) })
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster: skipped in -short")
+	}
+	cl := redistest.StartCluster(t, 3)
+	storetest.Run(t, func(t *testing.T) store.Store { return openAt(t, cl.URL()) })
+}
+
+func TestModelCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster: skipped in -short")
+	}
+	cl := redistest.StartCluster(t, 3)
+	storetest.RunModel(t, func(t *testing.T) store.Store { return openAt(t, cl.URL()) })
+}

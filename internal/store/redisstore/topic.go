@@ -1,0 +1,167 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// infoScript reads a partition's counts and head times without scanning:
+// ZCARD of each index (O(1)) and the first entry of three of them.
+//
+//	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
+//
+// Returns {now, scheduled, ready, inflight, dead, acked, next due,
+// oldest ready due, next lease expiry} with "" for an empty index.
+//
+// Counts are the cardinalities of the indexes every state change moves a
+// message between inside its script, so they cannot drift from the data
+// (a separate HINCRBY counter could, after a partial failure).
+var infoScript = newScript(flagsRead, `
+local out = {NOW}
+for i = 1, 5 do out[#out+1] = redis.call('ZCARD', IDX[i]) end
+for _, i in ipairs({1, 2, 3}) do
+  local h = redis.call('ZRANGE', IDX[i], 0, 0, 'WITHSCORES')
+  out[#out+1] = h[2] or ''
+end
+return out
+`)
+
+// TopicGet implements store.Store: one pipeline of the topic's meta hash
+// and one info script per partition; cost O(partitions).
+func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord, error) {
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	recs, err := s.topicRecords(ctx, []string{topic})
+	if err != nil {
+		return nil, err
+	}
+	if recs[0] == nil {
+		return nil, fmt.Errorf("redisstore: topic %q: %w", topic, store.ErrNotFound)
+	}
+	return recs[0], nil
+}
+
+// TopicList implements store.Store: the registry, then every topic's
+// record in one pipeline.
+func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	if err != nil {
+		return nil, s.fail("list topics", err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !validTopic(n) {
+			return nil, fmt.Errorf("redisstore: list topics: registry holds invalid name %q: %w", n, store.ErrCorrupt)
+		}
+	}
+	recs, err := s.topicRecords(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.TopicRecord, 0, len(recs))
+	for _, r := range recs {
+		// A registered topic without meta: its first insert failed after
+		// registering. It never had a message or settings.
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// topicRecords reads the records of topics (nil for an unknown one).
+func (s *Store) topicRecords(ctx context.Context, topics []string) ([]*store.TopicRecord, error) {
+	var calls []call
+	for _, t := range topics {
+		for _, k := range s.keys.allParts(t) {
+			calls = append(calls, s.partCall(infoScript, k, ""))
+		}
+	}
+	metas := make([]*redis.MapStringStringCmd, len(topics))
+	cmds, err := s.run(ctx, "topic", calls, func(pipe redis.Pipeliner) {
+		for i, t := range topics {
+			metas[i] = pipe.HGetAll(ctx, s.keys.meta(t))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.TopicRecord, len(topics))
+	for i, t := range topics {
+		meta, err := metas[i].Result()
+		if err != nil {
+			return nil, s.fail("topic", err)
+		}
+		if len(meta) == 0 {
+			continue
+		}
+		tr := &store.TopicRecord{Name: t}
+		if set, ok := meta["settings"]; ok {
+			tr.Settings = []byte(set)
+		}
+		for p := range s.keys.parts {
+			if err := addInfo(tr, cmds[i*s.keys.parts+p]); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = tr
+	}
+	return out, nil
+}
+
+// addInfo adds one partition's info answer to a topic record.
+func addInfo(tr *store.TopicRecord, cmd *redis.Cmd) error {
+	a := asSlice(cmd.Val())
+	if len(a) != 9 {
+		return errReply("topic info", cmd.Val())
+	}
+	c := &tr.Counts
+	c.Scheduled += asInt(a[1])
+	c.Ready += asInt(a[2])
+	c.Inflight += asInt(a[3])
+	c.Dead += asInt(a[4])
+	c.Acked += asInt(a[5])
+	minInto(&tr.NextDue, a[6])
+	minInto(&tr.OldestReady, a[7])
+	minInto(&tr.NextLeaseExpiry, a[8])
+	return nil
+}
+
+// minInto lowers *dst to the score v ("" = none); 0 in *dst means none.
+func minInto(dst *int64, v any) {
+	s := asString(v)
+	if s == "" {
+		return
+	}
+	if n := parseInt(s); *dst == 0 || n < *dst {
+		*dst = n
+	}
+}
+
+// TopicSettingsPut implements store.Store: the settings field of the
+// topic's meta hash and the registry, in one pipeline (two slots; each
+// write idempotent).
+func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	pipe := s.rdb.Pipeline()
+	pipe.HSet(ctx, s.keys.meta(topic), "settings", settings)
+	pipe.SAdd(ctx, s.keys.topics(), topic)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return s.fail("put topic settings", err)
+	}
+	return nil
+}
