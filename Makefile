@@ -1,0 +1,26 @@
+.DEFAULT_GOAL := help
+GO ?= go
+
+help: ## list targets
+	@grep -hE '^[a-z/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+serve: ## run the server on ./delayq-data
+	$(GO) run ./cmd/delayq serve --data ./delayq-data
+
+test: ## every test with the race detector (the README's command)
+	./scripts/test.sh
+
+test/short: ## quick tests: no cluster, no long scenarios
+	$(GO) test -short -count=1 ./...
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
+	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000
+
+build: ## build bin/delayq
+	$(GO) build -o bin/delayq ./cmd/delayq
+
+.PHONY: help serve test test/short lint bench/wheel build
