@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenario names.
+const (
+	ScenarioSend     = "send"
+	ScenarioDrain    = "drain"
+	ScenarioLateness = "lateness"
+	ScenarioMixed    = "mixed"
+	ScenarioPending  = "pending"
+)
+
+// Scenarios lists every scenario in the order they are run.
+var Scenarios = []string{ScenarioSend, ScenarioDrain, ScenarioLateness, ScenarioMixed, ScenarioPending}
+
+// Config sizes one scenario. Zero fields take the scenario's default
+// (see Defaults).
+type Config struct {
+	Scenario string
+	// N is the number of messages (send, drain, lateness, pending).
+	N int
+	// Batch is messages per send call (1 = single sends).
+	Batch int
+	// Payload bytes per message (≥ 8).
+	Payload int
+	// Concurrency is the number of concurrent senders.
+	Concurrency int
+	// Rate is the target send rate in msgs/s; 0 = as fast as possible
+	// (send) — mixed needs a rate.
+	Rate float64
+	// Consumers is the number of concurrent consumers.
+	Consumers int
+	// LeaseMax is the largest batch one receive returns.
+	LeaseMax int
+	// Wait is the consumers' long-poll wait.
+	Wait time.Duration
+	// Delay of the messages of the send scenario (far enough that none
+	// comes due during the run).
+	Delay time.Duration
+	// Window over which the lateness scenario's messages come due.
+	Window time.Duration
+	// Lead is how far after the start of the lateness fill the first
+	// message is due; 0 = auto (2 s + max(0, N/5000 s − Window)).
+	Lead time.Duration
+	// Duration of the mixed scenario's sending.
+	Duration time.Duration
+	// MaxDelay of the mixed scenario: delays are uniform in [0, MaxDelay].
+	MaxDelay time.Duration
+	// Grace is how long consumers go on after the last message is due
+	// (mixed), and the stall timeout of drain and lateness: a run ends
+	// when no new message arrived for Grace after everything was due.
+	Grace time.Duration
+	// Durable asks targets to fsync every accepted send (default true).
+	Durable bool
+	// Seed of the payload filler and the mixed scenario's delays.
+	Seed uint64
+}
+
+// Defaults returns the default configuration of a scenario.
+func Defaults(scenario string) Config {
+	c := Config{Scenario: scenario, Payload: 256, Wait: 5 * time.Second, Durable: true, Seed: 1, Grace: 30 * time.Second, LeaseMax: 100, Consumers: 4}
+	switch scenario {
+	case ScenarioSend:
+		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 100, 8, time.Hour
+	case ScenarioDrain:
+		c.N, c.Batch, c.Concurrency = 50_000, 1000, 4
+	case ScenarioLateness:
+		c.N, c.Batch, c.Concurrency, c.Window = 100_000, 100, 8, 10*time.Second
+	case ScenarioMixed:
+		c.Rate, c.Duration, c.MaxDelay, c.Batch, c.Concurrency, c.Grace = 2000, 60*time.Second, 60*time.Second, 10, 4, 10*time.Second
+	case ScenarioPending:
+		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 1000, 4, 24*time.Hour
+	}
+	return c
+}
+
+// Fill returns c with zero fields taken from the scenario's defaults.
+func (c Config) Fill() Config {
+	d := Defaults(c.Scenario)
+	pick := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	pickD := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	pick(&c.N, d.N)
+	pick(&c.Batch, d.Batch)
+	pick(&c.Payload, d.Payload)
+	pick(&c.Concurrency, d.Concurrency)
+	pick(&c.Consumers, d.Consumers)
+	pick(&c.LeaseMax, d.LeaseMax)
+	pickD(&c.Wait, d.Wait)
+	pickD(&c.Delay, d.Delay)
+	pickD(&c.Window, d.Window)
+	pickD(&c.Duration, d.Duration)
+	pickD(&c.MaxDelay, d.MaxDelay)
+	pickD(&c.Grace, d.Grace)
+	if c.Rate == 0 {
+		c.Rate = d.Rate
+	}
+	if c.Seed == 0 {
+		c.Seed = d.Seed
+	}
+	if c.Scenario == ScenarioLateness && c.Lead == 0 {
+		c.Lead = 2*time.Second + max(0, time.Duration(float64(c.N)/5000*float64(time.Second))-c.Window)
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot run.
+func (c Config) Validate() error {
+	switch {
+	case !isScenario(c.Scenario):
+		return fmt.Errorf("unknown scenario %q (want one of %s)", c.Scenario, strings.Join(Scenarios, ", "))
+	case c.N < 1 && c.Scenario != ScenarioMixed:
+		return fmt.Errorf("--n must be ≥ 1")
+	case c.Batch < 1 || c.Batch > 1000:
+		return fmt.Errorf("--batch must be between 1 and 1000")
+	case c.Payload < SeqLen:
+		return fmt.Errorf("--payload must be ≥ %d bytes (the sequence number)", SeqLen)
+	case c.Concurrency < 1 || c.Consumers < 1:
+		return fmt.Errorf("--concurrency and --consumers must be ≥ 1")
+	case c.LeaseMax < 1 || c.LeaseMax > 1000:
+		return fmt.Errorf("--lease-max must be between 1 and 1000")
+	case c.Rate < 0:
+		return fmt.Errorf("--rate must be ≥ 0")
+	case c.Scenario == ScenarioMixed && c.Rate <= 0:
+		return fmt.Errorf("mixed needs --rate > 0")
+	case c.Window < 0 || c.Lead < 0 || c.Duration < 0 || c.MaxDelay < 0 || c.Grace <= 0 || c.Wait <= 0:
+		return fmt.Errorf("durations must be positive")
+	}
+	return nil
+}
+
+func isScenario(s string) bool {
+	for _, x := range Scenarios {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Params describes the configuration for a table header, in a fixed order.
+func (c Config) Params() []Param {
+	p := []Param{}
+	add := func(k, v string) { p = append(p, Param{k, v}) }
+	rate := "max"
+	if c.Rate > 0 {
+		rate = fmt.Sprintf("%g/s", c.Rate)
+	}
+	switch c.Scenario {
+	case ScenarioSend:
+		add("n", fmt.Sprint(c.N))
+		add("batch", fmt.Sprint(c.Batch))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("concurrency", fmt.Sprint(c.Concurrency))
+		add("rate", rate)
+		add("delay", c.Delay.String())
+	case ScenarioDrain:
+		add("n", fmt.Sprint(c.N))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("consumers", fmt.Sprint(c.Consumers))
+		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioLateness:
+		add("n", fmt.Sprint(c.N))
+		add("window", c.Window.String())
+		add("rate", fmt.Sprintf("%.0f/s", float64(c.N)/max(c.Window.Seconds(), 1e-3)))
+		add("lead", c.Lead.String())
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("consumers", fmt.Sprint(c.Consumers))
+		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioMixed:
+		add("rate", rate)
+		add("duration", c.Duration.String())
+		add("delays", "0–"+c.MaxDelay.String())
+		add("batch", fmt.Sprint(c.Batch))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("consumers", fmt.Sprint(c.Consumers))
+		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioPending:
+		add("n", fmt.Sprint(c.N))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("delay", c.Delay.String())
+	}
+	add("durable", fmt.Sprint(c.Durable))
+	return p
+}
+
+// Param is one name=value of a configuration.
+type Param struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// fakeTarget is an in-memory queue for testing the runner. Its knobs make
+// it misbehave on purpose so the tests can check that the checker sees it.
+type fakeTarget struct {
+	drop    func(seq uint64) bool // never deliver
+	dup     func(seq uint64) bool // deliver twice
+	early   func(seq uint64) bool // deliver earlyBy before due
+	earlyBy time.Duration
+
+	mu      sync.Mutex
+	pending []Msg
+	closed  bool
+}
+
+func (f *fakeTarget) Send(_ context.Context, msgs []Msg) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range msgs {
+		if f.drop != nil && f.drop(m.Seq) {
+			continue
+		}
+		f.pending = append(f.pending, m)
+	}
+	return nil
+}
+
+func (f *fakeTarget) take(max int) []Msg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	var out []Msg
+	keep := f.pending[:0]
+	for _, m := range f.pending {
+		due := m.DeliverAt
+		if f.early != nil && f.early(m.Seq) {
+			due = due.Add(-f.earlyBy)
+		}
+		if len(out) < max && !due.After(now) {
+			out = append(out, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	f.pending = keep
+	return out
+}
+
+func (f *fakeTarget) Consume(ctx context.Context, o ConsumeOptions, handle func([]Delivery)) error {
+	var wg sync.WaitGroup
+	for range o.Consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				ms := f.take(o.Max)
+				if len(ms) == 0 {
+					time.Sleep(200 * time.Microsecond)
+					continue
+				}
+				now := time.Now()
+				var ds []Delivery
+				for _, m := range ms {
+					ds = append(ds, Delivery{Seq: m.Seq, At: now})
+					if f.dup != nil && f.dup(m.Seq) {
+						ds = append(ds, Delivery{Seq: m.Seq, At: now})
+					}
+				}
+				handle(ds)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (f *fakeTarget) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeTarget) RSS() (int64, string, error) { return 42 << 20, "fake", nil }
+
+func (f *fakeTarget) Restart(context.Context) (time.Time, error) { return time.Now(), nil }
+
+// fakeFactory opens a fresh fakeTarget (configured by mk) per run.
+func fakeFactory(name string, mk func() *fakeTarget) Factory {
+	return Factory{Name: name, Open: func(context.Context, OpenOptions) (Target, error) { return mk(), nil }}
+}
+
+// syncBuf is a bytes.Buffer safe for concurrent use.
+type syncBuf struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}

@@ -1,0 +1,159 @@
+// Package bench is the load generator behind `delayq bench` and the
+// peer comparison tool (bench/peers, cmd peerbench): the Target seam that
+// every system under test implements, the scenarios (send, drain,
+// lateness, mixed, pending), log-bucketed latency histograms, the
+// lateness checker, and table / JSON / SVG output.
+//
+// It imports only the standard library, so targets for other systems
+// (asynq, beanstalkd) live in the separate bench/peers module and the
+// product's go.mod never depends on their clients. delayq's own targets
+// live in internal/bench/dqtarget.
+//
+// Every message carries its benchmark sequence number in the first 8
+// bytes of its payload (the rest is incompressible filler), so the checker
+// identifies deliveries the same way on every system whatever ids it uses.
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+)
+
+// Msg is one message to schedule.
+type Msg struct {
+	// Seq is the benchmark's number for the message; Payload starts with it.
+	Seq     uint64
+	Payload []byte
+	// DeliverAt is the requested due time (zero: due now). A target whose
+	// API cannot express it exactly (beanstalkd's delays are whole seconds,
+	// relative to the put) overwrites it in Send with the due time the
+	// system was actually given, so lateness is measured against what the
+	// system promised, never against something it could not be told.
+	DeliverAt time.Time
+}
+
+// Delivery is one message handed to a consumer.
+type Delivery struct {
+	Seq uint64
+	// At is when the consumer received it (before the ack).
+	At time.Time
+}
+
+// ConsumeOptions configure a consumer run.
+type ConsumeOptions struct {
+	// Consumers is the number of concurrent consumers (long-polling
+	// connections, or worker goroutines for push-style systems).
+	Consumers int
+	// Max is the largest batch one receive may return (lease max); systems
+	// without batch receive ignore it.
+	Max int
+	// Wait is the long-poll wait of one receive.
+	Wait time.Duration
+}
+
+// Target is a system under test. Send may be called from many goroutines
+// at once. A target is opened fresh for every run and closed after it.
+type Target interface {
+	// Send schedules msgs durably (as durable as the target was configured
+	// to be) as one batch, or one by one when the system has no batch send;
+	// it returns when every message is accepted.
+	Send(ctx context.Context, msgs []Msg) error
+	// Consume receives messages with opts.Consumers concurrent consumers
+	// until ctx is done, calling handle (from any goroutine) with every
+	// batch received and acknowledging the batch after handle returns.
+	// It returns nil when ctx ends.
+	Consume(ctx context.Context, opts ConsumeOptions, handle func([]Delivery)) error
+	// Close releases everything the target started (processes, temp dirs).
+	Close() error
+}
+
+// MemReporter is implemented by targets that can tell the resident memory
+// of the process that holds the queue state.
+type MemReporter interface {
+	// RSS returns resident bytes and what was measured (e.g. "redis-server VmRSS").
+	RSS() (int64, string, error)
+}
+
+// Restarter is implemented by targets that can stop and start the process
+// (or the in-process engine) that holds the queue, keeping its data.
+type Restarter interface {
+	// Restart stops the system and starts it again; it returns the time
+	// the start began. The pending scenario measures from then until the
+	// first due message is received.
+	Restart(ctx context.Context) (time.Time, error)
+}
+
+// Factory opens a fresh target for one run.
+type Factory struct {
+	// Name labels the target in tables, JSON and plots.
+	Name string
+	// Open starts the target. durable asks for every accepted send to be
+	// fsync'd (or the system's equivalent); false is for ceilings only.
+	Open func(ctx context.Context, o OpenOptions) (Target, error)
+}
+
+// OpenOptions are passed to Factory.Open.
+type OpenOptions struct {
+	Durable bool
+	// Run is 1-based, for unique topic / queue names.
+	Run int
+}
+
+// Resolver maps a --target word to a factory; ok is false when the word is
+// not this resolver's.
+type Resolver func(spec string) (f Factory, ok bool, err error)
+
+// ChainResolvers tries each resolver in turn.
+func ChainResolvers(rs ...Resolver) Resolver {
+	return func(spec string) (Factory, bool, error) {
+		for _, r := range rs {
+			if f, ok, err := r(spec); ok || err != nil {
+				return f, ok, err
+			}
+		}
+		return Factory{}, false, nil
+	}
+}
+
+// SeqLen is the number of payload bytes that carry the sequence number.
+const SeqLen = 8
+
+// ErrShortPayload is returned by SeqOf for a payload without a sequence number.
+var ErrShortPayload = errors.New("bench: payload shorter than a sequence number")
+
+// SeqOf reads the sequence number at the start of a payload.
+func SeqOf(payload []byte) (uint64, error) {
+	if len(payload) < SeqLen {
+		return 0, ErrShortPayload
+	}
+	return binary.BigEndian.Uint64(payload), nil
+}
+
+// payloadMaker makes payloads of a fixed size: the sequence number and then
+// pseudo-random (incompressible) filler shared by all messages of a run.
+type payloadMaker struct {
+	filler []byte
+}
+
+func newPayloadMaker(size int, seed uint64) *payloadMaker {
+	size = max(size, SeqLen)
+	f := make([]byte, size-SeqLen)
+	x := seed | 1
+	for i := range f {
+		// xorshift64*: cheap, deterministic, incompressible enough.
+		x ^= x >> 12
+		x ^= x << 25
+		x ^= x >> 27
+		f[i] = byte((x * 2685821657736338717) >> 56)
+	}
+	return &payloadMaker{filler: f}
+}
+
+func (p *payloadMaker) make(seq uint64) []byte {
+	b := make([]byte, SeqLen+len(p.filler))
+	binary.BigEndian.PutUint64(b, seq)
+	copy(b[SeqLen:], p.filler)
+	return b
+}
