@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+# the dashboard's browser test drives Debian's headless Chromium
+[ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_pkgs[*]} …"
