@@ -19,20 +19,70 @@ type Options struct {
 	// Slack is allowed client-clock imprecision for the client-side early
 	// check (the server rounds due times up to whole ms). Default 0.
 	Slack time.Duration
+	// DownGrace, when positive, bounds how late a message that came due
+	// while the server was down may be delivered: its first delivery must
+	// arrive by the end of that down window (restart ready) + DownGrace.
+	// Offenders are listed in Result.SlowAfterRestart.
+	DownGrace time.Duration
 }
 
 // Result is the checker's verdict.
 type Result struct {
-	Sends, Acked, InfoSends  int
-	Delivered                int // distinct ids delivered
-	Lost                     []string
-	Unexpected               []string
-	Duplicated               int
-	DupBound                 int
-	Recovered                int // delivered ids whose every send ended info
-	Early                    []string
+	Sends, Acked, InfoSends int
+	Delivered               int // distinct ids delivered
+	Lost                    []string
+	Unexpected              []string
+	Duplicated              int
+	DupBound                int
+	Recovered               int // delivered ids whose every send ended info
+	Early                   []string
+	// EarlyClient is the part of Early that the client's clock shows
+	// (received before send invoke + delay); the rest is early by the
+	// server's reported times only.
+	EarlyClient              []string
 	Resurrected              []string
 	Steady, CameDueWhileDown Lateness
+	// SlowAfterRestart lists messages that came due while the server was
+	// down and were first delivered later than the window's end plus
+	// Options.DownGrace (only with DownGrace set).
+	SlowAfterRestart []string
+
+	delivered []string // ids delivered at least once
+}
+
+// LostSplit classifies lost ids per writer as in Jepsen's queue checker:
+// prefix (before the writer's first delivered value), postfix (after its
+// last) or middle. parse maps an id to its writer and sequence number;
+// ids it cannot parse count as middle.
+func (r *Result) LostSplit(parse func(id string) (writer string, seq int, ok bool)) (prefix, middle, postfix int) {
+	type span struct{ lo, hi int }
+	spans := map[string]*span{}
+	for _, id := range r.delivered {
+		w, n, ok := parse(id)
+		if !ok {
+			continue
+		}
+		if sp := spans[w]; sp == nil {
+			spans[w] = &span{n, n}
+		} else {
+			sp.lo, sp.hi = min(sp.lo, n), max(sp.hi, n)
+		}
+	}
+	for _, id := range r.Lost {
+		w, n, ok := parse(id)
+		sp := spans[w]
+		switch {
+		case !ok || sp == nil:
+			middle++
+		case n < sp.lo:
+			prefix++
+		case n > sp.hi:
+			postfix++
+		default:
+			middle++
+		}
+	}
+	return prefix, middle, postfix
 }
 
 // Lateness summarises receive − due of first deliveries.
@@ -50,9 +100,9 @@ func (r *Result) Valid() bool {
 
 func (r *Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sends=%d acked=%d info=%d delivered=%d lost=%d unexpected=%d duplicated=%d (bound %d) recovered=%d early=%d resurrected=%d",
+	fmt.Fprintf(&b, "sends=%d acked=%d info=%d delivered=%d lost=%d unexpected=%d duplicated=%d (bound %d) recovered=%d early=%d (by client clock %d) resurrected=%d",
 		r.Sends, r.Acked, r.InfoSends, r.Delivered, len(r.Lost), len(r.Unexpected), r.Duplicated, r.DupBound,
-		r.Recovered, len(r.Early), len(r.Resurrected))
+		r.Recovered, len(r.Early), len(r.EarlyClient), len(r.Resurrected))
 	fmt.Fprintf(&b, " lateness steady p50=%v p99=%v max=%v (n=%d); came-due-while-down p50=%v p99=%v max=%v (n=%d)",
 		r.Steady.P50, r.Steady.P99, r.Steady.Max, r.Steady.N,
 		r.CameDueWhileDown.P50, r.CameDueWhileDown.P99, r.CameDueWhileDown.Max, r.CameDueWhileDown.N)
@@ -62,6 +112,7 @@ func (r *Result) String() string {
 type idHist struct {
 	sendOK, sendInfo, sendInvoked bool
 	firstSendInvoke               time.Duration
+	okSendInvoke                  time.Duration // invoke of the first ok send
 	delay                         time.Duration
 	due                           time.Time
 	deliveries                    []Op
@@ -97,6 +148,9 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 			h.delay = op.Delay
 			switch op.Outcome {
 			case OK:
+				if !h.sendOK {
+					h.okSendInvoke = op.Invoke
+				}
 				h.sendOK = true
 				if !op.DueAt.IsZero() {
 					h.due = op.DueAt
@@ -128,6 +182,7 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 		n := len(h.deliveries)
 		if n > 0 {
 			res.Delivered++
+			res.delivered = append(res.delivered, id)
 		}
 		switch {
 		case n == 0 && h.sendOK && !h.ended && !opt.Dead[id]:
@@ -144,6 +199,9 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 		for _, d := range h.deliveries {
 			if early(h, d, opt.Slack) {
 				res.Early = append(res.Early, id)
+				if earlyByClient(h, d, opt.Slack) {
+					res.EarlyClient = append(res.EarlyClient, id)
+				}
 				break
 			}
 		}
@@ -164,7 +222,23 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 			}
 		}
 	}
-	for _, s := range [][]string{res.Lost, res.Unexpected, res.Early, res.Resurrected} {
+	if opt.DownGrace > 0 {
+		for id, h := range ids {
+			if !h.sendOK || len(h.deliveries) == 0 {
+				continue
+			}
+			// The due time on the recorder clock, from the ok send's
+			// invoke: at most one round trip before the server's.
+			due := h.okSendInvoke + h.delay
+			for _, w := range down {
+				if due >= w.From && due <= w.To && h.deliveries[0].Complete > w.To+opt.DownGrace {
+					res.SlowAfterRestart = append(res.SlowAfterRestart, id)
+					break
+				}
+			}
+		}
+	}
+	for _, s := range [][]string{res.Lost, res.Unexpected, res.Early, res.EarlyClient, res.Resurrected, res.SlowAfterRestart} {
 		sort.Strings(s)
 	}
 	res.Steady, res.CameDueWhileDown = summarize(steady), summarize(whileDown)
@@ -178,6 +252,10 @@ func early(h *idHist, d Op, slack time.Duration) bool {
 	if !d.At.IsZero() && !h.due.IsZero() && d.At.Before(h.due) {
 		return true
 	}
+	return earlyByClient(h, d, slack)
+}
+
+func earlyByClient(h *idHist, d Op, slack time.Duration) bool {
 	return h.sendInvoked && d.Complete+slack < h.firstSendInvoke+h.delay
 }
 

@@ -70,6 +70,10 @@ type Window struct{ From, To time.Duration }
 // NewRecorder starts a recorder; its clock starts now.
 func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 
+// Wall maps an offset on the recorder's clock to wall time (to compare
+// with times the server reports).
+func (r *Recorder) Wall(d time.Duration) time.Time { return r.start.Add(d).Round(0) }
+
 // Now is the recorder's monotonic clock.
 func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
 

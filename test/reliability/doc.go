@@ -1,0 +1,10 @@
+// Package reliability holds delayq's scenario tests (RELIABILITY.md §4.2):
+// each drives the real `delayq serve` binary as a subprocess — built once
+// in TestMain — through the Go client, records every operation with
+// internal/history, and judges the record with its checker (and, for
+// S12, with porcupine). See docs/reliability.md.
+//
+// Size knob: DELAYQ_RELIABILITY=short (default) or full. Results go to
+// DELAYQ_RESULTS_DIR (default: a temporary directory), one JSON file per
+// scenario. DELAYQ_SEED fixes the seed.
+package reliability
