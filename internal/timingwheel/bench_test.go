@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 var benchSizes = []int{1_000, 100_000, 1_000_000}
@@ -92,28 +93,62 @@ func BenchmarkAddRemove(b *testing.B) {
 
 // BenchmarkAdvance: firing cost per entry (cascades included): each
 // iteration fills a wheel with pending entries spread over 10s (off the
-// clock) and steps it 1ms at a time until empty. ns/fired is the figure.
+// clock) and steps it 1ms at a time until empty, calling Advance again at
+// the same time while CascadePending, as the Runner does. ns/fired is the
+// cost; max-ms/advance is the longest single Advance call (what the
+// Runner holds its lock for) in thread CPU time on Linux, so that the OS
+// running other work in the middle of a call does not count.
+// cascade=oneshot turns cascading ahead off (CascadeBatch < 0).
+// window=cross65s starts 5s before a level-2 (65.5s) boundary, so half
+// the entries sit in one level-2 bucket.
 func BenchmarkAdvance(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("pending=%d", n), func(b *testing.B) {
-			dues := randDues(n, 10_000, 8)
-			fired := 0
-			count := func(uint64, int64) { fired++ }
-			b.ReportAllocs()
-			for b.Loop() {
-				b.StopTimer()
-				w := New(Config{Start: t0})
-				for i, d := range dues {
-					w.Add(uint64(i), d)
-				}
-				b.StartTimer()
-				for now := t0; w.Len() > 0; now++ {
-					w.Advance(now, count)
-				}
+	const toLevel2 = 1<<16 - t0%(1<<16) // from t0 to the next 65.5s boundary
+	for _, mode := range []struct {
+		name  string
+		batch int
+	}{{"ahead", 0}, {"oneshot", -1}} {
+		for _, win := range []struct {
+			name string
+			off  int64
+		}{{"10s", 0}, {"cross65s", toLevel2 - 5000}} {
+			for _, n := range benchSizes {
+				b.Run(fmt.Sprintf("cascade=%s/window=%s/pending=%d", mode.name, win.name, n), func(b *testing.B) {
+					benchAdvance(b, n, win.off, mode.batch)
+				})
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(fired), "ns/fired")
-		})
+		}
 	}
+}
+
+func benchAdvance(b *testing.B, n int, off int64, batch int) {
+	dues := randDues(n, 10_000, 8)
+	start := t0 + off
+	for i := range dues {
+		dues[i] += off
+	}
+	fired := 0
+	count := func(uint64, int64) { fired++ }
+	var worst time.Duration
+	defer lockThread()()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		w := New(Config{Start: start, CascadeBatch: batch})
+		for i, d := range dues {
+			w.Add(uint64(i), d)
+		}
+		b.StartTimer()
+		for now := start; w.Len() > 0; {
+			s := threadCPU()
+			w.Advance(now, count)
+			worst = max(worst, threadCPU()-s)
+			if !w.CascadePending() {
+				now++
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(fired), "ns/fired")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms/advance")
 }
 
 // BenchmarkRunnerAdd: Add+Remove through the runner's mutex.

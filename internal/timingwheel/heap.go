@@ -16,6 +16,7 @@ func before(a, b heapItem) bool {
 }
 
 func (w *Wheel) heapPush(l *list, k int32) {
+	w.queued[bucketLevel(k)]++
 	l.hidx = int32(len(w.heap))
 	w.heap = append(w.heap, heapItem{start: l.start, k: k})
 	w.heapUp(int(l.hidx))
@@ -24,6 +25,7 @@ func (w *Wheel) heapPush(l *list, k int32) {
 func (w *Wheel) heapRemove(l *list) {
 	i := int(l.hidx)
 	last := len(w.heap) - 1
+	w.queued[bucketLevel(w.heap[i].k)]--
 	l.hidx = -1
 	if i != last {
 		w.heap[i] = w.heap[last]

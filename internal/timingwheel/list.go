@@ -8,7 +8,7 @@ package timingwheel
 //
 // List indexes: 0 is the firing list (entries being delivered by
 // Advance), 1 the deferred list (due entries added from inside fn),
-// and 2+level*levelSlots+slot are the buckets.
+// and 2+level*bankSlots+bank*levelSlots+slot are the buckets.
 const (
 	firingList   int32 = 0
 	deferredList int32 = 1
@@ -30,24 +30,35 @@ func (l *list) reset(k int32) {
 }
 
 // level of bucket k.
-func bucketLevel(k int32) int { return int(k-firstBucket) >> levelBits }
+func bucketLevel(k int32) int { return int(k-firstBucket) >> (levelBits + 1) }
 
-func bucketIndex(level int, slot int64) int32 {
-	return firstBucket + int32(level<<levelBits) + int32(slot)
+func bucketIndex(level int, bank, slot int64) int32 {
+	return firstBucket + int32(level*bankSlots) + int32(bank<<levelBits) + int32(slot)
+}
+
+// bucketOf names the level-`level` bucket that starts at tick start. Each
+// level has two banks of 256 buckets, chosen by the parity of the
+// start's digit above the level (its "epoch"): the bank of cur's epoch
+// and the bank of the next epoch, which open buckets are moved into
+// ahead of time (see cascadeAhead).
+func bucketOf(level int, start int64) int32 {
+	shift := uint(level * levelBits)
+	// For level 7 the shift is 64 and the bank is 0 (start >= 0).
+	return bucketIndex(level, (start>>(shift+levelBits))&1, (start>>shift)&slotMask)
 }
 
 func (w *Wheel) list(k int32) *list {
 	if k < firstBucket {
 		return &w.pseudo[k]
 	}
-	k -= firstBucket
-	return &w.levels[k>>levelBits][k&slotMask]
+	u := uint32(k - firstBucket)
+	return &w.levels[u/bankSlots][u%bankSlots]
 }
 
 // addLevel creates the next overflow level on first use.
 func (w *Wheel) addLevel() {
-	lv := new([levelSlots]list)
-	base := bucketIndex(len(w.levels), 0)
+	lv := new([bankSlots]list)
+	base := bucketIndex(len(w.levels), 0, 0)
 	for s := range lv {
 		lv[s].reset(base + int32(s))
 		lv[s].hidx = -1

@@ -147,11 +147,31 @@ func drawJump(t *rapid.T) int64 {
 	}
 }
 
+func tickMs(d time.Duration) int64 { return max(int64(d/time.Millisecond), 1) }
+
+// drawBoundary returns a time near the next level-L bucket boundary b
+// after now, or near b - width/256. At b the bucket starting there must
+// have moved down, whatever is left of it at once, and the next one
+// opens; at b - width/256 its first child opens. Plain random jumps
+// rarely stop inside a partly moved level-2 bucket.
+func drawBoundary(t *rapid.T, now, tick int64) int64 {
+	level := rapid.IntRange(1, 3).Draw(t, "bLevel")
+	width := tick << (levelBits * level)
+	b := satAdd(floorDiv(now, width)*width, width)
+	if rapid.Bool().Draw(t, "bChild") {
+		b = satAdd(b, -width>>levelBits)
+	}
+	return satAdd(b, rapid.Int64Range(-2, 2).Draw(t, "bDelta")*tick)
+}
+
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		tick := rapid.SampledFrom([]time.Duration{0, time.Millisecond, 2 * time.Millisecond, 10 * time.Millisecond, time.Second}).Draw(t, "tick")
 		start := rapid.SampledFrom([]int64{0, 1_700_000_000_000, 1 << 33, 12345}).Draw(t, "start")
-		w := New(Config{Tick: tick, Start: start})
+		// Small batches keep cascades in progress across many steps, so
+		// adds, removes, reschedules and jumps land in the middle of them.
+		batch := rapid.SampledFrom([]int{0, -1, 1, 2, 5}).Draw(t, "cascadeBatch")
+		w := New(Config{Tick: tick, Start: start, CascadeBatch: batch})
 		ref := &refQueue{live: map[Handle]*refItem{}}
 		now := start
 		var handles []Handle
@@ -193,7 +213,11 @@ func TestModel(t *testing.T) {
 					t.Fatalf("Reschedule(%x) = %v, want %v", h, got, want)
 				}
 			default: // advance
-				now = satAdd(now, drawJump(t))
+				if rapid.IntRange(0, 3).Draw(t, "toBoundary") == 0 {
+					now = drawBoundary(t, now, tickMs(tick))
+				} else {
+					now = satAdd(now, drawJump(t))
+				}
 				limit := rapid.SampledFrom([]int{0, 0, 0, 1, 3}).Draw(t, "limit")
 				var got []fired
 				more := w.AdvanceLimit(now, limit, func(id uint64, due int64) {

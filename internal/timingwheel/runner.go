@@ -26,6 +26,11 @@ type RunnerConfig struct {
 	// Batch bounds how many entries are taken from the wheel per lock
 	// hold; callbacks run after the lock is released. Default 4096.
 	Batch int
+	// CascadeBatch is the wheel's Config.CascadeBatch: how many entries
+	// one step moves down from open buckets ahead of their start. The
+	// runner keeps stepping, releasing its lock in between, while such
+	// work is pending. Default DefaultCascadeBatch; negative turns it off.
+	CascadeBatch int
 	// MaxSleep caps one sleep (0: no cap). The runner sleeps on the
 	// monotonic clock but due times are wall-clock readings, so a step of
 	// the wall clock (either way) is noticed within MaxSleep.
@@ -75,7 +80,7 @@ func NewRunner(cfg RunnerConfig, fire func(id uint64, due int64)) *Runner {
 		limit = 4096
 	}
 	r := &Runner{
-		w:        New(Config{Tick: cfg.Tick, Start: clock.Now().UnixMilli()}),
+		w:        New(Config{Tick: cfg.Tick, Start: clock.Now().UnixMilli(), CascadeBatch: cfg.CascadeBatch}),
 		clock:    clock,
 		fire:     fire,
 		limit:    limit,

@@ -12,6 +12,10 @@ const (
 	levelBits  = 8 // 256 buckets per level: 8 levels cover every int64 tick
 	levelSlots = 1 << levelBits
 	slotMask   = levelSlots - 1
+	bankSlots  = 2 * levelSlots // two banks per level: cur's epoch and the next
+
+	// DefaultCascadeBatch is the default Config.CascadeBatch.
+	DefaultCascadeBatch = 512
 )
 
 // Config configures a Wheel. The zero value is usable.
@@ -24,6 +28,12 @@ type Config struct {
 	// affects how the first entries are spread over levels; negative
 	// values are treated as 0.
 	Start int64
+	// CascadeBatch is how many entries one Advance call moves down from
+	// open buckets ahead of their start (see "Cascading ahead" in the
+	// package doc). Zero means DefaultCascadeBatch; a negative value turns
+	// moving ahead off, so every bucket is cascaded in one step when its
+	// start is reached.
+	CascadeBatch int
 }
 
 // Wheel is a hierarchical timing wheel over int64 unix-millisecond dues.
@@ -37,13 +47,17 @@ type Wheel struct {
 	used   int32 // slots ever handed out
 	free   int32 // head of the free list, -1 if empty
 
-	pseudo [2]list             // firing and deferred lists
-	levels []*[levelSlots]list // created on first use, never moved
-	heap   []heapItem          // non-empty buckets by start
-	scr    []dueIdx            // reused by the sorting path of collect
+	pseudo [2]list            // firing and deferred lists
+	levels []*[bankSlots]list // created on first use, never moved
+	heap   []heapItem         // non-empty buckets by start
+	scr    []dueIdx           // reused by the sorting path of collect
 
 	next   int64 // cached exact NextDue, valid when nextOK
 	nextOK bool
+
+	ahead  int      // entries moved ahead per Advance; 0: off
+	queued [8]int32 // non-empty buckets per level
+	forced uint64   // entries moved by cascade, at a bucket's start (for tests)
 
 	advancing bool
 	advNow    int64
@@ -62,8 +76,13 @@ func New(cfg Config) *Wheel {
 	if tick < 1 {
 		tick = 1
 	}
-	// Room for two full levels of buckets: the heap rarely grows after this.
-	w := &Wheel{tick: tick, free: -1, heap: make([]heapItem, 0, 2*levelSlots)}
+	// Room for two full levels of buckets in both banks: the heap rarely
+	// grows after this.
+	ahead := cfg.CascadeBatch
+	if ahead == 0 {
+		ahead = DefaultCascadeBatch
+	}
+	w := &Wheel{tick: tick, free: -1, heap: make([]heapItem, 0, 4*levelSlots), ahead: max(ahead, 0)}
 	w.cur = max(floorDiv(cfg.Start, tick), 0)
 	for k := range w.pseudo {
 		w.pseudo[k].reset(int32(k))
@@ -155,6 +174,10 @@ func (w *Wheel) Advance(now int64, fn func(id uint64, due int64)) {
 // limit <= 0). It reports whether entries with due <= now remain
 // undelivered (not counting ones added from inside fn); the next call
 // continues in order.
+//
+// A call that delivers everything due then moves up to
+// Config.CascadeBatch entries of open buckets down a level (cascading
+// ahead); CascadePending reports whether more of that work is waiting.
 func (w *Wheel) AdvanceLimit(now int64, limit int, fn func(id uint64, due int64)) (more bool) {
 	if w.advancing {
 		panic("timingwheel: Advance called from inside its callback")
@@ -191,7 +214,22 @@ func (w *Wheel) AdvanceLimit(now int64, limit int, fn func(id uint64, due int64)
 		}
 	}
 	w.cur = max(w.cur, nowTick)
+	w.cascadeAhead(w.ahead)
 	return false
+}
+
+// CascadePending reports whether an open bucket still has entries to move
+// down, that is whether calling Advance again, even at the same time,
+// has work to do. A driver that keeps calling Advance while this is true,
+// and also at the times wakeAt names (the Runner does both), cascades
+// ahead in CascadeBatch-sized steps and never needs a big cascade when a
+// bucket's start is reached.
+func (w *Wheel) CascadePending() bool {
+	if w.ahead == 0 {
+		return false
+	}
+	l, _ := w.nextOpen()
+	return l != nil
 }
 
 // schedule files entry i, new or moved.
@@ -219,22 +257,40 @@ func (w *Wheel) forget(due int64) {
 // place puts entry i into its bucket relative to the wheel time: a due
 // tick at or before cur goes to the current level-0 bucket; otherwise the
 // level is given by the highest base-256 digit in which the due tick and
-// cur differ. Thus non-empty buckets cover disjoint, ordered ranges, all
-// entries with one due share one bucket (in insertion order), and a
-// bucket's start is reached exactly when its entries must move down.
+// cur differ, or a lower one if that bucket is open (see file). Thus
+// non-empty buckets cover disjoint or nested ranges, all entries with one
+// due that are in one level share a bucket (in insertion order), and a
+// bucket's start is reached exactly when its entries must have moved down.
 func (w *Wheel) place(i int32, n *node) {
-	t := w.toTick(n.due())
-	level, slot, start := 0, w.cur&slotMask, w.cur
+	t, level := w.toTick(n.due()), 0
 	if t > w.cur {
 		level = (bits.Len64(uint64(t^w.cur)) - 1) / levelBits
-		shift := uint(level * levelBits)
-		slot, start = (t>>shift)&slotMask, t&^(1<<shift-1)
-		for level >= len(w.levels) {
-			w.addLevel()
-		}
+	} else {
+		t = w.cur // the current bucket
 	}
-	l := &w.levels[level][slot]
-	k := bucketIndex(level, slot)
+	w.file(i, n, t, level)
+}
+
+// file appends entry i, due tick t, to the level-`level` bucket whose
+// range holds t. While that bucket is open (level >= 1 and cur within one
+// bucket width of its start, so it is being moved down) and empty, it
+// goes one level lower instead: the entries filed there before it have
+// all moved down already, so appending below keeps insertion order. An
+// open bucket that still has entries gets it at its tail, and it moves
+// down after them.
+func (w *Wheel) file(i int32, n *node, t int64, level int) {
+	for level >= len(w.levels) {
+		w.addLevel()
+	}
+	start := t &^ (1<<uint(level*levelBits) - 1)
+	k := bucketOf(level, start)
+	l := w.list(k)
+	for level > 0 && w.open(level, start) && l.empty() {
+		level--
+		start = t &^ (1<<uint(level*levelBits) - 1)
+		k = bucketOf(level, start)
+		l = w.list(k)
+	}
 	if l.empty() {
 		l.start, l.minDue, l.maxDue = start, n.due(), n.due()
 		w.heapPush(l, k)
@@ -248,15 +304,81 @@ func (w *Wheel) place(i int32, n *node) {
 	w.pushBack(l, k, i, n)
 }
 
-// cascade re-files every entry of an outer bucket whose start was reached.
+// open reports whether the level-`level` (>= 1) bucket starting at start
+// is open: cur is within one bucket width of its start. With cascading
+// ahead off, only a bucket whose start is reached counts as open, which
+// files entries by their natural level relative to cur.
+func (w *Wheel) open(level int, start int64) bool {
+	if w.ahead == 0 {
+		return start <= w.cur
+	}
+	return start-1<<uint(level*levelBits) <= w.cur
+}
+
+// cascade moves every entry of an outer bucket whose start was reached
+// (cur == its start) one level down. It is the fallback for what
+// cascadeAhead did not finish in time: after a clock jump, when Advance
+// is not called often enough, or with CascadeBatch < 0.
 func (w *Wheel) cascade(l *list, k int32) {
+	level := bucketLevel(k)
 	i := l.head
 	l.reset(k)
 	for i >= 0 {
 		n := w.node(i)
 		next := n.next
-		w.place(i, n)
+		w.file(i, n, w.toTick(n.due()), level-1)
+		w.forced++
 		i = next
+	}
+}
+
+// nextOpen returns the open bucket with the earliest start that still
+// has entries. On a tie (a bucket and its first child) it is the lower
+// one: once the child is empty, the parent's entries skip it, so each
+// moves once instead of twice; order is kept either way, as the child's
+// entries came from the parent earlier. For each level L >= 1 the open
+// bucket is the one starting at the first multiple of 256^L after cur; it
+// is at level L in the bank of its epoch.
+func (w *Wheel) nextOpen() (*list, int32) {
+	var best *list
+	var bk int32
+	var bs int64
+	for level := 1; level < len(w.levels); level++ {
+		shift := uint(level * levelBits)
+		s := (w.cur>>shift + 1) << shift
+		if s <= w.cur { // past the int64 range
+			break
+		}
+		k := bucketOf(level, s)
+		l := w.list(k)
+		if l.empty() || l.start != s {
+			continue
+		}
+		if best == nil || s < bs {
+			best, bk, bs = l, k, s
+		}
+	}
+	return best, bk
+}
+
+// cascadeAhead moves up to budget entries from the heads of open buckets
+// one level down, earliest start first. Their children are in the bank of
+// the next epoch, which holds nothing else, so nothing due before the
+// bucket's start is disturbed; entries move in list order, so a child
+// receives each due's entries in insertion order.
+func (w *Wheel) cascadeAhead(budget int) {
+	for budget > 0 {
+		l, k := w.nextOpen()
+		if l == nil {
+			return
+		}
+		level := bucketLevel(k)
+		for ; budget > 0 && !l.empty(); budget-- {
+			i := l.head
+			n := w.node(i)
+			w.unlink(n) // dequeues l when it empties
+			w.file(i, n, w.toTick(n.due()), level-1)
+		}
 	}
 }
 
@@ -325,7 +447,7 @@ func (w *Wheel) endAdvance() {
 	if f := &w.pseudo[firingList]; !f.empty() {
 		// Undelivered entries came from the current bucket and are older
 		// than anything added there since: put them back at its front.
-		k := bucketIndex(0, w.cur&slotMask)
+		k := bucketOf(0, w.cur)
 		l := w.list(k)
 		lo, hi := w.node(f.head).due(), w.node(f.tail).due()
 		if l.empty() {
@@ -345,10 +467,30 @@ func (w *Wheel) endAdvance() {
 	}
 }
 
-// topMin returns the exact earliest due in the first bucket, which holds
-// the earliest due of all bucketed entries. The heap must not be empty.
+// topMin returns the exact earliest due of all bucketed entries. The heap
+// must not be empty. It is in the first bucket unless that bucket is open
+// and partly moved down: then buckets nested in its range, which are
+// later in the heap, may hold earlier dues.
 func (w *Wheel) topMin() int64 {
-	l := w.list(w.heap[0].k)
+	top := w.heap[0]
+	lo := w.exactMin(w.list(top.k))
+	if level := bucketLevel(top.k); level > 0 && w.open(level, top.start) {
+		lo = w.heapMin(1, w.heapMin(2, lo))
+	}
+	return lo
+}
+
+// heapMin returns min(lo, the dues in the heap subtree at i), visiting
+// only buckets that start before lo.
+func (w *Wheel) heapMin(i int, lo int64) int64 {
+	if i >= len(w.heap) || w.heap[i].start*w.tick >= lo {
+		return lo
+	}
+	lo = min(lo, w.exactMin(w.list(w.heap[i].k)))
+	return w.heapMin(2*i+2, w.heapMin(2*i+1, lo))
+}
+
+func (w *Wheel) exactMin(l *list) int64 {
 	if l.minDue != l.maxDue {
 		w.rescan(l)
 	}
@@ -382,17 +524,39 @@ func (w *Wheel) nextDuringAdvance() int64 {
 }
 
 // wakeAt returns when Advance next has work to do: the start of the first
-// bucket if it must cascade, else its earliest due. After removals this
-// can be early, never late; the Advance at that time tightens it.
+// bucket if it must cascade, else its earliest due; the wheel time if
+// open buckets have entries to move down; and, with cascading ahead on,
+// the next level-L boundary if level L has closed non-empty buckets, as
+// one of them may open there. After removals this can be early, never
+// late; the Advance at that time tightens it.
 func (w *Wheel) wakeAt() (int64, bool) {
 	if len(w.heap) == 0 {
 		return 0, false
 	}
 	top := w.heap[0]
+	at := w.list(top.k).minDue
 	if bucketLevel(top.k) > 0 {
-		return top.start * w.tick, true
+		at = top.start * w.tick
 	}
-	return w.list(top.k).minDue, true
+	if w.ahead == 0 {
+		return at, true
+	}
+	for level := 1; level < len(w.levels); level++ {
+		shift := uint(level * levelBits)
+		s := (w.cur>>shift + 1) << shift
+		if s <= w.cur { // past the int64 range
+			break
+		}
+		closed := w.queued[level]
+		if l := w.list(bucketOf(level, s)); !l.empty() && l.start == s {
+			at = min(at, w.cur*w.tick) // open with entries: work now
+			closed--
+		}
+		if closed > 0 { // s*tick fits: a closed bucket starts later
+			at = min(at, s*w.tick)
+		}
+	}
+	return at, true
 }
 
 func (w *Wheel) toTick(ms int64) int64 {

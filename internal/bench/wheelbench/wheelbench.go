@@ -30,7 +30,8 @@ type Config struct {
 	LongSize int
 	// LongDelay defaults to 30 days.
 	LongDelay time.Duration
-	// Impls is a subset of "wheel", "afterfunc", "heap"; default all.
+	// Impls is a subset of "wheel", "afterfunc", "heap" (default all) and
+	// "wheel-oneshot" (the wheel with cascading ahead off).
 	Impls []string
 	// NoFire skips the real-time fire phase (lateness, CPU).
 	NoFire bool
@@ -39,9 +40,13 @@ type Config struct {
 }
 
 const (
-	implWheel     = "wheel"
-	implAfterFunc = "afterfunc"
-	implHeap      = "heap"
+	implWheel = "wheel"
+	// implWheelOneShot is the wheel with cascading ahead off
+	// (CascadeBatch < 0): every bucket cascades in one step at its
+	// start, as before cascading ahead existed. Not in the default set.
+	implWheelOneShot = "wheel-oneshot"
+	implAfterFunc    = "afterfunc"
+	implHeap         = "heap"
 )
 
 func (c *Config) defaults() {
@@ -79,13 +84,15 @@ type result struct {
 	missing        int // not fired before the deadline
 	insertWall     time.Duration
 	totalWall      time.Duration
+	schedP99       time.Duration // canary oversleep: the box's noise floor
+	schedMax       time.Duration
 }
 
 // Run executes the configured workloads and writes the table to w.
 func Run(ctx context.Context, w io.Writer, cfg Config) error {
 	cfg.defaults()
 	for _, im := range cfg.Impls {
-		if im != implWheel && im != implAfterFunc && im != implHeap {
+		if im != implWheel && im != implWheelOneShot && im != implAfterFunc && im != implHeap {
 			return fmt.Errorf("wheelbench: unknown impl %q", im)
 		}
 	}
@@ -159,7 +166,7 @@ func structure(r *result, delays []int64, max time.Duration) {
 	order := rand.New(rand.NewPCG(99, uint64(n))).Perm(n) // removal order
 	gcQuiet()
 	switch r.impl {
-	case implWheel:
+	case implWheel, implWheelOneShot:
 		base := time.Now().UnixMilli()
 		hs := make([]timingwheel.Handle, n)
 		m0, a0 := heapAlloc()
@@ -256,13 +263,19 @@ func fire(ctx context.Context, r *result, delays []int64, max time.Duration) err
 	n := len(delays)
 	rc := newRecorder(n)
 	gcQuiet()
+	cn := startCanary()
+	defer func() { r.schedP99, r.schedMax = cn.stop() }()
 	cpu0 := cpuTime()
 	start := time.Now()
 	defer func() { r.totalWall = time.Since(start) }()
 	var stop func()
 	switch r.impl {
-	case implWheel:
-		run := timingwheel.NewRunner(timingwheel.RunnerConfig{}, func(_ uint64, due int64) { rc.record(due) })
+	case implWheel, implWheelOneShot:
+		var cfg timingwheel.RunnerConfig
+		if r.impl == implWheelOneShot {
+			cfg.CascadeBatch = -1
+		}
+		run := timingwheel.NewRunner(cfg, func(_ uint64, due int64) { rc.record(due) })
 		run.Start()
 		stop = run.Stop
 		insertAll(delays, func(i int, due int64) { run.Add(uint64(i), due) })
@@ -305,6 +318,60 @@ func fire(ctx context.Context, r *result, delays []int64, max time.Duration) err
 	return nil
 }
 
+// canary measures how late this process gets to run: a goroutine that
+// sleeps 1ms in a loop and records by how much each sleep overshoots.
+// Its p99 is a floor for any timer's lateness in the same minutes; when
+// it is large, the machine (not the timer structure) is the bottleneck.
+type canary struct {
+	quit chan struct{}
+	done chan []int64
+}
+
+func startCanary() *canary {
+	c := &canary{quit: make(chan struct{}), done: make(chan []int64, 1)}
+	go func() {
+		over := make([]int64, 0, 16384)
+		t := time.NewTimer(time.Millisecond)
+		defer t.Stop()
+		for {
+			t0 := time.Now()
+			t.Reset(time.Millisecond)
+			select {
+			case <-c.quit:
+				c.done <- over
+				return
+			case <-t.C:
+				over = append(over, int64(time.Since(t0)-time.Millisecond))
+			}
+		}
+	}()
+	return c
+}
+
+// stop ends the canary and returns the p99 and max lateness of a
+// perfect timer due every millisecond: a sleep that overshoots by o
+// stands for timers late by o, o-1ms, o-2ms, ... (all those due while the
+// process could not run), so one long stall weighs as much as it would in
+// the timers' own p99 (no coordinated omission).
+func (c *canary) stop() (p99, worst time.Duration) {
+	close(c.quit)
+	over := <-c.done
+	var lat []int64
+	for _, o := range over {
+		for v := o; ; v -= int64(time.Millisecond) {
+			lat = append(lat, max(v, 0))
+			if v < int64(time.Millisecond) {
+				break
+			}
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	slices.Sort(lat)
+	return time.Duration(lat[len(lat)*99/100]), time.Duration(lat[len(lat)-1])
+}
+
 // insertAll adds every timer as fast as possible, due = now + delay, with
 // the clock read once per 256 inserts (dues are whole milliseconds).
 func insertAll(delays []int64, add func(i int, due int64)) {
@@ -342,8 +409,8 @@ func short(d time.Duration) string {
 // of the same workload (x2.0 = twice the wheel's value).
 func printTable(w io.Writer, rows []result) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| workload | impl | insert ns/op | remove ns/op | heap B/timer | allocs/timer | CPU insert+fire | lateness p50 | p99 | max | early |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| workload | impl | insert ns/op | remove ns/op | heap B/timer | allocs/timer | CPU insert+fire | lateness p50 | p99 | max | early | sched p99 / max |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var ref *result
 	for i := range rows {
 		r := &rows[i]
@@ -375,8 +442,9 @@ func printTable(w io.Writer, rows []result) {
 			if r.missing > 0 {
 				cols[len(cols)-1] += fmt.Sprintf(" (%d not fired)", r.missing)
 			}
+			cols = append(cols, lat(r.schedP99)+" / "+lat(r.schedMax))
 		} else {
-			cols = append(cols, "n/a", "n/a", "n/a", "n/a", "n/a")
+			cols = append(cols, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a")
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cols, " | "))
 	}
