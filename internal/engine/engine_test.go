@@ -373,3 +373,22 @@ func TestCloseWakesLongPolls(t *testing.T) {
 		}
 	})
 }
+
+func TestDueCountsForUpcomingChart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, engine.Config{})
+		for i, d := range []time.Duration{30 * time.Second, 90 * time.Second, 100 * time.Second, 2 * time.Hour} {
+			send(t, b, "t", fmt.Sprint("m", i), d)
+		}
+		got, err := b.e.DueCounts(b.ctx, "t", time.Now(), time.Minute, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[1 2 0]" {
+			t.Fatalf("per-minute counts %v, want [1 2 0]", got)
+		}
+		if _, err := b.e.DueCounts(b.ctx, "t", time.Now(), 0, 3); !errors.Is(err, delayq.ErrInvalid) {
+			t.Fatalf("zero bucket: %v, want ErrInvalid", err)
+		}
+	})
+}
