@@ -1,0 +1,254 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// actTarget reads the topic (from the path or the form) and optional id
+// of an action and checks that the viewer may act on the topic.
+func actTarget(r *http.Request, v *viewer, needID bool) (topic, id string, err error) {
+	topic = r.PathValue("topic")
+	if topic == "" {
+		topic = r.PostForm.Get("topic")
+	}
+	if err := delayq.ValidateTopic(topic); err != nil {
+		return "", "", err
+	}
+	if needID {
+		id = r.PostForm.Get("id")
+		if err := delayq.ValidateID(id); err != nil {
+			return "", "", err
+		}
+	}
+	if !v.CanAct(topic) {
+		return "", "", fmt.Errorf("%w (topic %s)", errReadOnly, topic)
+	}
+	return topic, id, nil
+}
+
+func messageURL(topic, id, done string) string {
+	return "/ui/message?" + url.Values{"topic": {topic}, "id": {id}, "done": {done}}.Encode()
+}
+
+func (d *Dashboard) cancelMessage(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, id, err := actTarget(r, v, true)
+	if err != nil {
+		return err
+	}
+	if _, err := d.q.Cancel(r.Context(), topic, id); err != nil {
+		return err
+	}
+	return redirect(w, r, messageURL(topic, id, "cancelled"))
+}
+
+func (d *Dashboard) rescheduleMessage(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, id, err := actTarget(r, v, true)
+	if err != nil {
+		return err
+	}
+	when, err := parseWhen(r.PostForm.Get("delay"), r.PostForm.Get("deliver_at"))
+	if err != nil {
+		return err
+	}
+	if _, err := d.q.Reschedule(r.Context(), topic, id, when); err != nil {
+		return err
+	}
+	return redirect(w, r, messageURL(topic, id, "rescheduled"))
+}
+
+// parseWhen reads a reschedule form: a delay ("90s", "2h30m") or an
+// absolute RFC 3339 time, exactly one of them.
+func parseWhen(delay, at string) (delayq.When, error) {
+	delay, at = strings.TrimSpace(delay), strings.TrimSpace(at)
+	switch {
+	case delay != "" && at != "":
+		return delayq.When{}, delayq.Invalid("delay", "give either a delay or a time, not both")
+	case delay != "":
+		d, err := time.ParseDuration(delay)
+		if err != nil {
+			return delayq.When{}, delayq.Invalid("delay", "is not a duration such as 90s or 2h30m")
+		}
+		return delayq.When{Delay: d}, nil
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return delayq.When{}, delayq.Invalid("deliver_at", "is not an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		}
+		return delayq.When{DeliverAt: t}, nil
+	}
+	return delayq.When{}, delayq.Invalid("delay", "give a delay or a time")
+}
+
+func (d *Dashboard) deadReplay(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, id, err := actTarget(r, v, true)
+	if err != nil {
+		return err
+	}
+	if _, err := d.q.DeadReplay(r.Context(), topic, id); err != nil {
+		return err
+	}
+	return redirect(w, r, deadURL(topic, "done", "replayed"))
+}
+
+func (d *Dashboard) deadDelete(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, id, err := actTarget(r, v, true)
+	if err != nil {
+		return err
+	}
+	if err := d.q.DeadDelete(r.Context(), topic, id); err != nil {
+		return err
+	}
+	return redirect(w, r, deadURL(topic, "done", "deleted"))
+}
+
+func (d *Dashboard) deadReplayAll(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, _, err := actTarget(r, v, false)
+	if err != nil {
+		return err
+	}
+	n, err := d.q.DeadReplayAll(r.Context(), topic)
+	if err != nil {
+		return err
+	}
+	return redirect(w, r, deadURL(topic, "done", "replayed-all", "n", strconv.Itoa(n)))
+}
+
+func (d *Dashboard) deadPurge(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, _, err := actTarget(r, v, false)
+	if err != nil {
+		return err
+	}
+	n, err := d.q.DeadPurge(r.Context(), topic)
+	if err != nil {
+		return err
+	}
+	return redirect(w, r, deadURL(topic, "done", "purged", "n", strconv.Itoa(n)))
+}
+
+func (d *Dashboard) saveSettings(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, _, err := actTarget(r, v, false)
+	if err != nil {
+		return err
+	}
+	s, err := parseSettings(r.PostForm)
+	if err != nil {
+		return err
+	}
+	if _, err := d.q.SetTopicSettings(r.Context(), topic, s); err != nil {
+		return err
+	}
+	return redirect(w, r, "/ui/topics/"+url.PathEscape(topic)+"?done=settings")
+}
+
+// parseSettings reads the settings form. An empty field means "server
+// default"; the rate limit and push target are off when their first
+// field is empty.
+func parseSettings(f url.Values) (delayq.TopicSettings, error) {
+	p := formParser{f: f}
+	s := delayq.TopicSettings{
+		MaxAttempts: p.int("max_attempts"),
+		Lease:       p.dur("lease"),
+		Backoff: delayq.Backoff{
+			Initial: p.dur("backoff_initial"), Max: p.dur("backoff_max"),
+			Multiplier: p.float("backoff_multiplier"), Jitter: p.float("backoff_jitter"),
+		},
+	}
+	if f.Get("rate_per_second") != "" {
+		s.RateLimit = &delayq.RateLimit{PerSecond: p.float("rate_per_second"), Burst: p.int("rate_burst")}
+	}
+	if f.Get("push_url") != "" {
+		s.Push = &delayq.PushSettings{URL: strings.TrimSpace(f.Get("push_url")), Timeout: p.dur("push_timeout"), Concurrency: p.int("push_concurrency")}
+	}
+	return s, p.err
+}
+
+// formParser reads typed form fields, keeping the first error.
+type formParser struct {
+	f   url.Values
+	err error
+}
+
+func (p *formParser) field(name string) string { return strings.TrimSpace(p.f.Get(name)) }
+
+func (p *formParser) fail(name, want string) {
+	if p.err == nil {
+		p.err = delayq.Invalid(name, "must be %s", want)
+	}
+}
+
+func (p *formParser) int(name string) int {
+	s := p.field(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		p.fail(name, "a whole number")
+	}
+	return n
+}
+
+func (p *formParser) float(name string) float64 {
+	s := p.field(name)
+	if s == "" {
+		return 0
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		p.fail(name, "a number")
+	}
+	return x
+}
+
+func (p *formParser) dur(name string) time.Duration {
+	s := p.field(name)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		p.fail(name, "a duration such as 30s or 1h")
+	}
+	return d
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	if v.authOff || v.token != nil {
+		return redirect(w, r, "/ui/")
+	}
+	d.render(w, http.StatusOK, "login", &page{Title: "Log in", V: v})
+	return nil
+}
+
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	if v.authOff {
+		return redirect(w, r, "/ui/")
+	}
+	secret := strings.TrimSpace(r.PostForm.Get("token"))
+	tok, err := d.cfg.Tokens.Authenticate(http.Header{"Authorization": {"Bearer " + secret}})
+	if err != nil {
+		d.render(w, http.StatusUnauthorized, "login", &page{Title: "Log in", V: v, Data: "That token is not configured on this server."})
+		return nil
+	}
+	if v.session != "" {
+		d.sessions.delete(v.session) // a fresh id at every login
+	}
+	sid := d.sessions.create(tok)
+	setCookie(w, r, sessionCookie, sid, int(d.cfg.SessionTTL/time.Second))
+	return redirect(w, r, "/ui/")
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	if v.session != "" {
+		d.sessions.delete(v.session)
+	}
+	setCookie(w, r, sessionCookie, "", -1)
+	return redirect(w, r, "/ui/login")
+}

@@ -1,0 +1,62 @@
+// Package dashboard is delayq's operator web UI, served by `delayq serve`
+// under /ui/ and embedded in the binary (go:embed): server-rendered
+// html/template pages, one small CSS file and SVG charts drawn on the
+// server. No script runs in the pages, so the Content-Security-Policy
+// forbids scripts outright. See docs/dashboard.md for the pages.
+//
+// # Pieces
+//
+//   - Recorder is an engine.Observer (chain it with the Prometheus
+//     metrics through Tee) that keeps per-topic, per-minute counters and
+//     release-lateness histograms over a short window, and, through its
+//     Queue decorator, a short event history per message id and the due
+//     times of observed sends. All of it is bounded (RecorderConfig).
+//   - UpcomingSource is the "count scheduled messages by due time" query
+//     the Upcoming page needs. Until the engine implements it, the
+//     Recorder answers from the sends it saw since start, and the page
+//     says so.
+//   - Dashboard is the http.Handler.
+//
+// Wiring, as cmd/delayq/serve.go does it:
+//
+//	rec := dashboard.NewRecorder(dashboard.RecorderConfig{})
+//	eng, _ := engine.Open(ctx, engine.Config{Store: st, Observer: dashboard.Tee(metrics, rec)})
+//	q := rec.Queue(eng) // records per-message events of API and dashboard calls
+//	dash, _ := dashboard.New(dashboard.Config{Queue: q, Recorder: rec, Tokens: tokens})
+//	srv, _ := server.New(server.Config{Queue: q, Dashboard: dash, …})
+//
+// # Authentication and CSRF
+//
+// The dashboard uses the API's tokens and scopes (package auth), but not
+// the API's bearer header: a browser logs in once with a token, and the
+// dashboard keeps a random 256-bit session id in a cookie (HttpOnly,
+// SameSite=Strict, Path /ui/, Secure over TLS). The server maps the id's
+// SHA-256 to the token's identity and an expiry (Config.SessionTTL); the
+// secret is never stored. Sessions are bounded (Config.MaxSessions).
+//
+// Reading needs the scope the API needs for the same data: consume for
+// topic stats, upcoming, timeliness and dead letters; produce or consume
+// for a message. Every action (cancel, reschedule, settings, replay,
+// purge) needs admin on the topic: for other tokens the dashboard is
+// read-only, and the buttons are not shown. Without a session a page
+// redirects to the login form and a POST is refused (401); neither
+// reveals or changes anything.
+//
+// Every POST, login included, must come from this host (Sec-Fetch-Site,
+// Origin or Referer, whichever the browser sends) and carry a CSRF token:
+// HMAC-SHA256 over the session id (or, before login and when auth is
+// off, over a random per-browser visitor id), compared in constant time.
+// With no tokens configured the dashboard is open, like the API, but
+// still CSRF-protected.
+//
+// # Caveats
+//
+//   - The Recorder sees only this server's events: with several servers
+//     on one Redis, each dashboard shows its own rates and lateness.
+//   - Message histories hold what went through the API or the dashboard
+//     on this server; promotions and lease expiries are engine-internal
+//     and appear only through the record's timestamps.
+//   - Saving settings replaces them (as PUT /v1/topics/{topic} does):
+//     the form shows effective values, so saving stores the defaults of
+//     the moment as the topic's own.
+package dashboard

@@ -1,0 +1,141 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// Queue returns q with a recording layer: every successful call that
+// changes a message adds an event to that message's history (shown on the
+// message page) and keeps the fallback Upcoming counts. Results and errors
+// pass through unchanged. Give the result to the API server and to the
+// dashboard, so both are recorded:
+//
+//	q := rec.Queue(eng)
+//	server.Config{Queue: q, Dashboard: dashboard.New(dashboard.Config{Queue: q, …})}
+func (r *Recorder) Queue(q delayq.Queue) delayq.Queue { return &recordingQueue{Queue: q, r: r} }
+
+// recordingQueue decorates a delayq.Queue; see Recorder.Queue.
+type recordingQueue struct {
+	delayq.Queue
+	r *Recorder
+}
+
+// Unwrap returns the decorated queue (the dashboard looks for an
+// UpcomingSource on it).
+func (q *recordingQueue) Unwrap() delayq.Queue { return q.Queue }
+
+// track records an event of a message and moves its count in the
+// fallback Upcoming source: it is counted at m's due time while m waits
+// in state scheduled, and not counted otherwise. m needs Topic and ID.
+func (q *recordingQueue) track(m *delayq.Message, what, detail string) {
+	now := q.r.cfg.Now()
+	var due time.Time
+	if m.State == delayq.StateScheduled && m.DeliverAt.After(now) && m.DeliverAt.Sub(now) <= q.r.cfg.Horizon {
+		due = m.DeliverAt
+	}
+	prev := q.r.msgs.add(m.Topic, m.ID, Event{At: now, What: what, Detail: detail}, due)
+	if !prev.Equal(due) {
+		q.r.recordDue(m.Topic, prev, due, now)
+	}
+}
+
+func (q *recordingQueue) sent(m *delayq.Message) {
+	if m == nil || m.Duplicate {
+		return
+	}
+	q.track(m, "sent", "due "+fmtTime(m.DeliverAt))
+}
+
+func (q *recordingQueue) Send(ctx context.Context, topic string, req delayq.SendRequest) (*delayq.Message, error) {
+	m, err := q.Queue.Send(ctx, topic, req)
+	if err == nil {
+		q.sent(m)
+	}
+	return m, err
+}
+
+func (q *recordingQueue) SendBatch(ctx context.Context, topic string, reqs []delayq.SendRequest) ([]delayq.SendResult, error) {
+	res, err := q.Queue.SendBatch(ctx, topic, reqs)
+	for _, r := range res {
+		if r.Err == nil {
+			q.sent(r.Message)
+		}
+	}
+	return res, err
+}
+
+func (q *recordingQueue) Cancel(ctx context.Context, topic, id string) (*delayq.Message, error) {
+	m, err := q.Queue.Cancel(ctx, topic, id)
+	if err == nil && m != nil {
+		gone := *m
+		gone.State = delayq.StateCancelled
+		q.track(&gone, "cancelled", "was "+string(m.State))
+	}
+	return m, err
+}
+
+func (q *recordingQueue) Reschedule(ctx context.Context, topic, id string, when delayq.When) (*delayq.Message, error) {
+	m, err := q.Queue.Reschedule(ctx, topic, id, when)
+	if err == nil && m != nil {
+		q.track(m, "rescheduled", "due "+fmtTime(m.DeliverAt))
+	}
+	return m, err
+}
+
+func (q *recordingQueue) Lease(ctx context.Context, topic string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
+	ms, err := q.Queue.Lease(ctx, topic, req)
+	for _, m := range ms {
+		q.track(m, "leased", fmt.Sprintf("delivery %d, lease until %s", m.Attempt, fmtTime(m.LeaseExpiresAt)))
+	}
+	return ms, err
+}
+
+func (q *recordingQueue) Ack(ctx context.Context, topic, id, receipt string) error {
+	err := q.Queue.Ack(ctx, topic, id, receipt)
+	if err == nil {
+		q.track(&delayq.Message{Topic: topic, ID: id, State: delayq.StateAcked}, "acked", "")
+	}
+	return err
+}
+
+func (q *recordingQueue) AckBatch(ctx context.Context, topic string, acks []delayq.AckRequest) ([]error, error) {
+	errs, err := q.Queue.AckBatch(ctx, topic, acks)
+	for i, e := range errs {
+		if e == nil && i < len(acks) {
+			q.track(&delayq.Message{Topic: topic, ID: acks[i].ID, State: delayq.StateAcked}, "acked", "batch")
+		}
+	}
+	return errs, err
+}
+
+func (q *recordingQueue) Nack(ctx context.Context, topic, id, receipt string, req delayq.NackRequest) (*delayq.Message, error) {
+	m, err := q.Queue.Nack(ctx, topic, id, receipt, req)
+	if err == nil && m != nil {
+		if m.State == delayq.StateDead {
+			q.track(m, "nacked, now dead", req.Reason)
+		} else {
+			q.track(m, "nacked", joinNonEmpty("; ", "retry at "+fmtTime(m.DeliverAt), req.Reason))
+		}
+	}
+	return m, err
+}
+
+func (q *recordingQueue) DeadReplay(ctx context.Context, topic, id string) (*delayq.Message, error) {
+	m, err := q.Queue.DeadReplay(ctx, topic, id)
+	if err == nil && m != nil {
+		q.track(m, "replayed", "from dead letters")
+	}
+	return m, err
+}
+
+func (q *recordingQueue) DeadDelete(ctx context.Context, topic, id string) error {
+	err := q.Queue.DeadDelete(ctx, topic, id)
+	if err == nil {
+		q.track(&delayq.Message{Topic: topic, ID: id, State: delayq.StateDead}, "purged", "from dead letters")
+	}
+	return err
+}

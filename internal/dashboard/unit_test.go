@@ -1,0 +1,277 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/clock"
+)
+
+func TestLatHistQuantiles(t *testing.T) {
+	var h latHist
+	for range 98 {
+		h.observe(700 * time.Microsecond) // bucket (0.5ms, 1ms]
+	}
+	h.observe(40 * time.Millisecond) // (25ms, 50ms]
+	h.observe(90 * time.Second)      // overflow
+	tests := []struct {
+		q      float64
+		lo, hi time.Duration
+	}{
+		{0.5, 500 * time.Microsecond, time.Millisecond},
+		{0.98, 500 * time.Microsecond, time.Millisecond},
+		{0.99, 25 * time.Millisecond, 50 * time.Millisecond},
+		{1, time.Minute, 90 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := h.quantile(tt.q); got < tt.lo || got > tt.hi {
+			t.Errorf("q%.2f = %v, want in [%v, %v]", tt.q, got, tt.lo, tt.hi)
+		}
+	}
+	if h.max != 90*time.Second || h.n != 100 {
+		t.Errorf("max %v n %d", h.max, h.n)
+	}
+	var empty latHist
+	if empty.quantile(0.5) != 0 || empty.mean() != 0 {
+		t.Error("empty histogram must answer 0")
+	}
+}
+
+func TestRecorderWindow(t *testing.T) {
+	sim := clock.NewSim(time.Date(2030, 1, 1, 12, 0, 30, 0, time.UTC))
+	r := NewRecorder(RecorderConfig{Now: sim.Now, Window: 5 * time.Minute})
+	r.Sent("a", 10)
+	r.Delivered("a", 3*time.Millisecond)
+	sim.Advance(2 * time.Minute)
+	r.Sent("a", 5)
+	r.Nacked("a", 1)
+	r.Throttled("a", 4*time.Second)
+	r.Throttled("a", 2*time.Second)
+	s, ok := r.Summary("a", 5*time.Minute)
+	if !ok || s.Counts[CountSent] != 15 || s.Counts[CountNacked] != 1 || s.Deliveries() != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.Throttled != 2 || s.MeanHeld() != 3*time.Second {
+		t.Errorf("throttled %d, mean hold %v", s.Throttled, s.MeanHeld())
+	}
+	if len(s.PerMinute) != 5 || s.PerMinute[2][CountSent] != 10 || s.PerMinute[4][CountSent] != 5 {
+		t.Errorf("per minute %v", s.PerMinute)
+	}
+	if one, _ := r.Summary("a", time.Minute); one.Counts[CountSent] != 5 {
+		t.Errorf("last minute sent %d, want 5", one.Counts[CountSent])
+	}
+	// Rates divide by the time since start when that is shorter than the span.
+	if got := s.Rate(CountSent); got != 7.5 {
+		t.Errorf("rate %v per minute, want 15 over the 2 minutes since start", got)
+	}
+	young := NewRecorder(RecorderConfig{Now: sim.Now})
+	young.Sent("a", 3)
+	if s, _ := young.Summary("a", 5*time.Minute); s.Rate(CountSent) != 3 {
+		t.Errorf("a new recorder's rate is %v per minute, want 3 (at least a minute covered)", s.Rate(CountSent))
+	}
+	sim.Advance(5 * time.Minute) // everything slides out of the window
+	if s, _ := r.Summary("a", 5*time.Minute); s.Counts[CountSent] != 0 || s.Deliveries() != 0 {
+		t.Errorf("old minutes still counted: %+v", s.Counts)
+	}
+}
+
+func TestRecorderBounds(t *testing.T) {
+	r := NewRecorder(RecorderConfig{MaxTopics: 2, MaxMessages: 16, EventsPerMessage: 3})
+	r.Sent("a", 1)
+	r.Sent("b", 1)
+	r.Sent("c", 1)
+	if got := r.Topics(); len(got) != 2 || r.DroppedTopics() != 1 {
+		t.Errorf("topics %v dropped %d", got, r.DroppedTopics())
+	}
+	for i := range 5 {
+		r.msgs.add("a", "m", Event{What: string(rune('0' + i))}, time.Time{})
+	}
+	ev := r.MessageEvents("a", "m")
+	if len(ev) != 3 || ev[0].What != "2" || ev[2].What != "4" {
+		t.Errorf("events %v, want the last 3", ev)
+	}
+	for i := range 1000 {
+		r.msgs.add("a", string(rune(0x4e00+i)), Event{What: "x"}, time.Time{})
+	}
+	n := 0
+	for i := range r.msgs.shards {
+		n += r.msgs.shards[i].lru.Len()
+	}
+	if n > 16 {
+		t.Errorf("%d message histories kept, the bound is 16", n)
+	}
+}
+
+func TestDueBuckets(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 30, 0, time.UTC)
+	var b dueBuckets
+	b.add(now, now.Add(90*time.Second), 1, 7*24*time.Hour)
+	b.add(now, now.Add(90*time.Second), 1, 7*24*time.Hour)
+	b.add(now, now.Add(-time.Second), 1, 7*24*time.Hour)   // past: ignored
+	b.add(now, now.Add(8*24*time.Hour), 1, 7*24*time.Hour) // beyond the horizon
+	b.add(now, now.Add(48*time.Hour), 120, 7*24*time.Hour) // hour granularity
+	from := now.Truncate(time.Minute)
+	mins := b.counts(from, time.Minute, 60)
+	if mins[2] != 2 { // 12:02:00
+		t.Errorf("minute counts %v", mins)
+	}
+	hours := b.counts(now.Truncate(time.Hour), time.Hour, 72)
+	if hours[0] != 2 || hours[48] != 120 {
+		t.Errorf("hour counts %v", hours)
+	}
+	// An hour bucket seen per minute is spread evenly.
+	spread := b.counts(now.Add(48*time.Hour).Truncate(time.Hour), time.Minute, 60)
+	for i, c := range spread {
+		if c != 2 {
+			t.Fatalf("spread[%d] = %d, want 2", i, c)
+		}
+	}
+	b.remove(now.Add(90 * time.Second))
+	if got := b.counts(from, time.Minute, 60)[2]; got != 1 {
+		t.Errorf("after remove: %d", got)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	sim := clock.NewSim(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tok, _ := auth.ParseToken("ops:ops-secret-0123456789abcdef:admin:*")
+	s := newSessionStore(sim.Now, time.Hour, 2)
+	a := s.create(tok)
+	sim.Advance(time.Minute)
+	b := s.create(tok)
+	if s.get(a) == nil || s.get(b) == nil || a == b {
+		t.Fatal("fresh sessions must be found and distinct")
+	}
+	c := s.create(tok) // full: the soonest-expiring (a) goes
+	if s.get(a) != nil || s.get(c) == nil || s.len() != 2 {
+		t.Errorf("eviction: a=%v c=%v len=%d", s.get(a), s.get(c), s.len())
+	}
+	sim.Advance(time.Hour)
+	if s.get(b) != nil {
+		t.Error("expired session still valid")
+	}
+	if s.get("") != nil {
+		t.Error("empty id is no session")
+	}
+}
+
+func TestCSRFToken(t *testing.T) {
+	key := []byte("k")
+	a := csrfToken(key, "session", "id-1")
+	if !csrfOK(a, a) || csrfOK(a, csrfToken(key, "session", "id-2")) || csrfOK(a, csrfToken(key, "visitor", "id-1")) ||
+		csrfOK(a, csrfToken([]byte("other"), "session", "id-1")) || csrfOK("", "") {
+		t.Error("CSRF tokens must be bound to key, kind and id")
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	tests := []struct {
+		hdr  map[string]string
+		want bool
+	}{
+		{map[string]string{}, true},
+		{map[string]string{"Origin": "http://dq.example:7070"}, true},
+		{map[string]string{"Origin": "https://dq.example:7070"}, true}, // TLS-terminating proxy
+		{map[string]string{"Origin": "http://evil.example"}, false},
+		{map[string]string{"Origin": "http://dq.example:7071"}, false},
+		{map[string]string{"Origin": "null"}, false},
+		{map[string]string{"Referer": "http://dq.example:7070/ui/dead"}, true},
+		{map[string]string{"Referer": "http://evil.example/x"}, false},
+		{map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://dq.example:7070"}, true},
+		{map[string]string{"Sec-Fetch-Site": "same-site"}, false},
+		{map[string]string{"Sec-Fetch-Site": "cross-site"}, false},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "http://dq.example:7070/ui/login", nil)
+		for k, v := range tt.hdr {
+			r.Header.Set(k, v)
+		}
+		if got := sameOrigin(r); got != tt.want {
+			t.Errorf("%v: %v, want %v", tt.hdr, got, tt.want)
+		}
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	if statusOf(errCSRF) != http.StatusForbidden || statusOf(errLoginRequired) != http.StatusUnauthorized || statusOf(context.Canceled) != http.StatusInternalServerError {
+		t.Error("statusOf")
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	tests := []struct {
+		top  int64
+		want []int64
+	}{
+		{0, []int64{0, 1}},
+		{1, []int64{0, 1}},
+		{3, []int64{0, 1, 2, 3}},
+		{7, []int64{0, 2, 4, 6, 8}},
+		{100, []int64{0, 25, 50, 75, 100}},
+		{1234, []int64{0, 500, 1000, 1500}},
+	}
+	for _, tt := range tests {
+		got := niceTicks(tt.top)
+		if len(got) != len(tt.want) || got[len(got)-1] != tt.want[len(tt.want)-1] {
+			t.Errorf("niceTicks(%d) = %v, want %v", tt.top, got, tt.want)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for d, want := range map[time.Duration]string{30 * time.Second: "30s", 10 * time.Minute: "10m", time.Hour: "1h", 90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s", 0: ""} {
+		if got := fmtDur(d); got != want {
+			t.Errorf("fmtDur(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0s", 59 * time.Second: "59s", 61 * time.Minute: "1h 1m", 50 * time.Hour: "2d 2h", 3 * time.Hour: "3h"} {
+		if got := fmtAge(d); got != want {
+			t.Errorf("fmtAge(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0", 740 * time.Microsecond: "740µs", 3200 * time.Microsecond: "3.2ms", 1250 * time.Millisecond: "1.25s"} {
+		if got := fmtLat(d); got != want {
+			t.Errorf("fmtLat(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// countObserver counts Sent calls, for Tee.
+type countObserver struct {
+	mu   sync.Mutex
+	sent int
+	nopObserver
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(string, time.Duration) {}
+func (nopObserver) Throttled(string, time.Duration) {}
+func (nopObserver) Acked(string, int)               {}
+func (nopObserver) Nacked(string, int)              {}
+func (nopObserver) Expired(string, int)             {}
+func (nopObserver) Died(string, int)                {}
+func (nopObserver) Cancelled(string, int)           {}
+func (nopObserver) StoreError(string)               {}
+
+func (c *countObserver) Sent(_ string, n int) {
+	c.mu.Lock()
+	c.sent += n
+	c.mu.Unlock()
+}
+
+func TestTee(t *testing.T) {
+	a, b := &countObserver{}, &countObserver{}
+	Tee(a, nil, b).Sent("x", 3)
+	if a.sent != 3 || b.sent != 3 {
+		t.Errorf("tee: %d %d", a.sent, b.sent)
+	}
+	if Tee(a) != a {
+		t.Error("Tee of one observer should be that observer")
+	}
+}
