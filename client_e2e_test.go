@@ -23,7 +23,7 @@ type e2e struct {
 func setupE2E(t *testing.T, opts ...delayq.ClientOption) *e2e {
 	t.Helper()
 	eng := newEngine(t)
-	srv, err := server.New(server.Config{Queue: eng, Ready: eng.Ready, Logger: quiet})
+	srv, err := server.New(server.Config{Queue: eng, Scheduler: eng, Ready: eng.Ready, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

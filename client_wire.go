@@ -132,7 +132,7 @@ func settingsToWire(s TopicSettings) *wire.TopicSettings {
 		w.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
 	}
 	if s.Push != nil {
-		w.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency}
+		w.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency, Secret: s.Push.Secret}
 	}
 	return w
 }
@@ -149,7 +149,7 @@ func settingsFromWire(w *wire.TopicSettings) TopicSettings {
 		s.RateLimit = &RateLimit{PerSecond: r.PerSecond, Burst: r.Burst}
 	}
 	if p := w.Push; p != nil {
-		s.Push = &PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency}
+		s.Push = &PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency, SecretSet: p.SecretSet}
 	}
 	return s
 }

@@ -60,17 +60,34 @@ type Backoff struct {
 	Jitter     float64
 }
 
-// PushSettings makes the server POST due messages of a topic to a URL.
+// PushSettings makes the server POST due messages of a topic to a URL
+// (see docs/features.md, "Push delivery"): a 2xx answer acks the message,
+// anything else (or a timeout) nacks it with the topic's backoff.
 type PushSettings struct {
-	URL         string
-	Timeout     time.Duration
+	// URL is an absolute http:// or https:// URL without user info. Push
+	// URLs are set by admins; the server POSTs wherever they point.
+	URL string
+	// Timeout bounds one push (default 10 s, at most 5 min).
+	Timeout time.Duration
+	// Concurrency is the number of pushes in flight per server (default 4).
 	Concurrency int
+	// Secret signs each push (HMAC-SHA256, header Delayq-Signature; see
+	// VerifyPushSignature). It is write-only: the HTTP API never answers
+	// it (only SecretSet), and a SetTopicSettings whose Push has no Secret
+	// keeps the stored one; remove Push to drop it.
+	Secret string
+	// SecretSet reports, in answers of the HTTP API, that a secret is
+	// stored. It is ignored on input.
+	SecretSet bool
 }
 
-// RateLimit caps how fast a topic's messages are released.
+// RateLimit caps how fast a topic's messages are released by Lease (and
+// so by push delivery): PerSecond on average, up to Burst at once. Over
+// the limit, due messages stay ready; they are never dropped.
 type RateLimit struct {
 	PerSecond float64
-	Burst     int
+	// Burst is the bucket size; 0 means max(1, ceil(PerSecond)).
+	Burst int
 }
 
 // TopicSettings are per-topic knobs. Zero fields mean "server default".

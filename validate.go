@@ -28,7 +28,7 @@ func validateName(field, s string, ok func(byte) bool) error {
 }
 
 func allowed(field string) string {
-	if field == "topic" {
+	if field == "topic" || field == "name" {
 		return "A-Z a-z 0-9 . _ : -"
 	}
 	return "A-Z a-z 0-9 . _ : @ + = -"

@@ -31,7 +31,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Queue: eng})
+	srv, err := server.New(server.Config{Queue: eng, Scheduler: eng})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func toWireTopic(t *delayq.TopicInfo) wire.Topic {
 		w.Settings.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
 	}
 	if s.Push != nil {
-		w.Settings.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency}
+		w.Settings.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency, SecretSet: s.Push.SecretSet}
 	}
 	return w
 }

@@ -9,16 +9,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/push"
 	"github.com/delayq/delayq/internal/server"
-	"github.com/delayq/delayq/internal/store/pebblestore"
 )
 
 func init() {
@@ -50,7 +52,9 @@ Flags:
 // serveOpts are the flags of `delayq serve`.
 type serveOpts struct {
 	addr, data, redis, config      string
-	insecure                       bool
+	redisPartitions                int
+	redisAllowEviction             bool
+	insecure, noDashboard          bool
 	tokens                         serveTokenList
 	tokensFile, tlsCert, tlsKey    string
 	logFormat, logLevel            string
@@ -72,9 +76,12 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "listen `address`")
 	fs.StringVar(&o.data, "data", "./delayq-data", "data `directory` of the embedded engine")
-	fs.StringVar(&o.redis, "redis", "", "Redis `URL` (not built yet)")
+	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, or redis+cluster://h1:p1,h2:p2) instead of --data")
+	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4)")
+	fs.BoolVar(&o.redisAllowEviction, "redis-allow-eviction", false, "start even if Redis may evict keys (maxmemory-policy other than noeviction): messages can be lost")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
+	fs.BoolVar(&o.noDashboard, "no-dashboard", false, "do not serve the web dashboard at /ui/")
 	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
 	fs.StringVar(&o.tokensFile, "tokens-file", "", "`file` of tokens, one per line")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM)")
@@ -221,9 +228,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serve runs until ctx ends, then shuts down in order: stop accepting and
 // drain requests (server), stop background work (engine), close the store.
 func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
-	if o.redis != "" {
-		return errors.New("the Redis engine is not built yet; use the embedded engine (--data DIR)")
-	}
 	log, err := serveLogger(o.logFormat, o.logLevel, stderr)
 	if err != nil {
 		return err
@@ -236,17 +240,23 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	m := metrics.New()
-	st, err := pebblestore.Open(o.data, pebblestore.Options{Logger: log})
+	st, where, err := openStore(ctx, o, log)
 	if err != nil {
-		return fmt.Errorf("open data directory %s: %w", o.data, err)
+		return err
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
 			log.Error("close store", "err", err)
 		}
 	}()
+	var obs engine.Observer = m
+	var rec *dashboard.Recorder
+	if !o.noDashboard {
+		rec = dashboard.NewRecorder(dashboard.RecorderConfig{})
+		obs = dashboard.Tee(m, rec)
+	}
 	eng, err := engine.Open(ctx, engine.Config{
-		Store: st, Logger: log, Observer: m,
+		Store: st, Logger: log, Observer: obs,
 		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
 	})
@@ -263,8 +273,33 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err := m.WatchQueue(eng, nil); err != nil {
 		return err
 	}
+	var q delayq.Queue = eng
+	if rec != nil {
+		q = rec.Queue(eng) // records per-message events for the dashboard
+	}
+	// Push delivery: pushes are leases on q, so they show in the dashboard
+	// like any consumer's; stopped (deferred) before the engine closes.
+	pusher, err := push.New(push.Config{Queue: q, Logger: log})
+	if err != nil {
+		return err
+	}
+	pusher.Start()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+		defer cancel()
+		if err := pusher.Stop(cctx); err != nil {
+			log.Error("stop push delivery", "err", err)
+		}
+	}()
+	q = pusher.WatchSettings(q) // settings changes here restart pushers at once
+	var dash http.Handler
+	if rec != nil {
+		if dash, err = dashboard.New(dashboard.Config{Queue: q, Recorder: rec, Tokens: tokens, Logger: log}); err != nil {
+			return err
+		}
+	}
 	srv, err := server.New(server.Config{
-		Queue: eng, Ready: eng.Ready, Tokens: tokens, Insecure: o.insecure, Logger: log,
+		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
 		Addr: o.addr, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
 		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
@@ -285,7 +320,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if tokens.Enabled() {
 		authState = "on"
 	}
-	fmt.Fprintf(stdout, "delayq serving %s://%s (data %s, auth %s)\n", scheme, ln.Addr(), o.data, authState)
+	fmt.Fprintf(stdout, "delayq serving %s://%s (%s, auth %s)\n", scheme, ln.Addr(), where, authState)
 	err = srv.Serve(ctx, ln)
 	log.Info("shutting down", "err", err)
 	return err

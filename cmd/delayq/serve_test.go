@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 	"io"
 	"net/http"
 	"os"
@@ -72,7 +73,7 @@ func TestServeBadInputs(t *testing.T) {
 		{"bad env", nil, map[string]string{"DELAYQ_MAX_CONNS": "many"}, 2, "DELAYQ_MAX_CONNS"},
 		{"stray argument", []string{"extra"}, nil, 2, "unexpected argument"},
 		{"unknown config key", []string{"--config", writeFile(t, dir, "c.json", `{"adress":"x"}`)}, nil, 2, `unknown key "adress"`},
-		{"redis", []string{"--redis", "redis://127.0.0.1:6379/0"}, nil, 1, "the Redis engine is not built yet"},
+		{"redis unreachable", []string{"--redis", "redis://:hunter2@127.0.0.1:1/0"}, nil, 1, "open redis redis://:xxxxx@127.0.0.1:1/0"},
 		{"non-loopback without tokens", []string{"--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "never")}, nil, 1, "--insecure"},
 		{"bad token", []string{"--token", "name:short:admin:*"}, nil, 1, "secret of name"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, 1, "--log-level"},
@@ -163,5 +164,60 @@ func TestServeEndToEnd(t *testing.T) {
 		if code := <-exit; code != 0 {
 			t.Fatalf("exit %d; stderr %s", code, stderr.String())
 		}
+	}
+}
+
+// TestServeRedis runs the server on the Redis engine: two servers on one
+// Redis share the queue (a send on one is leased from the other).
+func TestServeRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	rs := redistest.Start(t)
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	var bases []string
+	for i := 0; i < 2; i++ {
+		ctx, stop := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		var stderr bytes.Buffer
+		exit := make(chan int, 1)
+		go func() {
+			exit <- runServe(ctx, []string{"--addr", "127.0.0.1:0", "--redis", rs.URL(), "--log-level", "error", "--no-dashboard"}, pw, &stderr)
+			pw.Close()
+		}()
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err != nil {
+			t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
+		}
+		go io.Copy(io.Discard, pr)
+		if !strings.Contains(line, "redis ") {
+			t.Fatalf("startup line %q does not name redis", line)
+		}
+		bases = append(bases, strings.Fields(line)[2])
+		t.Cleanup(func() {
+			client.CloseIdleConnections()
+			stop()
+			if code := <-exit; code != 0 {
+				t.Errorf("exit %d; stderr %s", code, stderr.String())
+			}
+		})
+	}
+	post := func(url, body string) (int, string) {
+		t.Helper()
+		res, err := client.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if c, b := post(bases[0]+"/v1/topics/t/messages", `{"id":"shared","payload":"x","delay":"200ms"}`); c != 201 {
+		t.Fatalf("send on server 0: %d %s", c, b)
+	}
+	c, b := post(bases[1]+"/v1/topics/t/lease", `{"wait":"10s"}`)
+	if c != 200 || !strings.Contains(b, `"id":"shared"`) {
+		t.Fatalf("lease on server 1: %d %s", c, b)
 	}
 }

@@ -86,6 +86,7 @@ type Engine struct {
 
 	ids   idGen
 	sched *scheduler
+	gate  rateGate
 
 	mu      sync.Mutex // guards lastNow, topics
 	lastNow int64
@@ -120,13 +121,22 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := validateSettings(e.defaults); err != nil {
 		return nil, fmt.Errorf("engine: default settings: %w", err)
 	}
+	e.gate = localGate{}
+	if rl, ok := e.st.(store.RateLimiter); ok {
+		e.gate = storeGate{rl: rl, obs: e.obs}
+	}
 	e.sched = newScheduler(e)
 	if err := e.recover(ctx); err != nil {
 		e.sched.stop()
 		return nil, err
 	}
-	e.bg.Add(1)
+	if err := e.armSchedules(ctx); err != nil {
+		e.sched.stop()
+		return nil, err
+	}
+	e.bg.Add(2)
 	go e.runJanitor()
+	go e.runScheduleSweep()
 	if n, ok := e.st.(store.Notifier); ok {
 		e.startNotifier(n)
 	}
@@ -141,6 +151,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	for _, r := range recs {
 		t := e.topic(r.Name)
+		e.refreshSettings(t, r.Settings)
 		if r.NextDue != 0 {
 			e.sched.armPromote(t, r.NextDue)
 		}
@@ -211,6 +222,11 @@ type topic struct {
 	mu     sync.Mutex
 	wake   chan struct{} // closed and replaced when messages may have become ready
 	cached *delayq.TopicSettings
+	// throttledSince is the start of the current throttled period (engine
+	// ms), 0 when the rate limit is not holding messages back.
+	throttledSince int64
+
+	limiter topicLimiter // the local bucket (localGate only)
 }
 
 func (e *Engine) topic(name string) *topic {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -45,42 +46,93 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 			return nil, delayq.ErrUnavailable
 		}
 		wake := t.waiter()
-		msgs, err := e.leaseOnce(ctx, t, max, lease)
+		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
 		if err != nil || len(msgs) > 0 || timeout == nil {
 			return msgs, err
 		}
-		select {
-		case <-wake:
-		case <-timeout:
+		switch err := e.waitLease(ctx, wake, timeout, retry); {
+		case errors.Is(err, errWaitOver):
 			return nil, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-e.closing:
-			return nil, delayq.ErrUnavailable
+		case err != nil:
+			return nil, err
 		}
 	}
 }
 
-func (e *Engine) leaseOnce(ctx context.Context, t *topic, max int, lease time.Duration) ([]*delayq.Message, error) {
+// errWaitOver ends a long-poll that found nothing.
+var errWaitOver = errors.New("long-poll wait is over")
+
+// waitLease waits for a wake-up or the rate limit's next token (retry >
+// 0); errWaitOver when the long-poll's wait is over.
+func (e *Engine) waitLease(ctx context.Context, wake <-chan struct{}, timeout <-chan time.Time, retry time.Duration) error {
+	var tokens <-chan time.Time
+	if retry > 0 {
+		tm := time.NewTimer(retry)
+		defer tm.Stop()
+		tokens = tm.C
+	}
+	select {
+	case <-wake:
+	case <-tokens:
+	case <-timeout:
+		return errWaitOver
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.closing:
+		return delayq.ErrUnavailable
+	}
+	return nil
+}
+
+// leaseOnce leases up to max ready messages, within the topic's rate
+// limit. When the limit allows none it returns the wait for a token.
+func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Duration) ([]*delayq.Message, time.Duration, error) {
+	set, err := e.settings(ctx, t)
+	if err != nil {
+		return nil, 0, err
+	}
 	now := e.now()
 	until := now + lease.Milliseconds()
-	recs, err := e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: max, LeaseUntil: until, Token: token()})
+	take := func(k int) ([]*store.Record, error) {
+		return e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseUntil: until, Token: token()})
+	}
+	var recs []*store.Record
+	var since int64 // start of the throttled period, 0 if none
+	var retry time.Duration
+	if rl := set.RateLimit; rl != nil {
+		var granted int
+		recs, granted, retry, err = e.gate.admit(ctx, t, n, *rl, now, take)
+		if err == nil {
+			since = t.throttle(now, n, granted, len(recs))
+		}
+	} else {
+		recs, err = take(n)
+	}
 	if err != nil {
 		e.obs.StoreError("lease")
-		return nil, storeErr("lease", "from topic "+t.name, err)
+		return nil, 0, storeErr("lease", "from topic "+t.name, err)
 	}
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, retry, nil
 	}
 	e.sched.armExpire(until)
 	out := make([]*delayq.Message, len(recs))
 	for i, r := range recs {
 		// Lateness counts from the due time, or from the send for messages
-		// sent with a due time in the past (they were never late).
-		e.obs.Delivered(t.name, time.Duration(now-max64(r.DueAt, r.CreatedAt))*time.Millisecond)
+		// sent with a due time in the past (they were never late); the
+		// part the rate limit held the message back is reported apart.
+		from := max64(r.DueAt, r.CreatedAt)
+		late := time.Duration(now-from) * time.Millisecond
+		if since != 0 {
+			held := time.Duration(now-max64(from, since)) * time.Millisecond
+			held = min(max(held, 0), late)
+			e.obs.Throttled(t.name, held)
+			late -= held
+		}
+		e.obs.Delivered(t.name, late)
 		out[i] = toMessage(r, now)
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 func max64(a, b int64) int64 {

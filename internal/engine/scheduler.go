@@ -23,18 +23,22 @@ const (
 )
 
 // scheduler arms wheel entries and runs the due work (promotion, lease
-// expiry) on a small pool of workers, so a slow store call never delays the
+// expiry, recurring schedules' ticks) on a small pool of workers, so a slow store call never delays the
 // wheel's other timers. It owns its goroutines.
 type scheduler struct {
 	e  *Engine
 	tm timers
 
-	mu      sync.Mutex
-	armed   map[uint64]int64 // id → due it is armed for; absent when idle
-	byID    map[uint64]*topic
-	nextID  uint64
-	pending map[uint64]bool // jobs queued or running, to coalesce fires
-	jobs    chan uint64
+	mu    sync.Mutex
+	armed map[uint64]int64 // id → due it is armed for; absent when idle
+	byID  map[uint64]*topic
+	// Recurring schedules: one wheel entry per schedule name, from the
+	// same id space as topics.
+	schedID   map[string]uint64
+	schedName map[uint64]string
+	nextID    uint64
+	pending   map[uint64]bool // jobs queued or running, to coalesce fires
+	jobs      chan uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -44,14 +48,17 @@ type scheduler struct {
 func newScheduler(e *Engine) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{
-		e:       e,
-		armed:   make(map[uint64]int64),
-		byID:    make(map[uint64]*topic),
-		nextID:  firstTopicID,
-		pending: make(map[uint64]bool),
-		jobs:    make(chan uint64, 1024),
-		ctx:     ctx,
-		cancel:  cancel,
+		e:     e,
+		armed: make(map[uint64]int64),
+		byID:  make(map[uint64]*topic),
+
+		schedID:   make(map[string]uint64),
+		schedName: make(map[uint64]string),
+		nextID:    firstTopicID,
+		pending:   make(map[uint64]bool),
+		jobs:      make(chan uint64, 1024),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
 	s.tm = newWheelTimers(e.clk, s.fire)
 	for range workers {
@@ -75,6 +82,33 @@ func (s *scheduler) register(t *topic) uint64 {
 	s.nextID++
 	s.byID[id] = t
 	return id
+}
+
+// armSchedule makes sure the schedule's tick handler runs no later than
+// due, registering the schedule's wheel entry on first use.
+func (s *scheduler) armSchedule(name string, due int64) {
+	s.mu.Lock()
+	id, ok := s.schedID[name]
+	if !ok {
+		id = s.nextID
+		s.nextID++
+		s.schedID[name] = id
+		s.schedName[id] = name
+	}
+	s.mu.Unlock()
+	s.arm(id, due)
+}
+
+// forgetSchedule drops a deleted schedule's entry. A timer still armed
+// for it fires into nothing.
+func (s *scheduler) forgetSchedule(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.schedID[name]; ok {
+		delete(s.schedID, name)
+		delete(s.schedName, id)
+		delete(s.armed, id)
+	}
 }
 
 // armPromote makes sure the topic's promotion runs no later than due.
@@ -155,8 +189,12 @@ func (s *scheduler) run(id uint64) {
 	}
 	s.mu.Lock()
 	t := s.byID[id]
+	name, isSched := s.schedName[id]
 	s.mu.Unlock()
-	if t != nil {
+	switch {
+	case t != nil:
 		s.e.promote(s.ctx, t)
+	case isSched:
+		s.e.fireSchedule(s.ctx, name)
 	}
 }

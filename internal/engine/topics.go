@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -32,7 +33,61 @@ func fillSettings(s, def delayq.TopicSettings) delayq.TopicSettings {
 	if s.Push == nil {
 		s.Push = def.Push
 	}
+	if r := s.RateLimit; r != nil && r.Burst == 0 {
+		s.RateLimit = &delayq.RateLimit{PerSecond: r.PerSecond, Burst: defaultBurst(r.PerSecond)}
+	}
+	if p := s.Push; p != nil {
+		c := *p
+		c.Timeout = cmpOr(c.Timeout, DefaultPushTimeout)
+		c.Concurrency = cmpOr(c.Concurrency, DefaultPushConcurrency)
+		c.SecretSet = c.Secret != ""
+		s.Push = &c
+	}
 	return s
+}
+
+// defaultBurst is the burst of a rate limit that sets none: one second's
+// worth, at least 1.
+func defaultBurst(perSecond float64) int {
+	return int(max(1, math.Ceil(min(perSecond, math.MaxInt32))))
+}
+
+// Push delivery limits and defaults (see internal/push).
+const (
+	DefaultPushTimeout     = 10 * time.Second
+	MaxPushTimeout         = 5 * time.Minute
+	DefaultPushConcurrency = 4
+	MaxPushConcurrency     = 256
+	maxPushSecret          = 1024
+)
+
+// validatePush checks a push target. Push URLs are configured by admins
+// and the server POSTs wherever they point (see docs/features.md on
+// SSRF); only http and https are allowed, and no user info, so that topic
+// answers never carry credentials.
+func validatePush(p *delayq.PushSettings) error {
+	u, err := url.Parse(p.URL)
+	switch {
+	case p.URL == "":
+		return delayq.Invalid("push.url", "is required")
+	case err != nil:
+		return delayq.Invalid("push.url", "is not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return delayq.Invalid("push.url", "must be an http:// or https:// URL, got scheme %q", u.Scheme)
+	case u.Host == "":
+		return delayq.Invalid("push.url", "has no host")
+	case u.User != nil:
+		return delayq.Invalid("push.url", "must not carry user info (use push.secret to authenticate pushes)")
+	case u.Fragment != "":
+		return delayq.Invalid("push.url", "must not have a fragment")
+	case p.Timeout < 0 || p.Timeout > MaxPushTimeout:
+		return delayq.Invalid("push.timeout", "must be between 1ms and %s", MaxPushTimeout)
+	case p.Concurrency < 0 || p.Concurrency > MaxPushConcurrency:
+		return delayq.Invalid("push.concurrency", "must be between 1 and %d", MaxPushConcurrency)
+	case len(p.Secret) > maxPushSecret:
+		return delayq.Invalid("push.secret", "is longer than %d bytes", maxPushSecret)
+	}
+	return nil
 }
 
 func validateSettings(s delayq.TopicSettings) error {
@@ -52,11 +107,11 @@ func validateSettings(s delayq.TopicSettings) error {
 	case s.Backoff.Jitter < 0 || s.Backoff.Jitter > 1 || math.IsNaN(s.Backoff.Jitter):
 		return delayq.Invalid("backoff.jitter", "must be between 0 and 1")
 	}
-	if r := s.RateLimit; r != nil && (r.PerSecond <= 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) || r.Burst < 0) {
+	if r := s.RateLimit; r != nil && (r.PerSecond <= 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) || r.Burst < 0 || r.Burst > math.MaxInt32) {
 		return delayq.Invalid("rate_limit", "per_second must be positive and burst not negative")
 	}
-	if p := s.Push; p != nil && (p.URL == "" || p.Timeout < 0 || p.Concurrency < 0) {
-		return delayq.Invalid("push", "needs a url, and timeout and concurrency must not be negative")
+	if p := s.Push; p != nil {
+		return validatePush(p)
 	}
 	return nil
 }
@@ -76,12 +131,13 @@ type storedPush struct {
 	URL         string `json:"url"`
 	TimeoutMS   int64  `json:"timeout_ms,omitempty"`
 	Concurrency int    `json:"concurrency,omitempty"`
+	Secret      string `json:"secret,omitempty"`
 }
 
 func encodeSettings(s delayq.TopicSettings) []byte {
 	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit}
 	if s.Push != nil {
-		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency}
+		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency, Secret: s.Push.Secret}
 	}
 	b, _ := json.Marshal(ss) // plain data: cannot fail
 	return b
@@ -97,7 +153,7 @@ func decodeSettings(b []byte) (delayq.TopicSettings, error) {
 	}
 	s := delayq.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
 	if ss.Push != nil {
-		s.Push = &delayq.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency}
+		s.Push = &delayq.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency, Secret: ss.Push.Secret}
 	}
 	return s, nil
 }
@@ -127,13 +183,30 @@ func (e *Engine) settings(ctx context.Context, t *topic) (delayq.TopicSettings, 
 	return fillSettings(own, e.defaults), nil
 }
 
-// SetTopicSettings implements delayq.Queue.
+// SetTopicSettings implements delayq.Queue. A Push without a Secret keeps
+// the secret stored for the topic, if any (secrets are write-only: answers
+// of the HTTP API never carry them, so a read-modify-write must not erase
+// them).
 func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.TopicSettings) (*delayq.TopicSettings, error) {
 	if err := delayq.ValidateTopic(name); err != nil {
 		return nil, err
 	}
 	if err := validateSettings(s); err != nil {
 		return nil, err
+	}
+	if s.Push != nil {
+		p := *s.Push
+		p.SecretSet = false
+		if p.Secret == "" {
+			old, err := e.ownSettings(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if old.Push != nil {
+				p.Secret = old.Push.Secret
+			}
+		}
+		s.Push = &p
 	}
 	if err := e.st.TopicSettingsPut(ctx, name, encodeSettings(s)); err != nil {
 		return nil, storeErr("store settings of", "topic "+name, err)
@@ -145,6 +218,35 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.Top
 	t.mu.Unlock()
 	eff := fillSettings(s, e.defaults)
 	return &eff, nil
+}
+
+// ownSettings reads the settings a topic set (no defaults) from the store.
+func (e *Engine) ownSettings(ctx context.Context, name string) (delayq.TopicSettings, error) {
+	rec, err := e.st.TopicGet(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return delayq.TopicSettings{}, nil
+	case err != nil:
+		return delayq.TopicSettings{}, storeErr("read settings of", "topic "+name, err)
+	}
+	own, err := decodeSettings(rec.Settings)
+	if err != nil {
+		return delayq.TopicSettings{}, fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
+	}
+	return own, nil
+}
+
+// refreshSettings replaces a topic's cached settings with what the store
+// holds, so that settings changed through another engine sharing the
+// store take effect here by the next safety sweep.
+func (e *Engine) refreshSettings(t *topic, blob []byte) {
+	own, err := decodeSettings(blob)
+	if err != nil {
+		return // reported by whoever reads the topic
+	}
+	t.mu.Lock()
+	t.cached = &own
+	t.mu.Unlock()
 }
 
 // Topic implements delayq.Queue.

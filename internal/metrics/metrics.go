@@ -1,8 +1,8 @@
 // Package metrics is delayq's Prometheus instrumentation and the only
 // package that imports Prometheus. A Metrics value
 //
-//   - implements engine.Observer (event counters and the release-lateness
-//     histogram, per topic),
+//   - implements engine.Observer (event counters, the release-lateness
+//     histogram and the rate-limit delay histogram, per topic),
 //   - observes HTTP requests by route pattern and status code (never by raw
 //     path, so cardinality is bounded by the routing table),
 //   - reads Queue.Topics at scrape time for per-topic gauges,
@@ -39,7 +39,7 @@ type Metrics struct {
 
 	sent, delivered, acked, nacked, expired, dead, cancelled *prometheus.CounterVec
 	early                                                    *prometheus.CounterVec
-	lateness                                                 *prometheus.HistogramVec
+	lateness, throttled                                      *prometheus.HistogramVec
 	storeErrors                                              *prometheus.CounterVec
 
 	httpDuration *prometheus.HistogramVec
@@ -68,6 +68,11 @@ func New() *Metrics {
 			Help:    "Time from a message's due time to its delivery.",
 			Buckets: LatenessBuckets,
 		}, []string{"topic"}),
+		throttled: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "delayq", Name: "rate_limit_delay_seconds",
+			Help:    "Time a topic's rate limit held a released message back (excluded from release_lateness_seconds).",
+			Buckets: LatenessBuckets,
+		}, []string{"topic"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "delayq", Name: "http_request_duration_seconds",
 			Help:    "HTTP request duration by route pattern and status code (long-polls included).",
@@ -79,7 +84,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(
 		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
-		m.early, m.lateness, m.storeErrors, m.httpDuration, m.httpInflight,
+		m.early, m.lateness, m.throttled, m.storeErrors, m.httpDuration, m.httpInflight,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -107,6 +112,11 @@ func (m *Metrics) Delivered(topic string, lateness time.Duration) {
 		lateness = 0
 	}
 	m.lateness.WithLabelValues(topic).Observe(lateness.Seconds())
+}
+
+// Throttled implements engine.Observer.
+func (m *Metrics) Throttled(topic string, d time.Duration) {
+	m.throttled.WithLabelValues(topic).Observe(max(d, 0).Seconds())
 }
 
 // Acked implements engine.Observer.

@@ -180,7 +180,9 @@ func settingsToWire(s delayq.TopicSettings) wire.TopicSettings {
 		out.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
 	}
 	if s.Push != nil {
-		out.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency}
+		// The secret is write-only: answers say only whether one is set.
+		out.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency,
+			SecretSet: s.Push.SecretSet || s.Push.Secret != ""}
 	}
 	return out
 }
@@ -222,7 +224,10 @@ func settingsFromWire(in *wire.TopicSettings) (delayq.TopicSettings, error) {
 		if p.Timeout < 0 || p.Concurrency < 0 {
 			return out, delayq.Invalid("push", "timeout and concurrency must not be negative")
 		}
-		out.Push = &delayq.PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency}
+		// secret_set is answer-only and ignored here, so a topic read,
+		// changed and written back keeps its secret (the engine keeps a
+		// stored secret when none is given).
+		out.Push = &delayq.PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency, Secret: p.Secret}
 	}
 	return out, nil
 }

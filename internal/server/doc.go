@@ -32,8 +32,10 @@
 // {"error":{"code","message","field"?}}; routes the table does not know
 // are 404 and known paths with a wrong method 405 (with Allow), in the
 // same shape. 431 (headers over MaxHeaderBytes) is answered by net/http
-// itself, before any handler, as plain text. /v1/schedules is reserved
-// and answers 501 not_implemented until recurring schedules exist.
+// itself, before any handler, as plain text. /v1/schedules (PUT, PATCH
+// {"paused"}, GET, DELETE) serves Config.Scheduler, and answers 501
+// not_implemented when there is none. Push secrets are write-only: topic
+// answers carry "secret_set" instead.
 // Extension: DELETE /v1/topics/{topic}/dead purges a topic's dead letters.
 //
 // # Authentication

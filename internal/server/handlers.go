@@ -349,10 +349,6 @@ func (s *Server) deadPurge(c *call) (int, any, error) {
 	return http.StatusOK, wire.CountResponse{Count: n}, nil
 }
 
-func (s *Server) notImplemented(*call) (int, any, error) {
-	return 0, nil, fmt.Errorf("%w: recurring schedules", errNotImpl)
-}
-
 func (s *Server) healthz(*call) (int, any, error) {
 	return http.StatusOK, wire.StatusResponse{Status: "ok"}, nil
 }

@@ -58,10 +58,12 @@ func (s *Server) routes() []route {
 		{pattern: "POST " + t + "/dead/{id}/replay", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.deadReplay},
 		{pattern: "DELETE " + t + "/dead/{id}", access: topicScope, scope: auth.Admin, h: s.deadDelete},
 
-		// Recurring schedules are another issue: reserved, answered 501.
-		{pattern: "PUT /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.notImplemented},
-		{pattern: "GET /v1/schedules", access: everywhere, scope: auth.Admin, h: s.notImplemented},
-		{pattern: "DELETE /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.notImplemented},
+		// Recurring schedules (admin on "*": a schedule may target any topic).
+		{pattern: "PUT /v1/schedules/{name}", access: everywhere, scope: auth.Admin, limit: s.cfg.MaxBodyBytes, h: s.putSchedule},
+		{pattern: "PATCH /v1/schedules/{name}", access: everywhere, scope: auth.Admin, limit: smallBodyBytes, h: s.patchSchedule},
+		{pattern: "GET /v1/schedules", access: everywhere, scope: auth.Admin, h: s.listSchedules},
+		{pattern: "GET /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.getSchedule},
+		{pattern: "DELETE /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.deleteSchedule},
 
 		{pattern: "GET /healthz", access: open, h: s.healthz},
 		{pattern: "GET /readyz", access: open, h: s.readyz},

@@ -53,6 +53,8 @@ type RequestObserver interface {
 type Config struct {
 	// Queue serves the API. Required.
 	Queue delayq.Queue
+	// Scheduler serves /v1/schedules; nil: those routes answer 501.
+	Scheduler delayq.Scheduler
 	// Ready answers /readyz; nil means always ready.
 	Ready func(ctx context.Context) error
 	// Tokens enable bearer authentication; nil or empty means off, which
@@ -99,6 +101,10 @@ type Config struct {
 	Metrics http.Handler
 	// RequestObserver records requests for metrics; nil: none.
 	RequestObserver RequestObserver
+	// Dashboard is served at /ui/ (and GET / redirects there), outside
+	// the API's bearer authentication: it does its own, with cookies and
+	// CSRF tokens (internal/dashboard). Nil: no dashboard, / is 404.
+	Dashboard http.Handler
 	// Now reads the time for ages in topic answers. Default time.Now.
 	Now func() time.Time
 }
@@ -156,6 +162,11 @@ func New(cfg Config) (*Server, error) {
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
+	}
+	if cfg.Dashboard != nil {
+		s.mux.Handle("/ui/", named("/ui/", cfg.Dashboard))
+		s.mux.Handle("GET /{$}", named("GET /", http.RedirectHandler("/ui/", http.StatusFound)))
+		s.mux.Handle("GET /ui", named("GET /ui", http.RedirectHandler("/ui/", http.StatusFound)))
 	}
 	return s, nil
 }

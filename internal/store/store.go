@@ -21,10 +21,12 @@
 // a per-store increasing number assigned at insert (send order).
 //
 // Durability: InsertMany, Cancel, Reschedule, Ack, AckMany, Nack, the Dead*
-// methods and TopicSettingsPut are durable when they return nil (embedded:
-// fsync'd, with group commit). Promote, Lease, Extend and LeaseExpire may be
-// lost by a crash: each loss only means a message is promoted, delivered or
-// expired again, which the at-least-once contract allows.
+// methods, TopicSettingsPut and the Schedule writes (Upsert, Delete, Tick)
+// are durable when they return nil (embedded: fsync'd, with group commit;
+// Redis: as its persistence is configured). RateTake is not. Promote,
+// Lease, Extend and LeaseExpire may be lost by a crash: each loss only
+// means a message is promoted, delivered or expired again, which the
+// at-least-once contract allows.
 //
 // Counts per state are maintained incrementally; TopicGet never scans.
 //
@@ -33,7 +35,10 @@
 // sizes and limits is the engine's job; a Store may assume valid input.
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // State of a record.
 type State uint8
@@ -163,6 +168,24 @@ type Store interface {
 	// blob), creating the topic if needed.
 	TopicSettingsPut(ctx context.Context, topic string, settings []byte) error
 
+	// ScheduleUpsert creates or replaces a recurring schedule's Spec (an
+	// opaque, engine-encoded blob). On create, CreatedAt = Now and
+	// LastTick = p.LastTick; on replace, CreatedAt is kept and LastTick
+	// becomes max(stored, p.LastTick). UpdatedAt = Now. Returns the record.
+	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) (*Schedule, error)
+	// ScheduleGet returns a schedule or ErrNotFound.
+	ScheduleGet(ctx context.Context, name string) (*Schedule, error)
+	// ScheduleList returns every schedule, sorted by name.
+	ScheduleList(ctx context.Context) ([]*Schedule, error)
+	// ScheduleDelete removes a schedule, or answers ErrNotFound.
+	ScheduleDelete(ctx context.Context, name string) error
+	// ScheduleTick records that the ticks up to Tick were handled:
+	// LastTick becomes max(stored, Tick), atomically with respect to
+	// ScheduleUpsert (a concurrent upsert's Spec is never overwritten).
+	// Spec, CreatedAt and UpdatedAt are unchanged. Unknown: ErrNotFound.
+	// Returns the record.
+	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (*Schedule, error)
+
 	// Close releases resources. Calls after Close fail with ErrClosed.
 	Close() error
 }
@@ -177,6 +200,56 @@ type Notifier interface {
 	// now". Notifications may be lost (e.g. while reconnecting): engines
 	// also run a slow safety sweep.
 	Subscribe(ctx context.Context, fn func(topic string, dueAt int64)) error
+}
+
+// RateLimiter is implemented by stores that several engines share
+// (Redis), so that a topic's rate limit holds across all of them. Engines
+// on other stores use a local token bucket.
+type RateLimiter interface {
+	// RateTake takes up to p.N tokens from the topic's bucket (refilled
+	// at PerSecond, holding at most Burst; a bucket never seen is full)
+	// and answers how many it granted. When it granted fewer than N,
+	// retryAfter is how long until the next token. p.N < 0 returns -N
+	// tokens (unused ones) to the bucket, capped at Burst, granting 0.
+	RateTake(ctx context.Context, p *RateTakeParams) (granted int, retryAfter time.Duration, err error)
+}
+
+// RateTakeParams are the arguments of RateTake.
+type RateTakeParams struct {
+	Topic     string
+	N         int
+	PerSecond float64
+	Burst     int
+	// Now is the caller's time (Unix ms); a store with its own clock
+	// (Redis TIME) may ignore it.
+	Now int64
+}
+
+// Schedule is a stored recurring schedule. Times are Unix ms.
+type Schedule struct {
+	Name string
+	// Spec is the engine-encoded definition (cron, zone, topic, template,
+	// paused, missed policy), opaque to the store.
+	Spec []byte
+	// LastTick is the latest tick handled (fired or deliberately
+	// skipped); it only moves forward.
+	LastTick  int64
+	CreatedAt int64
+	UpdatedAt int64
+}
+
+// ScheduleUpsertParams are the arguments of ScheduleUpsert.
+type ScheduleUpsertParams struct {
+	Name     string
+	Spec     []byte
+	LastTick int64
+	Now      int64
+}
+
+// ScheduleTickParams are the arguments of ScheduleTick.
+type ScheduleTickParams struct {
+	Name string
+	Tick int64
 }
 
 // InsertMessage is one message to insert.

@@ -169,11 +169,30 @@ type RateLimit struct {
 	Burst     int     `json:"burst"`
 }
 
-// Push mirrors delayq.PushSettings.
+// Push mirrors delayq.PushSettings. Secret is write-only: answers carry
+// SecretSet instead.
 type Push struct {
 	URL         string   `json:"url"`
 	Timeout     Duration `json:"timeout,omitempty"`
 	Concurrency int      `json:"concurrency,omitempty"`
+	Secret      string   `json:"secret,omitempty"`
+	SecretSet   bool     `json:"secret_set,omitempty"`
+}
+
+// PushBody is the JSON body of a push delivery (POST to a topic's push
+// URL). The payload comes as Payload when it is valid UTF-8, else as
+// PayloadBase64. The message id, attempt and topic are also in the
+// Delayq-Message-Id, Delayq-Attempt and Delayq-Topic headers.
+type PushBody struct {
+	ID            string            `json:"id"`
+	Topic         string            `json:"topic"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Attempt       int               `json:"attempt"`
+	MaxAttempts   int               `json:"max_attempts"`
+	DeliverAt     time.Time         `json:"deliver_at"`
+	CreatedAt     time.Time         `json:"created_at"`
 }
 
 // TopicSettings is the body of PUT /v1/topics/{topic} and part of topic answers.
@@ -183,6 +202,52 @@ type TopicSettings struct {
 	Lease       *Duration  `json:"lease,omitempty"`
 	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
 	Push        *Push      `json:"push,omitempty"`
+}
+
+// Schedule answers the schedule endpoints. The payload comes as Payload
+// when it is valid UTF-8, else as PayloadBase64.
+type Schedule struct {
+	Name          string            `json:"name,omitempty"`
+	Topic         string            `json:"topic"`
+	Cron          string            `json:"cron"`
+	Timezone      string            `json:"timezone,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	MaxAttempts   int               `json:"max_attempts,omitempty"`
+	Delay         *Duration         `json:"delay,omitempty"`
+	Paused        bool              `json:"paused"`
+	Missed        string            `json:"missed,omitempty"`
+	LastTick      *time.Time        `json:"last_tick,omitempty"`
+	NextTick      *time.Time        `json:"next_tick,omitempty"`
+	CreatedAt     *time.Time        `json:"created_at,omitempty"`
+	UpdatedAt     *time.Time        `json:"updated_at,omitempty"`
+}
+
+// ScheduleRequest is the body of PUT /v1/schedules/{name}: the whole
+// schedule (omitted optional fields take their defaults). Exactly one of
+// Payload and PayloadBase64.
+type ScheduleRequest struct {
+	Topic         string            `json:"topic"`
+	Cron          string            `json:"cron"`
+	Timezone      string            `json:"timezone,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+	Delay         *Duration         `json:"delay,omitempty"`
+	Paused        *bool             `json:"paused,omitempty"`
+	Missed        string            `json:"missed,omitempty"`
+}
+
+// SchedulePatch is the body of PATCH /v1/schedules/{name}: pause or resume.
+type SchedulePatch struct {
+	Paused *bool `json:"paused"`
+}
+
+// SchedulesResponse answers GET /v1/schedules.
+type SchedulesResponse struct {
+	Schedules []Schedule `json:"schedules"`
 }
 
 // Counts are messages per state.

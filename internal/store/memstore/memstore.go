@@ -54,6 +54,8 @@ type Store struct {
 	// Global orders: LeaseExpire and DedupPurge work across topics.
 	inflight heapq // by (LeaseUntil, Seq); entry.gidx
 	acked    heapq // by (AckedAt, Seq); entry.idx
+
+	schedules map[string]*store.Schedule
 }
 
 type topic struct {
@@ -82,6 +84,8 @@ func New() *Store {
 		topics:   make(map[string]*topic),
 		inflight: heapq{less: byLease, pos: gpos},
 		acked:    heapq{less: byAcked, pos: ipos},
+
+		schedules: make(map[string]*store.Schedule),
 	}
 }
 

@@ -19,6 +19,7 @@
 //	a/ ackedAt(8) topic \x00 id                      ""    acked tombstones, all topics (DedupPurge)
 //	t/ topic                                         settings blob (TopicSettingsPut)
 //	c/ topic                                         counters: 5 × int64 LE, merge operator
+//	k/ name                                          recurring schedule (see schedule.go)
 //	z/format                                         format version (1)
 //	z/seq                                            seq high-water mark, 8 bytes BE
 //
@@ -61,10 +62,11 @@
 // # Durability and group commit
 //
 // InsertMany, Cancel, Reschedule, Ack, AckMany, Nack, DeadReplay,
-// DeadDelete and TopicSettingsPut return nil only after their batch is in
-// the fsync'd WAL. Promote, Lease, Extend, LeaseExpire and DedupPurge are
-// applied without fsync (store.Store allows their loss); a later durable
-// write syncs them too, since the WAL is one ordered log.
+// DeadDelete, TopicSettingsPut and the schedule writes return nil only
+// after their batch is in the fsync'd WAL. Promote, Lease, Extend,
+// LeaseExpire and DedupPurge are applied without fsync (store.Store
+// allows their loss); a later durable write syncs them too, since the WAL
+// is one ordered log.
 //
 // Group commit: an operation builds its batch and applies it with
 // DB.ApplyNoSyncWait while holding its topic lock (so the next operation on

@@ -17,6 +17,7 @@ const (
 	pfxAcked     = 'a' // a/{ackedAt}{topic}\x00{id}              → ""
 	pfxTopic     = 't' // t/{topic}                               → settings
 	pfxCounters  = 'c' // c/{topic}                               → counters (merge)
+	pfxSchedule  = 'k' // k/{name}                                → schedule (schedule.go)
 	pfxMeta      = 'z' // z/{name}                                → meta
 )
 

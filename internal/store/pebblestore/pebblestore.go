@@ -73,6 +73,7 @@ type Store struct {
 	seqHW   uint64 // guarded by seqMu: durable high-water; seqs < seqHW may be used
 
 	expireMu sync.Mutex // serialises LeaseExpire scans of l/
+	schedMu  sync.Mutex // serialises read-modify-writes of k/ (schedules)
 	purgeMu  sync.Mutex // serialises DedupPurge scans of a/
 	leaseLW  lowWater   // low-water of the global l/ index
 	ackedLW  lowWater   // low-water of the global a/ index

@@ -35,6 +35,11 @@
 //	dq:{orders#2}:m:<id>  HASH  the message: id seq st p h due cat uat dlv
 //	                            fail max err rcpt lu dead ack (see lua.go)
 //	dq:{orders}:meta      HASH  created, settings (the engine's blob)
+//	dq:{orders}:rate      HASH  tok, ts: the topic's rate-limit token bucket
+//	                            (store.RateLimiter; expires once full again)
+//	dq:{#sched}:names     SET   every recurring schedule's name
+//	dq:{#sched}:s:<name>  HASH  spec (the engine's blob), last (LastTick),
+//	                            cat, uat — all schedules in one slot
 //	dq:topics             SET   every topic name (the registry)
 //	dq:seq                STRING store-wide Seq counter (INCRBY)
 //	dq:config             HASH  partitions, format
@@ -66,6 +71,8 @@
 //	dedupPurgeScript  DedupPurge                             dead.go
 //	infoScript        TopicGet, TopicList (read-only)        topic.go
 //	peekScript        head of an index (read-only)           merge.go
+//	rateTakeScript    RateTake (token bucket on TIME)        ratelimit.go
+//	schedule*Script   ScheduleUpsert, ScheduleTick, ScheduleDelete  schedule.go
 //
 // All keys a script touches share the partition's hash tag, so no script
 // is ever CROSSSLOT; message hashes are named inside the scripts from a

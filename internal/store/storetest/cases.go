@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},
 		{"ConcurrentAckExpire", testConcurrentAckExpire},
+		{"Schedules", testSchedules},
+		{"ScheduleTickRace", testScheduleTickRace},
+		{"RateLimiter", testRateLimiter},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1103,6 +1106,17 @@ func testClose(h *harness) {
 		"TopicGet":         func() error { _, err := h.s.TopicGet(ctx, "t"); return err },
 		"TopicList":        func() error { _, err := h.s.TopicList(ctx); return err },
 		"TopicSettingsPut": func() error { return h.s.TopicSettingsPut(ctx, "t", []byte("x")) },
+		"ScheduleUpsert": func() error {
+			_, err := h.s.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Name: "s", Spec: []byte("x"), Now: now})
+			return err
+		},
+		"ScheduleGet":    func() error { _, err := h.s.ScheduleGet(ctx, "s"); return err },
+		"ScheduleList":   func() error { _, err := h.s.ScheduleList(ctx); return err },
+		"ScheduleDelete": func() error { return h.s.ScheduleDelete(ctx, "s") },
+		"ScheduleTick": func() error {
+			_, err := h.s.ScheduleTick(ctx, &store.ScheduleTickParams{Name: "s", Tick: now})
+			return err
+		},
 	}
 	for name, call := range calls {
 		wantErr(t, name+" after Close", call(), store.ErrClosed)

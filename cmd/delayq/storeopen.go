@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/pebblestore"
+	"github.com/delayq/delayq/internal/store/redisstore"
+)
+
+// openStore opens the Redis store when --redis is given, else the
+// embedded store in --data.
+func openStore(ctx context.Context, o *serveOpts, log *slog.Logger) (store.Store, string, error) {
+	if o.redis != "" {
+		redis.SetLogger(slogRedis{log})
+		st, err := redisstore.Open(ctx, redisstore.Options{URL: o.redis, Partitions: o.redisPartitions, Logger: log, AllowEviction: o.redisAllowEviction})
+		if err != nil {
+			return nil, "", fmt.Errorf("open redis %s: %w", redactURL(o.redis), err)
+		}
+		return st, "redis " + redactURL(o.redis), nil
+	}
+	st, err := pebblestore.Open(o.data, pebblestore.Options{Logger: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("open data directory %s: %w", o.data, err)
+	}
+	return st, "data " + o.data, nil
+}
+
+// redactURL hides a password in a Redis URL for logs and errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// slogRedis routes go-redis's own log lines (reconnects, pool errors)
+// through our logger instead of raw stderr.
+type slogRedis struct{ log *slog.Logger }
+
+func (l slogRedis) Printf(ctx context.Context, format string, v ...any) {
+	l.log.Debug("redis client", "detail", fmt.Sprintf(format, v...)) // the store reports failures itself
+}

@@ -1,0 +1,477 @@
+// Package push delivers the due messages of topics that have a push
+// target: the server POSTs each message to the topic's URL and acks it on
+// a 2xx answer, or nacks it (with the topic's backoff; dead letters when
+// its attempts run out) on any other status, a timeout or a connection
+// error.
+//
+// # A push is a lease
+//
+// A pusher is an ordinary consumer of the queue: each of its workers
+// leases one message (lease = push timeout + LeaseMargin), POSTs it, then
+// acks or nacks it with the lease's receipt. So a message is never pushed
+// twice at once — on the embedded engine, on Redis, and with any number of
+// servers, which all run pushers and share the work through the leases —
+// and a server that dies mid-push leaves a lease that expires and is
+// redelivered. Delivery is at least once: a receiver that answered 2xx
+// after the timeout, or whose answer was lost, sees the message again.
+// Receivers should dedup by the Delayq-Message-Id header.
+//
+// # Request
+//
+//	POST <url>
+//	Content-Type: application/json
+//	User-Agent: delayq-push/1
+//	Delayq-Message-Id: order-42
+//	Delayq-Attempt: 1
+//	Delayq-Topic: orders.close
+//	Delayq-Signature: t=1767225600,v1=<hex HMAC-SHA256(secret, "1767225600." + body)>
+//
+//	{"id":"order-42","topic":"orders.close","payload":"…","headers":{…},
+//	 "attempt":1,"max_attempts":25,"deliver_at":"…","created_at":"…"}
+//
+// The signature is sent when the topic's push settings have a secret;
+// receivers verify it with delayq.VerifyPushSignature (or any HMAC
+// library), which also rejects timestamps outside a tolerance (replays).
+// Redirects are not followed (a 3xx is a failure).
+//
+// # Security
+//
+// Push URLs are set by admins (PUT /v1/topics/{topic} needs the admin
+// scope) and the server POSTs wherever they point, including loopback and
+// private addresses: whoever may set topic settings may make the server
+// send requests inside its network (SSRF). Only http and https URLs are
+// accepted. Restrict the admin scope accordingly, or filter egress.
+//
+// # Concurrency
+//
+// Service is safe for concurrent use. It owns every goroutine it starts:
+// one watch loop, and per push topic Concurrency workers; Stop ends them
+// all and waits.
+package push
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultRefresh     = 5 * time.Second
+	DefaultWait        = 10 * time.Second
+	DefaultLeaseMargin = 5 * time.Second
+	// Defaults of a topic's push settings, when the Queue answers none.
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 4
+)
+
+// Config configures a Service. The zero value of each field means its default.
+type Config struct {
+	// Queue is leased from, acked and nacked. Required. Its Topics must
+	// answer push secrets (the engines do; the HTTP client cannot).
+	Queue delayq.Queue
+	// Logger for failed pushes and background errors. Default slog.Default().
+	Logger *slog.Logger
+	// HTTPClient sends the pushes. Default: a client on a clone of
+	// http.DefaultTransport that follows no redirect. Each push is bounded
+	// by the topic's push timeout.
+	HTTPClient *http.Client
+	// Now stamps signatures. Default time.Now.
+	Now func() time.Time
+	// Refresh is how often topic settings are re-read. Default 5 s.
+	Refresh time.Duration
+	// Wait is each worker's long-poll. Default 10 s.
+	Wait time.Duration
+	// LeaseMargin is added to the push timeout to make the lease, so the
+	// lease outlives the push. Default 5 s.
+	LeaseMargin time.Duration
+}
+
+// Service runs the pushers of every topic with push settings.
+type Service struct {
+	cfg    Config
+	q      delayq.Queue
+	log    *slog.Logger
+	hc     *http.Client
+	ownTr  *http.Transport // closed at Stop when we made it
+	notify chan struct{}
+
+	mu       sync.Mutex // guards pushers, retired, started, stopped
+	pushers  map[string]*pusher
+	retired  []*pusher // stopped leasing; pushes may still be in flight
+	started  bool
+	stopped  bool
+	cancel   context.CancelFunc // ends the watch loop
+	loopDone chan struct{}
+}
+
+// New makes a Service; Start runs it.
+func New(cfg Config) (*Service, error) {
+	if cfg.Queue == nil {
+		return nil, errors.New("push: Config.Queue is required")
+	}
+	s := &Service{
+		cfg:     cfg,
+		q:       cfg.Queue,
+		log:     cmpOr(cfg.Logger, slog.Default()),
+		hc:      cfg.HTTPClient,
+		notify:  make(chan struct{}, 1),
+		pushers: make(map[string]*pusher),
+	}
+	if s.hc == nil {
+		s.ownTr = http.DefaultTransport.(*http.Transport).Clone()
+		s.hc = &http.Client{
+			Transport:     s.ownTr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
+	}
+	s.cfg.Refresh = cmpOr(cfg.Refresh, DefaultRefresh)
+	s.cfg.Wait = min(cmpOr(cfg.Wait, DefaultWait), delayq.MaxWait)
+	s.cfg.LeaseMargin = cmpOr(cfg.LeaseMargin, DefaultLeaseMargin)
+	return s, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Start starts the watch loop, which reads topic settings at once and
+// then every Refresh (and on Notify). A second Start does nothing.
+func (s *Service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.stopped {
+		return
+	}
+	s.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.loopDone = make(chan struct{})
+	go s.watch(ctx)
+}
+
+// Notify makes the watch loop re-read topic settings now (call it after a
+// settings change; WatchSettings does). It never blocks.
+func (s *Service) Notify() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Stop stops leasing and waits for the pushes in flight to finish. When
+// ctx ends first, they are cancelled and nacked ("push cancelled: server
+// shutting down"; a failure like any other), and Stop waits for that and
+// returns ctx's error. It is idempotent.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	wasStopped := s.stopped
+	s.stopped = true
+	cancel, loopDone := s.cancel, s.loopDone
+	s.mu.Unlock()
+	if wasStopped {
+		return nil
+	}
+	if cancel != nil {
+		cancel()
+		<-loopDone
+	}
+	s.mu.Lock()
+	all := s.retired
+	s.retired = nil
+	for name, p := range s.pushers {
+		all = append(all, p)
+		delete(s.pushers, name)
+	}
+	s.mu.Unlock()
+	for _, p := range all {
+		p.stopLeasing()
+	}
+	var err error
+	for _, p := range all {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			p.cancelPushes()
+			<-p.done
+		}
+	}
+	if s.ownTr != nil {
+		s.ownTr.CloseIdleConnections()
+	}
+	return err
+}
+
+// watch owns the pushers: it (re)starts and stops them to match the
+// topics' push settings.
+func (s *Service) watch(ctx context.Context) {
+	defer close(s.loopDone)
+	tick := time.NewTicker(s.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		s.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.notify:
+		}
+	}
+}
+
+// sync starts a pusher for each push topic without one, and replaces or
+// stops those whose settings changed or went.
+func (s *Service) sync(ctx context.Context) {
+	infos, err := s.q.Topics(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("push: read topic settings", "err", err)
+		}
+		return // keep the pushers as they are
+	}
+	want := make(map[string]delayq.PushSettings)
+	for _, ti := range infos {
+		if p := ti.Settings.Push; p != nil && p.URL != "" {
+			c := *p
+			c.Timeout = cmpOr(c.Timeout, DefaultTimeout)
+			c.Concurrency = cmpOr(c.Concurrency, DefaultConcurrency)
+			c.SecretSet = false
+			want[ti.Name] = c
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	s.retired = slices.DeleteFunc(s.retired, func(p *pusher) bool { return isDone(p.done) })
+	for name, p := range s.pushers {
+		if c, ok := want[name]; !ok || c != p.cfg {
+			p.stopLeasing()
+			s.retired = append(s.retired, p)
+			delete(s.pushers, name)
+			if ok {
+				// The replacement starts leasing once the old pushes are
+				// done, so the concurrency bound holds across the change.
+				s.pushers[name] = s.startPusher(name, c, p.done)
+			}
+		}
+	}
+	for name, c := range want {
+		if s.pushers[name] == nil {
+			s.pushers[name] = s.startPusher(name, c, nil)
+			s.log.Info("push: delivering topic", "topic", name, "url", c.URL, "concurrency", c.Concurrency)
+		}
+	}
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// WatchSettings returns q with SetTopicSettings calling Notify after it
+// succeeds, so push changes made through this server apply at once
+// (changes made through other servers apply within Refresh).
+func (s *Service) WatchSettings(q delayq.Queue) delayq.Queue { return &notifyingQueue{q, s} }
+
+type notifyingQueue struct {
+	delayq.Queue
+	s *Service
+}
+
+func (n *notifyingQueue) SetTopicSettings(ctx context.Context, topic string, set delayq.TopicSettings) (*delayq.TopicSettings, error) {
+	out, err := n.Queue.SetTopicSettings(ctx, topic, set)
+	if err == nil {
+		n.s.Notify()
+	}
+	return out, err
+}
+
+// pusher delivers one topic with cfg.Concurrency workers.
+type pusher struct {
+	s     *Service
+	topic string
+	cfg   delayq.PushSettings
+
+	leaseCtx     context.Context // ends leasing
+	stopLeasing  context.CancelFunc
+	pushCtx      context.Context // ends pushes in flight (hard stop)
+	cancelPushes context.CancelFunc
+	wg           sync.WaitGroup
+	done         chan struct{} // closed when every worker returned
+}
+
+// startPusher starts a topic's workers; they lease only after `after` is
+// closed (nil: at once). Called with s.mu held.
+func (s *Service) startPusher(topic string, cfg delayq.PushSettings, after <-chan struct{}) *pusher {
+	p := &pusher{s: s, topic: topic, cfg: cfg, done: make(chan struct{})}
+	p.leaseCtx, p.stopLeasing = context.WithCancel(context.Background())
+	p.pushCtx, p.cancelPushes = context.WithCancel(context.Background())
+	p.wg.Add(cfg.Concurrency)
+	for range cfg.Concurrency {
+		go p.work(after)
+	}
+	go func() {
+		p.wg.Wait()
+		p.cancelPushes() // releases the contexts' resources
+		close(p.done)
+	}()
+	return p
+}
+
+// errBackoff is how long a worker waits after a failed lease.
+const errBackoff = time.Second
+
+func (p *pusher) work(after <-chan struct{}) {
+	defer p.wg.Done()
+	if after != nil {
+		select {
+		case <-after:
+		case <-p.leaseCtx.Done():
+			return
+		}
+	}
+	req := delayq.LeaseRequest{Max: 1, Lease: p.cfg.Timeout + p.s.cfg.LeaseMargin, Wait: p.s.cfg.Wait}
+	for p.leaseCtx.Err() == nil {
+		msgs, err := p.s.q.Lease(p.leaseCtx, p.topic, req)
+		if err != nil {
+			if p.leaseCtx.Err() != nil {
+				return
+			}
+			p.s.log.Warn("push: lease", "topic", p.topic, "err", err)
+			select {
+			case <-p.leaseCtx.Done():
+				return
+			case <-time.After(errBackoff):
+			}
+			continue
+		}
+		for _, m := range msgs {
+			p.deliver(m)
+		}
+	}
+}
+
+// settleTimeout bounds the ack or nack that ends a push.
+const settleTimeout = 10 * time.Second
+
+// deliver pushes one leased message and acks or nacks it.
+func (p *pusher) deliver(m *delayq.Message) {
+	reason := p.push(m)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if reason == "" {
+		if err := p.s.q.Ack(ctx, p.topic, m.ID, m.Receipt); err != nil {
+			p.s.log.Warn("push: delivered, but the ack failed (it will be pushed again)", "topic", p.topic, "id", m.ID, "err", err)
+		}
+		return
+	}
+	p.s.log.Debug("push failed", "topic", p.topic, "id", m.ID, "attempt", m.Attempt, "reason", reason)
+	if _, err := p.s.q.Nack(ctx, p.topic, m.ID, m.Receipt, delayq.NackRequest{Reason: reason}); err != nil {
+		p.s.log.Warn("push: nack", "topic", p.topic, "id", m.ID, "err", err)
+	}
+}
+
+// push POSTs m and returns "" on a 2xx answer, else the failure reason
+// that becomes the message's last error.
+func (p *pusher) push(m *delayq.Message) string {
+	body := Body(m)
+	ctx, cancel := context.WithTimeout(p.pushCtx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return "push: " + err.Error()
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "delayq-push/1")
+	h.Set(delayq.PushHeaderMessageID, m.ID)
+	h.Set(delayq.PushHeaderAttempt, strconv.Itoa(m.Attempt))
+	h.Set(delayq.PushHeaderTopic, p.topic)
+	if p.cfg.Secret != "" {
+		h.Set(delayq.PushHeaderSignature, delayq.SignPush(p.cfg.Secret, p.s.cfg.Now(), body))
+	}
+	resp, err := p.s.hc.Do(req)
+	if err != nil {
+		switch {
+		case p.pushCtx.Err() != nil:
+			return "push cancelled: server shutting down"
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Sprintf("push: timeout after %s", p.cfg.Timeout)
+		}
+		return "push: " + err.Error()
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return ""
+	}
+	reason := "push: HTTP " + resp.Status
+	if s := printable(snippet, 200); s != "" {
+		reason += ": " + s
+	}
+	return reason
+}
+
+// Body is the JSON body pushed for m (wire.PushBody).
+func Body(m *delayq.Message) []byte {
+	b := wire.PushBody{
+		ID: m.ID, Topic: m.Topic, Headers: m.Headers, Attempt: m.Attempt, MaxAttempts: m.MaxAttempts,
+		DeliverAt: m.DeliverAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
+	}
+	if utf8.Valid(m.Payload) {
+		s := string(m.Payload)
+		b.Payload = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(m.Payload)
+		b.PayloadBase64 = &s
+	}
+	out, _ := json.Marshal(b) // plain data: cannot fail
+	return out
+}
+
+// printable keeps the printable ASCII of b (so a receiver's answer cannot
+// inject control characters into logs), cut to n bytes.
+func printable(b []byte, n int) string {
+	out := make([]byte, 0, min(len(b), n))
+	for _, c := range b {
+		if len(out) == n {
+			break
+		}
+		switch {
+		case c >= 0x20 && c < 0x7f:
+			out = append(out, c)
+		case c == '\n' || c == '\r' || c == '\t':
+			out = append(out, ' ')
+		}
+	}
+	return string(bytes.TrimSpace(out))
+}
