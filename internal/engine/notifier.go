@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
@@ -16,20 +17,40 @@ const (
 	resubscribeMax = 5 * time.Second
 )
 
+// startNotifier subscribes and waits (up to firstSubscribeWait) for the
+// subscription to be live, so a send made on another server right after
+// Open returns is not missed until the safety sweep.
 func (e *Engine) startNotifier(n store.Notifier) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-e.closing; cancel() }()
+	first := make(chan struct{})
+	var once sync.Once
 	e.bg.Add(2)
-	go e.listen(ctx, n)
+	go e.listen(ctx, n, func() { once.Do(func() { close(first) }) })
 	go e.sweep(ctx)
+	select {
+	case <-first:
+	case <-time.After(firstSubscribeWait):
+		e.log.Warn("store notifications not live yet; relying on the safety sweep until they are")
+	}
 }
 
-// listen keeps a subscription open, re-subscribing with backoff.
-func (e *Engine) listen(ctx context.Context, n store.Notifier) {
+const firstSubscribeWait = 2 * time.Second
+
+// listen keeps a subscription open, re-subscribing with backoff. Each time
+// it is live again it re-arms every topic from the store: notifications
+// sent while it was down are lost, the store's state is not.
+func (e *Engine) listen(ctx context.Context, n store.Notifier, live func()) {
 	defer e.bg.Done()
 	wait := resubscribeMin
 	for ctx.Err() == nil {
-		err := n.Subscribe(ctx, e.onNotify)
+		err := n.Subscribe(ctx, func() {
+			wait = resubscribeMin
+			if err := e.recover(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("re-arm after subscribing", "err", err)
+			}
+			live()
+		}, e.onNotify)
 		if ctx.Err() != nil {
 			return
 		}

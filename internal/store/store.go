@@ -197,9 +197,11 @@ type Store interface {
 type Notifier interface {
 	// Subscribe calls fn(topic, dueAt) for each notification until ctx
 	// ends or the subscription fails; it blocks. dueAt <= now means "ready
-	// now". Notifications may be lost (e.g. while reconnecting): engines
+	// now". It calls subscribed once the subscription is live, so the
+	// caller can re-read the store for anything sent before that moment.
+	// Notifications may still be lost (e.g. while reconnecting): engines
 	// also run a slow safety sweep.
-	Subscribe(ctx context.Context, fn func(topic string, dueAt int64)) error
+	Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error
 }
 
 // RateLimiter is implemented by stores that several engines share

@@ -172,11 +172,15 @@
 //
 // # Notifications
 //
-// After an insert, reschedule, nack, replay or lease expiry that leaves
-// messages scheduled or ready, the store publishes one message per call
-// on the channel "<prefix>:notify": "topic\tdueMS" with the call's
-// earliest due time. Subscribe delivers them to the engine, which arms its
-// timers and wakes long-polls without polling. go-redis re-subscribes
-// after a connection loss; notifications published meanwhile are lost,
-// and the engines' safety sweep (TopicList every few seconds) covers them.
+// After an insert, reschedule, nack, replay, lease expiry or promotion
+// that leaves messages scheduled or ready, the store publishes one message
+// per call on the channel "<prefix>:notify": "topic\tdueMS" with the
+// call's earliest due time. Subscribe delivers them to the engine, which
+// arms its timers and wakes long-polls without polling. Promotions publish
+// because every server arms the same due time and only the first promotes:
+// the others' long-polls must hear of it. Subscribe reports when it is
+// live, and the engine then re-reads every topic, so what was sent before
+// (or while re-subscribing) is not missed; go-redis re-subscribes after a
+// connection loss, and the engines' safety sweep (every 5 s) covers any
+// notification lost meanwhile.
 package redisstore

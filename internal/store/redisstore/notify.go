@@ -28,7 +28,7 @@ func (s *Store) publish(ctx context.Context, topic string, due int64) {
 // by itself after a connection loss; notifications published meanwhile
 // are lost, which the engines' safety sweep covers. fn runs on this
 // goroutine, so it should not block.
-func (s *Store) Subscribe(ctx context.Context, fn func(topic string, dueAt int64)) error {
+func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -39,6 +39,9 @@ func (s *Store) Subscribe(ctx context.Context, fn func(topic string, dueAt int64
 			return ctx.Err()
 		}
 		return s.fail("subscribe", err)
+	}
+	if subscribed != nil {
+		subscribed()
 	}
 	ch := ps.Channel()
 	for {

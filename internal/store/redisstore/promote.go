@@ -87,5 +87,10 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	if s.callerNow {
 		res.Now = 0 // "judged by Params.Now"
 	}
+	if res.Promoted > 0 {
+		// Other servers armed the same due time; whichever promotes first
+		// must wake their long-polls too, or they sleep until the sweep.
+		s.publish(ctx, p.Topic, nows[0])
+	}
 	return res, nil
 }

@@ -435,29 +435,30 @@ func TestNotifier(t *testing.T) {
 	got := make(chan string, 10)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
+	live := make(chan struct{})
 	go func() {
-		done <- b.Subscribe(sctx, func(topic string, due int64) { got <- fmt.Sprintf("%s@%d", topic, due) })
+		done <- b.Subscribe(sctx, func() { close(live) }, func(topic string, due int64) { got <- fmt.Sprintf("%s@%d", topic, due) })
 	}()
+	select {
+	case <-live:
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscription never live")
+	}
+	// Live means live: one send is heard, with the earliest due of the call.
 	due := time.Now().UnixMilli() + 5000
-	// The subscription may not be active yet: send until it hears one.
-	timeout := time.After(5 * time.Second)
-	for heard := false; !heard; {
-		if _, err := a.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "n", Messages: []store.InsertMessage{
-			{ID: fmt.Sprint(time.Now().UnixNano()), DueAt: due, MaxAttempts: 1},
-			{ID: fmt.Sprint(time.Now().UnixNano() + 1), DueAt: due + 10, MaxAttempts: 1},
-		}}); err != nil {
-			t.Fatal(err)
+	if _, err := a.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "n", Messages: []store.InsertMessage{
+		{ID: fmt.Sprint(time.Now().UnixNano()), DueAt: due, MaxAttempts: 1},
+		{ID: fmt.Sprint(time.Now().UnixNano() + 1), DueAt: due + 10, MaxAttempts: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != fmt.Sprintf("n@%d", due) {
+			t.Fatalf("notification %q", n)
 		}
-		select {
-		case n := <-got:
-			if n != fmt.Sprintf("n@%d", due) {
-				t.Fatalf("notification %q", n)
-			}
-			heard = true
-		case <-time.After(100 * time.Millisecond):
-		case <-timeout:
-			t.Fatal("no notification")
-		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification")
 	}
 	// Closing the store ends Subscribe.
 	b.Close()
