@@ -29,7 +29,7 @@ func init() {
 
 const serveUsage = `Usage: delayq serve [flags]
 
-Runs the delayq server on the embedded engine (a data directory).
+Runs the delayq server on the embedded engine (--data) or on Redis (--redis).
 
 Every flag also reads DELAYQ_<FLAG> in upper snake case (--max-payload:
 DELAYQ_MAX_PAYLOAD), and --config FILE (or DELAYQ_CONFIG) names a JSON
