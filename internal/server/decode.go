@@ -220,7 +220,11 @@ func decodeValueAt(raw []byte, v any, path string) error {
 	return decodeValue(raw, reflect.ValueOf(v).Elem(), path)
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	stringType      = reflect.TypeFor[string]()
+	stringPtrType   = reflect.TypeFor[*string]()
+)
 
 // walkable reports whether decodeValue walks t field by field: a struct
 // that does not decode itself (time.Time does, so it is a leaf).
@@ -243,9 +247,9 @@ func decodeValue(raw []byte, rv reflect.Value, path string) error {
 	case walkable(t):
 		return decodeStruct(raw, rv, path)
 	case t.Kind() == reflect.Slice && walkable(t.Elem()):
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return leafError(err, path, t)
+		items, err := splitArray(raw)
+		if err != nil {
+			return delayq.Invalid(path, "must be a JSON array")
 		}
 		rv.Set(reflect.MakeSlice(t, len(items), len(items)))
 		for i, it := range items {
@@ -255,29 +259,47 @@ func decodeValue(raw []byte, rv reflect.Value, path string) error {
 		}
 		return nil
 	}
+	if s, ok := plainString(raw); ok {
+		// The common leaf (ids, payloads): a string with no escapes, whose
+		// UTF-8 prescan has checked, needs no decoder.
+		switch t {
+		case stringType: // exactly string: named types may decode themselves
+			rv.SetString(s)
+			return nil
+		case stringPtrType:
+			rv.Set(reflect.ValueOf(&s))
+			return nil
+		}
+	}
 	if err := json.Unmarshal(raw, rv.Addr().Interface()); err != nil {
 		return leafError(err, path, t)
 	}
 	return nil
 }
 
+// plainString returns the contents of a JSON string without escapes.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
+		return "", false
+	}
+	return string(raw[1 : len(raw)-1]), true
+}
+
 func decodeStruct(raw []byte, rv reflect.Value, path string) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	members, err := splitObject(raw)
+	if err != nil {
 		return delayq.Invalid(path, "must be a JSON object")
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // deterministic: the first error is always the same one
-	fields := jsonFields(rv.Type())
-	for _, k := range keys {
-		i, ok := fields[k]
+	// Sorted by key: the first error is always the same one (prescan
+	// rejected duplicate keys, so keys are unique).
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	fields := cachedFields(rv.Type())
+	for _, m := range members {
+		i, ok := fields[m.key]
 		if !ok {
-			return delayq.Invalid(joinPath(path, k), "is not a known field")
+			return delayq.Invalid(joinPath(path, m.key), "is not a known field")
 		}
-		if err := decodeValue(obj[k], rv.Field(i), joinPath(path, k)); err != nil {
+		if err := decodeValue(m.val, rv.Field(i), joinPath(path, m.key)); err != nil {
 			return err
 		}
 	}
