@@ -139,10 +139,19 @@ func (c *Client) Send(ctx context.Context, topic string, req SendRequest) (*Mess
 		return nil, err
 	}
 	m := messageFromWire(&out)
+	fillPayload(m, &out, req.Payload)
 	if generated {
 		m.Duplicate = false // our own earlier attempt made it: this call created it
 	}
 	return m, nil
+}
+
+// fillPayload restores the payload the server leaves out of send answers
+// (it echoes only a duplicate's stored payload): it is the one just sent.
+func fillPayload(m *Message, w *wire.Message, sent []byte) {
+	if w.Payload == nil && w.PayloadBase64 == nil {
+		m.Payload = sent
+	}
 }
 
 // SendBatch implements Queue. With retries enabled, requests without an ID
@@ -178,6 +187,7 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 			res[i].Err = errorFromBody(http.StatusOK, r.Error)
 		case r.Message != nil:
 			res[i].Message = messageFromWire(r.Message)
+			fillPayload(res[i].Message, r.Message, reqs[i].Payload)
 			if generated[i] {
 				res[i].Message.Duplicate = false
 			}

@@ -151,6 +151,18 @@ func toWire(m *delayq.Message) *wire.Message {
 	return out
 }
 
+// toSendWire answers a send: the message without its payload, which the
+// producer has just sent (echoing it doubled the bytes of every batch
+// answer). A duplicate keeps it: the stored payload may differ from the
+// one in this request.
+func toSendWire(m *delayq.Message) *wire.Message {
+	w := toWire(m)
+	if !m.Duplicate {
+		w.Payload, w.PayloadBase64 = nil, nil
+	}
+	return w
+}
+
 func toWireList(ms []*delayq.Message) []*wire.Message {
 	out := make([]*wire.Message, len(ms))
 	for i, m := range ms {

@@ -36,9 +36,9 @@ func (s *Server) send(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if m.Duplicate {
-		return http.StatusOK, toWire(m), nil
+		return http.StatusOK, toSendWire(m), nil
 	}
-	return http.StatusCreated, toWire(m), nil
+	return http.StatusCreated, toSendWire(m), nil
 }
 
 // sendBatch converts every item first: one malformed item rejects the
@@ -77,7 +77,7 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 			out.Results[i].Error = &eb
 			continue
 		}
-		out.Results[i].Message = toWire(r.Message)
+		out.Results[i].Message = toSendWire(r.Message)
 	}
 	return http.StatusOK, out, nil
 }
