@@ -2,6 +2,7 @@
 # Reliability tiers (docs/reliability.md).
 #   scripts/reliability.sh short   scenario tests (short sizes) + every fuzz target for 30 s   (≤ 12 min)
 #   scripts/reliability.sh full    scenario tests at the issue's sizes + every fuzz target for 5 min
+#   scripts/reliability.sh fuzz    every fuzz target only, for FUZZTIME (default 30s); .ci/run uses it
 # Env: DELAYQ_RESULTS_DIR (default $TMPDIR/delayq-reliability/<tier>), DELAYQ_SEED, FUZZTIME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,18 +11,21 @@ tier=${1:-short}
 case "$tier" in
   short) fuzztime=${FUZZTIME:-30s}; timeout=10m ;;
   full)  fuzztime=${FUZZTIME:-5m};  timeout=90m ;;
-  *) echo "usage: $0 short|full" >&2; exit 2 ;;
+  fuzz)  fuzztime=${FUZZTIME:-30s}; timeout= ;;
+  *) echo "usage: $0 short|full|fuzz" >&2; exit 2 ;;
 esac
 export DELAYQ_RELIABILITY=$tier
 export DELAYQ_RESULTS_DIR=${DELAYQ_RESULTS_DIR:-${TMPDIR:-/tmp}/delayq-reliability/$tier}
 mkdir -p "$DELAYQ_RESULTS_DIR"
 status=0
 
-echo "== scenarios ($tier) → $DELAYQ_RESULTS_DIR"
-# No -race here: the scenarios drive a separately built server binary and
-# measure timing; the race detector would only slow the test client.
-go test -count=1 -v -timeout "$timeout" ./test/reliability/ 2>&1 | tee "$DELAYQ_RESULTS_DIR/scenarios.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|results: ' || true
-grep -q '^ok' "$DELAYQ_RESULTS_DIR/scenarios.log" || status=1
+if [ "$tier" != fuzz ]; then
+  echo "== scenarios ($tier) → $DELAYQ_RESULTS_DIR"
+  # No -race here: the scenarios drive a separately built server binary and
+  # measure timing; the race detector would only slow the test client.
+  go test -count=1 -v -timeout "$timeout" ./test/reliability/ 2>&1 | tee "$DELAYQ_RESULTS_DIR/scenarios.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|results: ' || true
+  grep -q '^ok' "$DELAYQ_RESULTS_DIR/scenarios.log" || status=1
+fi
 
 # One -fuzz per go test invocation. Minimization of an interesting input is
 # capped so a slow input (a long-poll body) cannot eat the budget.
@@ -37,5 +41,7 @@ fuzz ./internal/server FuzzRequestDecoders
 fuzz ./internal/wire FuzzDuration
 fuzz . FuzzValidateName
 fuzz . FuzzClientResponse
+fuzz ./internal/store/pebblestore FuzzRecordCodec
+fuzz ./internal/store/redisstore FuzzKeyBuilder
 
 exit $status
