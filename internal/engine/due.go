@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -38,7 +37,7 @@ func (e *Engine) DueCounts(ctx context.Context, topic string, from time.Time, bu
 	}
 	counts, err := dc.DueCounts(ctx, topic, from.UnixMilli(), bucket.Milliseconds(), n)
 	if err != nil {
-		return nil, storeErr("count due messages of", "topic "+topic, fmt.Errorf("%w", err))
+		return nil, storeErr("count due messages of", "topic "+topic, err)
 	}
 	return counts, nil
 }
