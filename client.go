@@ -160,7 +160,11 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	body := wire.SendBatchRequest{Messages: make([]json.RawMessage, len(reqs))}
+	// Typed items, encoded once with the body: as json.RawMessage each
+	// item was encoded, then validated and compacted again.
+	body := struct {
+		Messages []*wire.SendRequest `json:"messages"`
+	}{Messages: make([]*wire.SendRequest, len(reqs))}
 	generated := make([]bool, len(reqs))
 	for i, r := range reqs {
 		generated[i] = c.assignID(&r)
@@ -168,9 +172,7 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		if body.Messages[i], err = json.Marshal(w); err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
+		body.Messages[i] = w
 	}
 	var out wire.SendBatchResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "messages:batch"), in: body, out: &out, idempotent: true})
