@@ -4,6 +4,7 @@
 # (go build -o /tmp/delayq ./cmd/delayq), redis-server and redis-cli; uses
 # loopback ports 16411, 16421-16423, 17091-17093, 17099 and /tmp/scale.
 set -u
+rm -rf /tmp/scale/r1 /tmp/scale/c1 /tmp/scale/c2 /tmp/scale/c3  # a rerun must not find old cluster state
 mkdir -p /tmp/scale/r1 /tmp/scale/c1 /tmp/scale/c2 /tmp/scale/c3
 B=/tmp/delayq
 redis-server --port 16411 --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --dir /tmp/scale/r1 --daemonize yes --logfile /tmp/scale/r1/log
