@@ -120,7 +120,7 @@ func (r *heapRunner) loop() {
 		}
 		var tc <-chan time.Time
 		if ok {
-			d := time.UnixMilli(next).Sub(time.Now())
+			d := time.Until(time.UnixMilli(next))
 			if d <= 0 {
 				continue
 			}
