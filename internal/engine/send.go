@@ -109,8 +109,8 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	if err != nil {
 		return m, err
 	}
-	id := r.ID
-	if id == "" {
+	id, generated := r.ID, r.ID == ""
+	if generated {
 		id = e.ids.next(now)
 	} else if err := delayq.ValidateID(id); err != nil {
 		return m, err
@@ -122,7 +122,7 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	case attempts < 0 || attempts > MaxMaxAttempts:
 		return m, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	}
-	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due, MaxAttempts: int32(attempts)}, nil
+	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due, MaxAttempts: int32(attempts), Generated: generated}, nil
 }
 
 // dueAt resolves a When against engine time. A time in the past means due

@@ -261,6 +261,11 @@ type InsertMessage struct {
 	Headers     map[string]string
 	DueAt       int64
 	MaxAttempts int32
+	// Generated says the engine made ID (a ULID: ms time, then 80 random
+	// bits incremented within a ms) rather than the sender, so it is new
+	// (a clash needs 80 random bits to repeat in the same ms) and a store
+	// may skip its duplicate lookup. Stores may ignore it.
+	Generated bool
 }
 
 // MessageInsertManyParams are the arguments of MessageInsertMany.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/delayq/delayq/internal/store"
@@ -170,4 +171,54 @@ func BenchmarkLeaseAfterAcks(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkReleaseStep: one op is one millisecond of `bench lateness` at
+// 10k msgs/s: promote the 10 messages due, lease them, ack them. In
+// memory and NoSync, so the figures are the time each call holds the
+// topic lock (the fsync of the ack is awaited after the lock is released).
+func BenchmarkReleaseStep(b *testing.B) {
+	s, err := Open("db", Options{FS: vfs.NewMem(), Logger: quietLogger(), BallastSize: -1, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const perMS = 10
+	n := b.N * perMS
+	for i := 0; i < n; i += 1000 {
+		ms := make([]store.InsertMessage, 0, 1000)
+		for j := i; j < min(n, i+1000); j++ {
+			ms = append(ms, store.InsertMessage{ID: fmt.Sprintf("01JDQ7ZK0000000000%08d", j), Payload: payload256, DueAt: int64(1e12 + j/perMS), MaxAttempts: 3})
+		}
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "bench-topic-r0", Now: 1, Messages: ms}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var promote, lease, ack time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		now := int64(1e12 + i)
+		t0 := time.Now()
+		if r, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "bench-topic-r0", Now: now, Max: 1000}); err != nil || r.Promoted != perMS {
+			b.Fatalf("promote: %+v %v", r, err)
+		}
+		t1 := time.Now()
+		ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "bench-topic-r0", Now: now, Max: 100, LeaseUntil: now + 60_000, Token: "tok"})
+		if err != nil || len(ls) != perMS {
+			b.Fatalf("lease: %d %v", len(ls), err)
+		}
+		t2 := time.Now()
+		items := make([]store.AckItem, len(ls))
+		for j, r := range ls {
+			items[j] = store.AckItem{ID: r.ID, Receipt: r.Receipt}
+		}
+		if _, err := s.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: "bench-topic-r0", Items: items, Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		promote, lease, ack = promote+t1.Sub(t0), lease+t2.Sub(t1), ack+t3.Sub(t2)
+	}
+	b.ReportMetric(float64(promote.Microseconds())/float64(b.N), "promote-µs")
+	b.ReportMetric(float64(lease.Microseconds())/float64(b.N), "lease-µs")
+	b.ReportMetric(float64(ack.Microseconds())/float64(b.N), "ack-µs")
 }

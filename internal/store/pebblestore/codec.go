@@ -23,7 +23,9 @@ import (
 // deliveries, failures, maxAttempts (varint); leaseUntil, deadAt, ackedAt
 // (varint); payload, lastError, receipt (uvarint length + bytes); headers
 // (uvarint count, then count × (key, value) length-prefixed, keys sorted).
-// The CRC32C (Castagnoli) covers every byte before it.
+// The CRC32C (Castagnoli) covers every byte before it. A state of
+// "scheduled" means scheduled or ready: promotion does not rewrite the
+// record (see the package doc and Store.resolve).
 const recordVersion = 1
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -12,7 +12,7 @@
 //	key                                              value
 //	m/ topic \x00 id                                 message record (see codec.go)
 //	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq)
-//	r/ topic \x00 dueAt(8) seq(8)                    id    ready, lease order
+//	r/ topic \x00 dueAt(8) seq(8)                    id    ready, lease order (id \x00 promotedAt(8) when promoted)
 //	i/ topic \x00 leaseUntil(8) seq(8)               id    inflight, per topic (NextLeaseExpiry)
 //	l/ leaseUntil(8) topic \x00 id                   ""    inflight, all topics (LeaseExpire)
 //	d/ topic \x00 deadAt(8) seq(8)                   id    dead, oldest first (DeadList)
@@ -28,6 +28,18 @@
 // rewrites the record, moves the index entries and merges the counter
 // delta in ONE batch, so a crash never leaves them out of step; Verify
 // checks that invariant by a full recount.
+//
+// Promotion is the exception: it moves index entries only. Each due s/
+// key is replaced by the r/ key with the same suffix, whose value is the
+// id, \x00 and the promotion time, and the record (payload included) is
+// not read or rewritten: two small keys per message rather than a record
+// read and a record write under the topic lock. A record stored as
+// scheduled is therefore ready when its r/ entry exists; readers resolve
+// it (one more point read, for scheduled records only: MessageGet,
+// Cancel, Reschedule, duplicate sends) and take UpdatedAt from the entry.
+// The next write of the record (lease, reschedule) stores its real state.
+// Layout change of 2026-11-30 (before any release, so no migration): the
+// record alone used to carry the state.
 //
 // Counters (c/) are merged, never read-modified-written: the merge
 // operator adds int64 deltas per state, so updates commute and cannot be
@@ -97,33 +109,48 @@
 //     write or sync) call Logger.Fatalf in a background goroutine; that
 //     panics and ends the process, as Pebble intends ("fatal sync error
 //     restarts into WAL recovery").
-//   - Disk full: a ballast file (Options.BallastSize, default 32 MiB) is
-//     written at Open. The first ENOSPC (vfs.OnDiskFull) deletes it, and the
-//     write that hit ENOSPC is retried by the wrapper; from then on inserts
-//     are refused with store.ErrUnavailable wrapping ErrDiskFull, while acks,
-//     cancels and deletes still have room. About once a second an insert
-//     probes free space and, with room for twice the ballast, re-creates it
-//     and accepts inserts again. A second ENOSPC with no ballast left fails
-//     the store like any write error.
+//   - Disk full: a ballast file (Options.BallastSize, default 32 MiB)
+//     is written at Open, before Pebble opens (Pebble preallocates 110%
+//     of the memtable for each WAL and ignores a failed preallocation;
+//     the other order left no room for the ballast on a small disk).
+//     The first ENOSPC (vfs.OnDiskFull) deletes it, and the write that
+//     hit ENOSPC is retried by the wrapper; from then on inserts are
+//     refused with store.ErrUnavailable wrapping ErrDiskFull, while
+//     acks, cancels and deletes still have room. About once a second an
+//     insert probes free space and, with room for twice the ballast,
+//     re-creates it and accepts inserts again. A second ENOSPC with no
+//     ballast left fails the store like any write error.
 //   - Corruption: Open wraps store.ErrCorrupt when Pebble reports a
 //     corruption error (its message names the file, e.g. "malformed
 //     manifest file MANIFEST-000001"). A record that fails its CRC32C is
 //     reported as store.ErrCorrupt naming the key when it is read.
 //     Detected at Open: damage to the MANIFEST, and to any WAL but the
-//     most recent. NOT detected (Pebble v2.1.7): damage inside the most
-//     recent WAL, which replay cannot tell from the torn tail of a power
-//     loss; it stops there and opens with a prefix of the data (no holes,
-//     nothing resurrected; TestCorruptLastWALTruncatesToPrefix pins this).
-//     sstable blocks are checksummed and fail on read. See corrupt_test.go.
+//     most recent. Damage inside the most recent WAL, which Pebble v2.1.7's
+//     replay cannot tell from the torn tail of a power loss (it stops there
+//     and opens with a prefix), is caught by the ack marker (ackmark.go,
+//     file delayq.ackmark): the Pebble sequence number up to which the WAL
+//     was fsync'd, kept outside Pebble without adding an fsync to any
+//     commit; Open refuses a database recovered behind it, naming the data
+//     dir, the newest WAL and the marker (remove the marker to accept the
+//     loss). Coverage: everything after Close, all but the last
+//     microseconds after a kill -9, all but the last second after a power
+//     loss. sstable blocks are checksummed and fail on read. See
+//     corrupt_test.go and ackmark_test.go.
 //
 // Every insert looks its ids up (dedup) and nearly all lookups miss, so
-// every level has a bloom filter.
+// every level has a bloom filter; the block cache is sized on top of the
+// memtables, which Pebble charges against it (a cache no larger than the
+// memtables keeps no filter block, and each lookup re-reads one). Ids the
+// engine generated (InsertMessage.Generated) are not looked up. Inserts
+// look ids up and build their batch before taking the topic lock, holding
+// a claim on each id (inserts.claim) so that two inserts of one id never
+// both miss; ids found are read again under the lock.
 //
 // # Concurrency
 //
 // Store is safe for concurrent use. Each topic has a mutex held for the
 // read-modify-write and the batch apply of every operation on it (never
-// across an fsync wait); LeaseExpire and DedupPurge, which span topics,
+// across an fsync wait; for inserts, only for the apply); LeaseExpire and DedupPurge, which span topics,
 // take the topic locks they need in sorted order. Close waits for the
 // operations in progress.
 package pebblestore

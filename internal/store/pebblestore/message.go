@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -18,6 +19,12 @@ func (s *Store) start(ctx context.Context) (func(), error) {
 }
 
 // MessageInsertMany implements store.Store. Durable (fsync'd) on nil error.
+//
+// Only the batch apply runs under the topic lock: the dedup lookups, the
+// records' encoding and the batch build run before it, so concurrent
+// senders to one topic overlap everything but the apply, and wait for
+// their shared WAL fsync after it. Ids are claimed first (t.ins) so that
+// two inserts of the same id cannot both look it up, miss and write it.
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -30,63 +37,186 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if err := s.checkSpace(); err != nil {
 		return nil, err
 	}
+	// gofail: var pebbleInsertBeforeBatch bool
+	// if pebbleInsertBeforeBatch { go func() { panic("gofail: pebbleInsertBeforeBatch") }(); select {} }
 	t := s.topic(p.Topic)
-	x := s.newTxn()
-	res, err := s.insertLocked(t, x, p)
-	// The fsync is awaited after the topic lock is released, so concurrent
-	// senders to one hot topic share WAL fsyncs (see Store.apply).
+	unclaim, err := t.ins.claim(ctx, p.Messages)
 	if err != nil {
 		return nil, err
 	}
+	x := s.newTxn()
+	res, first, dups, err := s.insertBuild(t, x, p)
+	if err == nil {
+		t.mu.Lock()
+		if err = s.insertDups(t, x, p, res, first, dups); err == nil {
+			err = x.apply(true)
+		}
+		t.mu.Unlock()
+	}
+	// Applied records are visible to later lookups: the ids are free to
+	// be claimed again.
+	unclaim()
+	if err != nil {
+		return nil, err
+	}
+	// gofail: var pebbleInsertBeforeSync bool
+	// if pebbleInsertBeforeSync { go func() { panic("gofail: pebbleInsertBeforeSync") }(); select {} }
 	if err := x.wait(true); err != nil {
 		return nil, err
 	}
+	// gofail: var pebbleInsertAfterSync bool
+	// if pebbleInsertAfterSync { go func() { panic("gofail: pebbleInsertAfterSync") }(); select {} }
 	return res, nil
 }
 
-func (s *Store) insertLocked(t *topic, x *txn, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	first, err := s.allocSeqs(len(p.Messages))
+// insertBuild looks the ids up and puts the new records in x. The caller
+// holds the claims of the ids, not the topic lock: an id found here is
+// only noted in dups (insertDups reads it again under the lock, since it
+// may have been leased, acked, cancelled or purged meanwhile), while an
+// id not found stays absent, since no other insert can write it.
+func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) (res []store.InsertResult, first uint64, dups []int, err error) {
+	first, err = s.allocSeqs(len(p.Messages))
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	res := make([]store.InsertResult, len(p.Messages))
+	res = make([]store.InsertResult, len(p.Messages))
 	var pending map[string]*store.Record // ids inserted earlier in this call
 	for i := range p.Messages {
 		m := &p.Messages[i]
+		if m.Generated {
+			// A fresh engine-made id: nothing to look up (and nothing
+			// was claimed). This lookup was a third of a send's CPU.
+			res[i] = store.InsertResult{Record: s.newRecord(t, x, p, first, i)}
+			continue
+		}
 		if r := pending[m.ID]; r != nil {
 			res[i] = store.InsertResult{Record: cloneRecord(r), Duplicate: true}
 			continue
 		}
-		old, err := s.getRecord(p.Topic, m.ID)
+		_, err := s.get(messageKey(p.Topic, m.ID))
 		if err == nil {
-			res[i] = store.InsertResult{Record: old, Duplicate: true}
+			dups = append(dups, i)
 			continue
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
+			return nil, 0, nil, err
 		}
-		r := &store.Record{
-			Topic: p.Topic, ID: m.ID, Seq: first + uint64(i),
-			State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
-			DueAt: m.DueAt, CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
-		}
-		if m.DueAt <= p.Now {
-			r.State = store.StateReady
-		}
-		r = cloneRecord(r)
-		x.put(t, nil, r)
+		r := s.newRecord(t, x, p, first, i)
 		if pending == nil {
 			pending = make(map[string]*store.Record)
 		}
 		pending[m.ID] = r
-		res[i] = store.InsertResult{Record: cloneRecord(r)}
+		res[i] = store.InsertResult{Record: r}
 	}
-	if err := x.apply(true); err != nil {
-		return nil, err
+	return res, first, dups, nil
+}
+
+// newRecord puts message i of p in x as a new record.
+func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, first uint64, i int) *store.Record {
+	m := &p.Messages[i]
+	r := &store.Record{
+		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i),
+		State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
+		DueAt: m.DueAt, CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
 	}
-	return res, nil
+	if m.DueAt <= p.Now {
+		r.State = store.StateReady
+	}
+	r = cloneRecord(r) // the answer must not alias the caller's input
+	x.put(t, nil, r)
+	return r
+}
+
+// insertDups settles the ids insertBuild found, under the topic lock:
+// the record as it is now, or a new one if it is gone (its seq was
+// reserved with the others).
+func (s *Store) insertDups(t *topic, x *txn, p *store.MessageInsertManyParams, res []store.InsertResult, first uint64, dups []int) error {
+	var created map[string]*store.Record // gone ids re-created here, not applied yet
+	for _, i := range dups {
+		id := p.Messages[i].ID
+		if r := created[id]; r != nil {
+			res[i] = store.InsertResult{Record: cloneRecord(r), Duplicate: true}
+			continue
+		}
+		r, err := s.getRecord(p.Topic, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			r = s.newRecord(t, x, p, first, i)
+			if created == nil {
+				created = make(map[string]*store.Record)
+			}
+			created[id] = r
+			res[i] = store.InsertResult{Record: r}
+			continue
+		case err != nil:
+			return err
+		}
+		if err := s.resolve(r); err != nil {
+			return err
+		}
+		res[i] = store.InsertResult{Record: r, Duplicate: true}
+	}
+	return nil
+}
+
+// inserts holds the ids of a topic that inserts in progress have claimed:
+// from before their dedup lookups until their batch is applied.
+type inserts struct {
+	mu     sync.Mutex
+	claims map[string]chan struct{} // closed when the claim is released
+}
+
+// claim claims every id of ms, waiting while another insert holds any of
+// them. It claims all or none (no hold-and-wait, so no deadlock between
+// batches naming the same ids in different orders). The returned func
+// releases the claims.
+func (in *inserts) claim(ctx context.Context, ms []store.InsertMessage) (func(), error) {
+	mine := make(chan struct{})
+	for {
+		in.mu.Lock()
+		if in.claims == nil {
+			in.claims = make(map[string]chan struct{})
+		}
+		var busy chan struct{}
+		for i := range ms {
+			if ms[i].Generated {
+				continue // unique: never looked up, never claimed
+			}
+			if c, ok := in.claims[ms[i].ID]; ok && c != mine {
+				busy = c
+				break
+			}
+		}
+		if busy == nil {
+			n := 0
+			for i := range ms {
+				if !ms[i].Generated {
+					in.claims[ms[i].ID] = mine
+					n++
+				}
+			}
+			in.mu.Unlock()
+			if n == 0 {
+				return func() {}, nil
+			}
+			return func() {
+				in.mu.Lock()
+				for i := range ms {
+					if !ms[i].Generated && in.claims[ms[i].ID] == mine {
+						delete(in.claims, ms[i].ID)
+					}
+				}
+				in.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		in.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // MessageGet implements store.Store.
@@ -96,7 +226,25 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 		return nil, err
 	}
 	defer done()
-	return s.getRecord(topic, id)
+	r, err := s.getRecord(topic, id)
+	if err != nil || r.State != store.StateScheduled {
+		return r, err
+	}
+	// Scheduled or promoted: read the record and its index entry under
+	// the topic lock, so that the two reads agree.
+	t := s.lookupTopic(topic)
+	if t == nil {
+		return r, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, err = s.getRecord(topic, id); err != nil {
+		return nil, err
+	}
+	if err := s.resolve(r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // update runs a read-modify-write of one message under its topic lock:
@@ -124,6 +272,9 @@ func (s *Store) update(ctx context.Context, topicName, id string, durable bool,
 		if err != nil {
 			return nil, err
 		}
+		if err := s.resolve(r); err != nil {
+			return nil, err
+		}
 		nw, ret, err := fn(r)
 		if err != nil {
 			return nil, err
@@ -137,6 +288,8 @@ func (s *Store) update(ctx context.Context, topicName, id string, durable bool,
 	if err := x.wait(durable); err != nil {
 		return nil, err
 	}
+	// gofail: var pebbleUpdateAfterSync bool
+	// if pebbleUpdateAfterSync { go func() { panic("gofail: pebbleUpdateAfterSync") }(); select {} }
 	return ret, nil
 }
 
@@ -180,6 +333,8 @@ func checkLease(r *store.Record, receipt string) error {
 func ackedRecord(r *store.Record, now int64) *store.Record {
 	nw := *r
 	nw.State, nw.AckedAt, nw.UpdatedAt = store.StateAcked, now, now
+	// gofail: var pebbleDedupRecord bool
+	// if pebbleDedupRecord { go func() { panic("gofail: pebbleDedupRecord") }(); select {} }
 	nw.Payload, nw.Headers, nw.Receipt, nw.LeaseUntil = nil, nil, "", 0
 	return &nw
 }
@@ -259,6 +414,8 @@ func failRecord(r *store.Record, now, retryAt int64, reason string) *store.Recor
 	switch {
 	case nw.Failures >= nw.MaxAttempts:
 		nw.State, nw.DeadAt = store.StateDead, now
+		// gofail: var pebbleDeadMove bool
+		// if pebbleDeadMove { go func() { panic("gofail: pebbleDeadMove") }(); select {} }
 	case retryAt <= now:
 		nw.State, nw.DueAt = store.StateReady, retryAt
 	default:
@@ -291,9 +448,11 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 	})
 }
 
-// leaseRecord makes a ready record inflight for one delivery.
+// leaseRecord makes a ready record inflight for one delivery. It shares
+// r's payload and headers (r is a freshly decoded record the caller drops).
 func leaseRecord(r *store.Record, p *store.MessageLeaseParams) *store.Record {
-	nw := cloneRecord(r)
+	c := *r
+	nw := &c
 	nw.State = store.StateInflight
 	nw.Deliveries++
 	nw.LeaseUntil, nw.UpdatedAt = p.LeaseUntil, p.Now

@@ -28,7 +28,8 @@ type Options struct {
 	// NoSync commits every write without fsync. UNSAFE: a machine crash
 	// loses acknowledged messages. For benchmarks only.
 	NoSync bool
-	// CacheSize is Pebble's block cache in bytes. Default 64 MiB.
+	// CacheSize is Pebble's block cache in bytes, on top of the memtables
+	// that Pebble charges against the cache. Default 64 MiB.
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. Default 64 MiB.
 	MemTableSize uint64
@@ -57,6 +58,8 @@ type Store struct {
 	// so Close waits for operations in progress.
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
+
+	ack *ackMark // acknowledged-sequence marker (ackmark.go)
 
 	// failed is set once, by the first write or fsync error: from then on
 	// every write returns store.ErrUnavailable (never "retry and ack").
@@ -98,8 +101,9 @@ type topic struct {
 	// mu serialises every read-modify-write of the topic's messages and
 	// every scan of its indexes (so low-water marks need no other lock).
 	mu       sync.Mutex
-	known    bool   // has a c/ or t/ key
-	settings []byte // nil if never set
+	ins      inserts // ids claimed by inserts in progress (message.go)
+	known    bool    // has a c/ or t/ key
+	settings []byte  // nil if never set
 	counts   store.Counts
 	// lw[i] is the smallest {t}{seq} suffix that may still exist in index
 	// i (nil: the start of the index). Lowered when a key is added below
@@ -181,13 +185,23 @@ func Open(dir string, opts Options) (*Store, error) {
 	fs := s.fs
 	if s.ballast > 0 {
 		fs = vfs.OnDiskFull(s.fs, s.onDiskFull)
+		// Before Pebble: its WAL preallocates 110% of the memtable (71 MiB
+		// by default) and ignores a failed preallocation, so reserving the
+		// ballast first keeps the reserve when the disk is small.
+		if err := s.makeBallast(); err != nil {
+			s.log.Warn("pebblestore: cannot reserve the ballast file", "err", err)
+		}
 	}
-	cache := pebble.NewCache(cmp.Or(opts.CacheSize, 64<<20))
+	memTable := cmp.Or(opts.MemTableSize, 64<<20)
+	// Pebble charges its memtables (the mutable one and one being flushed)
+	// against the block cache: a cache no larger than them caches nothing,
+	// and every dedup lookup then re-reads and re-checksums filter blocks.
+	cache := pebble.NewCache(cmp.Or(opts.CacheSize, 64<<20) + 2*int64(memTable))
 	defer cache.Unref()
 	po := &pebble.Options{
 		FS:           fs,
 		Cache:        cache,
-		MemTableSize: cmp.Or(opts.MemTableSize, 64<<20),
+		MemTableSize: memTable,
 		Merger:       countersMerger,
 		Logger:       pebbleLogger{s.log},
 		EventListener: &pebble.EventListener{
@@ -206,19 +220,25 @@ func Open(dir string, opts Options) (*Store, error) {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		po.Levels[i].FilterType = pebble.TableFilter
 	}
+	wals := listWALs(s.fs, dir)
 	db, err := openDB(dir, po)
 	if err != nil {
 		return nil, err
 	}
+	// Before any write: refuse a WAL that lost acknowledged writes.
+	if err := checkAckMark(s.fs, dir, db, wals); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	recovered := visibleSeqNum(db) // durable: Open flushed the replayed WAL
 	s.db = db
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	if s.ballast > 0 {
-		if err := s.makeBallast(); err != nil {
-			s.log.Warn("pebblestore: cannot reserve the ballast file", "err", err)
-		}
+	if s.ack, err = openAckMark(s.fs, dir, s.log, recovered); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -401,9 +421,15 @@ func (s *Store) Close() error {
 		// Pebble's WAL writer is poisoned; Close would try to flush and
 		// sync it again. Report the original failure instead.
 		_ = s.closeDB()
+		_ = s.ack.close(false)
 		return fmt.Errorf("pebblestore: close after write failure: %w", err)
 	}
 	if err := s.closeDB(); err != nil {
+		_ = s.ack.close(false)
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	// The WAL is closed (synced): record the final value.
+	if err := s.ack.close(true); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}
 	return nil
@@ -490,6 +516,7 @@ func (s *Store) wait(b *pebble.Batch, durable bool) error {
 			_ = b.Close()
 			return s.failedErr()
 		}
+		s.ack.advanceBatch(b)
 	}
 	return b.Close()
 }

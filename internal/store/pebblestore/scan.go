@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -44,8 +45,11 @@ func suffix(k []byte) []byte { return bytes.Clone(k[len(k)-16:]) }
 
 // indexed reads the record an index entry points to. It returns nil (and
 // deletes the entry in x) if the entry is stale, which the store never
-// leaves behind but which costs nothing to repair.
-func (s *Store) indexed(x *txn, t *topic, key, id []byte, want store.State) (*store.Record, error) {
+// leaves behind but which costs nothing to repair. A record stored as
+// scheduled that is reached through its r/ entry was promoted (see
+// MessagePromote) and is returned as ready.
+func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*store.Record, error) {
+	id, promotedAt, promoted := parseReadyValue(val)
 	r, err := s.getRecord(t.name, string(id))
 	if errors.Is(err, store.ErrNotFound) {
 		_ = x.b.Delete(key, nil)
@@ -53,6 +57,12 @@ func (s *Store) indexed(x *txn, t *topic, key, id []byte, want store.State) (*st
 	}
 	if err != nil {
 		return nil, err
+	}
+	if want == store.StateReady && r.State == store.StateScheduled {
+		r.State = store.StateReady
+		if promoted {
+			r.UpdatedAt = promotedAt
+		}
 	}
 	if r.State != want || !bytes.Equal(entryOf(r).key, key) {
 		_ = x.b.Delete(key, nil)
@@ -63,6 +73,13 @@ func (s *Store) indexed(x *txn, t *topic, key, id []byte, want store.State) (*st
 
 // MessagePromote implements store.Store. Not fsync'd: a lost promotion is
 // redone by the next call.
+//
+// It moves index entries only: each due s/ key is replaced by the r/ key
+// with the same {due}{seq} suffix, whose value carries the promotion time.
+// The record (and its payload) is left as it is, stored as scheduled, so
+// a promotion writes two small keys per message and reads no record; the
+// topic lock, which leases and acks need too, is held that much shorter.
+// Readers resolve the state (resolve, indexed).
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -85,33 +102,77 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	x := s.newTxn()
 	next := endSuffix
+	pre := topicPrefix(pfxReady, t.name)
+	var k, v []byte // scratch: the batch copies keys and values
 	for it.First(); it.Valid(); it.Next() {
 		due, _, _ := parseIndexSuffix(it.Key())
 		if due > p.Now || res.Promoted >= p.Max {
 			res.NextDue, next = due, suffix(it.Key())
 			break
 		}
-		r, err := s.indexed(x, t, it.Key(), it.Value(), store.StateScheduled)
-		if err != nil {
-			_ = it.Close()
-			return nil, err
+		k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
+		if res.Promoted == 0 { // the smallest key promoted: lower r/'s mark to it
+			x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
 		}
-		if r == nil {
-			continue
-		}
-		nw := cloneRecord(r)
-		nw.State, nw.UpdatedAt = store.StateReady, p.Now
-		x.put(t, r, nw)
+		v = appendReadyValue(v[:0], it.Value(), p.Now)
+		_ = x.b.Delete(it.Key(), nil)
+		_ = x.b.Set(k, v, nil)
 		res.Promoted++
 	}
 	if err := it.Close(); err != nil {
 		return nil, classify("scan scheduled", err)
 	}
+	if res.Promoted > 0 {
+		d := x.delta(t)
+		d[stateIndex(store.StateScheduled)] -= int64(res.Promoted)
+		d[stateIndex(store.StateReady)] += int64(res.Promoted)
+	}
 	if err := x.apply(false); err != nil {
 		return nil, err
 	}
+	// gofail: var pebblePromoteMid bool
+	// if pebblePromoteMid { go func() { panic("gofail: pebblePromoteMid") }(); select {} }
 	t.lw[ixScheduled] = next
 	return res, x.wait(false)
+}
+
+// appendReadyValue appends the value of an r/ entry written by promotion:
+// the id, \x00 (never in an id), the promotion time (8 bytes BE).
+func appendReadyValue(dst, id []byte, promotedAt int64) []byte {
+	dst = append(dst, id...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, uint64(promotedAt))
+}
+
+// parseReadyValue splits an index value into the id and, for an r/ entry
+// written by promotion, the promotion time. Other index values are the id.
+func parseReadyValue(v []byte) (id []byte, promotedAt int64, promoted bool) {
+	if n := len(v) - 9; n >= 0 && v[n] == 0 {
+		return v[:n], int64(binary.BigEndian.Uint64(v[n+1:])), true
+	}
+	return v, 0, false
+}
+
+// resolve gives a record read by key its current state: one stored as
+// scheduled is ready if promotion moved its index entry to r/ (then its
+// UpdatedAt is the promotion time). One more point read, for scheduled
+// records only.
+func (s *Store) resolve(r *store.Record) error {
+	if r.State != store.StateScheduled {
+		return nil
+	}
+	v, err := s.get(indexKey(pfxReady, r.Topic, r.DueAt, r.Seq))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	r.State = store.StateReady
+	if _, at, ok := parseReadyValue(v); ok {
+		r.UpdatedAt = at
+	}
+	return nil
 }
 
 // MessageLease implements store.Store. Not fsync'd: a lost lease only
@@ -156,7 +217,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		}
 		nw := leaseRecord(r, p)
 		x.put(t, r, nw)
-		out = append(out, cloneRecord(nw))
+		out = append(out, nw) // encoded into the batch: not kept by the store
 	}
 	if err := it.Close(); err != nil {
 		return nil, classify("scan ready", err)
@@ -164,6 +225,8 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := x.apply(false); err != nil {
 		return nil, err
 	}
+	// gofail: var pebbleLeaseBeforeReply bool
+	// if pebbleLeaseBeforeReply { go func() { panic("gofail: pebbleLeaseBeforeReply") }(); select {} }
 	t.lw[ixReady] = next
 	return out, x.wait(false)
 }

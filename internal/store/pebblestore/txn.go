@@ -17,7 +17,17 @@ type txn struct {
 	// Keys added to the global indexes; their low-water marks are lowered
 	// after the batch is applied (see lowWater.endScan for why after).
 	leaseKeys, ackedKeys [][]byte
-	applied              bool
+	// Per-topic index keys added, whose topic marks are lowered in apply:
+	// put may run before the topic lock is taken (inserts build their
+	// batch outside it), apply always runs under it.
+	lows    []lowKey
+	applied bool
+}
+
+type lowKey struct {
+	t   *topic
+	ix  int
+	key []byte
 }
 
 func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
@@ -73,13 +83,11 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 	}
 	if nw != nil {
 		to = nw.State
-		_ = x.b.Set(messageKey(nw.Topic, nw.ID), encodeRecord(nil, nw), nil)
+		_ = x.b.Set(messageKey(nw.Topic, nw.ID), encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
 		e := entryOf(nw)
 		if e.key != nil {
 			_ = x.b.Set(e.key, []byte(nw.ID), nil)
-			// Per-topic marks are guarded by t.mu, which every scan of the
-			// index holds too, so lowering before apply is safe.
-			t.lowerKey(e.ix, e.key)
+			x.lows = append(x.lows, lowKey{t, e.ix, e.key})
 		}
 		if e.global != nil {
 			_ = x.b.Set(e.global, nil, nil)
@@ -96,8 +104,15 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 }
 
 // apply adds the counter merges and applies the batch (see Store.apply);
-// on success it updates the in-memory counters and marks.
+// on success it updates the in-memory counters and marks. The caller holds
+// the lock of every topic in the txn.
 func (x *txn) apply(durable bool) error {
+	// Per-topic marks are guarded by t.mu, which every scan of the index
+	// holds too, so lowering them before the batch is applied is safe (and
+	// harmless if the apply fails: a mark only has to be low enough).
+	for _, l := range x.lows {
+		l.t.lowerKey(l.ix, l.key)
+	}
 	for i, t := range x.topics {
 		if !x.deltas[i].zero() || !t.known {
 			_ = x.b.Merge(topicKey(pfxCounters, t.name), encodeCounts(countsFromArray(x.deltas[i])), nil)

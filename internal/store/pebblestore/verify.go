@@ -60,6 +60,10 @@ func (s *Store) Verify() error {
 			report("key %q: %w", k, err)
 			continue
 		}
+		if err := s.resolve(r); err != nil { // promoted: indexed in r/
+			report("key %q: %w", k, err)
+			continue
+		}
 		d := recount[topic]
 		if d == nil {
 			d = &delta{}
