@@ -60,6 +60,10 @@ type Target struct {
 	poll   time.Duration
 	client *asynq.Client
 	rdb    *redis.Client
+	// usedEmpty is Redis's used_memory right after start, so RSS can
+	// report what the data itself takes (used_memory is exact and
+	// deterministic; VmRSS includes allocator slack).
+	usedEmpty int64
 }
 
 func open(ctx context.Context, o bench.OpenOptions, poll time.Duration) (*Target, error) {
@@ -89,6 +93,7 @@ func open(ctx context.Context, o bench.OpenOptions, poll time.Duration) (*Target
 		return nil, err
 	}
 	t.client = asynq.NewClient(asynq.RedisClientOpt{Addr: t.addr, PoolSize: 64})
+	t.usedEmpty, _ = t.usedMemory(ctx)
 	return t, nil
 }
 
@@ -143,10 +148,29 @@ func (t *Target) Consume(ctx context.Context, o bench.ConsumeOptions, handle fun
 	return badErr
 }
 
-// RSS implements bench.MemReporter.
+// RSS implements bench.MemReporter. The note adds Redis's own used_memory
+// delta since start, the figure to compare per message with delayq's
+// Redis engine (docs/benchmarks.md, "Redis memory per pending message").
 func (t *Target) RSS() (int64, string, error) {
 	n, err := t.redis.RSS()
-	return n, "VmRSS of redis-server", err
+	note := "VmRSS of redis-server"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if used, uerr := t.usedMemory(ctx); uerr == nil {
+		note += fmt.Sprintf("; used_memory %d B (%d B at start)", used, t.usedEmpty)
+	}
+	return n, note, err
+}
+
+// usedMemory reads used_memory from INFO memory.
+func (t *Target) usedMemory(ctx context.Context) (int64, error) {
+	info, err := t.rdb.InfoMap(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	_, err = fmt.Sscan(info["Memory"]["used_memory"], &n)
+	return n, err
 }
 
 // Restart implements bench.Restarter: SIGTERM redis-server, start it again

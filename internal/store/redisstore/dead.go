@@ -18,7 +18,7 @@ import (
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] limit, ARGV[4] cursor DeadAt ("" from the start),
-//	ARGV[5] cursor Seq (20 digits)
+//	ARGV[5] cursor Seq's counter as ctr62 (member order)
 //
 // Returns {now, member1, score1, rec1, …}, at most limit entries strictly
 // after (DeadAt, Seq). A position, not an offset: entries removed since
@@ -35,11 +35,14 @@ while got < lim do
   if #r == 0 then break end
   for i = 1, #r, 2 do
     local m, sc = r[i], r[i+1]
-    if got < lim and (cs == nil or tonumber(sc) > cs or string.sub(m, 1, 20) > ARGV[5]) then
-      out[#out+1] = m
-      out[#out+1] = sc
-      out[#out+1] = rec(mkey(idof(m)))
-      got = got + 1
+    if got < lim and (cs == nil or tonumber(sc) > cs or seqof(m) > ARGV[5]) then
+      local b = redis.call('GET', mkey(idof(m)))
+      if b then
+        out[#out+1] = m
+        out[#out+1] = sc
+        out[#out+1] = b
+        got = got + 1
+      end
     end
   end
   off = off + #r / 2
@@ -69,7 +72,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 		if !ok || err1 != nil || err2 != nil {
 			return nil, "", fmt.Errorf("redisstore: dead list: invalid cursor %q: %w", p.Cursor, store.ErrNotFound)
 		}
-		curAt, curSeq = strconv.FormatInt(at, 10), seqString(seq)
+		curAt, curSeq = strconv.FormatInt(at, 10), ctr62(seq&maxCtr)
 	}
 	ks := s.keys.allParts(p.Topic)
 	calls := make([]call, len(ks))
@@ -101,7 +104,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 	}
 	out := make([]*store.Record, len(items))
 	for i, it := range items {
-		r, err := decodeRecord(p.Topic, it.rec)
+		r, err := decodeBlob(p.Topic, it.c.id(), it.rec)
 		if err != nil {
 			return nil, "", err
 		}
@@ -121,24 +124,28 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] id ("" for the partition's first n dead), ARGV[4] n
 //
-// Returns {now, "ok", rec1, …} | {now, "nf"} (id given and not dead).
+// Returns {now, "ok", id1, rec1, …} | {now, "nf"} (id given and not dead).
 var deadReplayScript = newScript(flagsState, `
 local ms
 if ARGV[3] ~= '' then
-  local k = mkey(ARGV[3])
-  if redis.call('HGET', k, 'st') ~= '4' then return {NOW, 'nf'} end
-  ms = {memberof(k, ARGV[3])}
+  local r = load(mkey(ARGV[3]))
+  if not r or r.st ~= 4 then return {NOW, 'nf'} end
+  ms = {member(r, ARGV[3])}
 else
   ms = redis.call('ZRANGE', IDX[4], 0, tonumber(ARGV[4]) - 1)
 end
 local out = {NOW, 'ok'}
 for _, m in ipairs(ms) do
-  local k = mkey(idof(m))
+  local id = idof(m)
+  local k = mkey(id)
+  local r = load(k)
   redis.call('ZREM', IDX[4], m)
-  redis.call('HSET', k, 'st', '2', 'due', NOW_S, 'fail', '0', 'uat', NOW_S)
-  redis.call('HDEL', k, 'dead')
-  redis.call('ZADD', IDX[2], NOW_S, m)
-  out[#out+1] = rec(k)
+  if r then
+    r.st, r.due, r.fail, r.uat, r.t = 2, NOW, 0, NOW, 0
+    redis.call('ZADD', IDX[2], NOW_S, m)
+    out[#out+1] = id
+    out[#out+1] = save(k, r)
+  end
 end
 return out
 `)
@@ -158,7 +165,7 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*s
 		if st.code != "ok" {
 			return nil, statusErr("dead replay", p.Topic, p.ID, st)
 		}
-		recs, err := decodeRecords(p.Topic, st.rest)
+		recs, err := decodePairs(p.Topic, st.rest)
 		if err != nil {
 			return nil, err
 		}
@@ -184,9 +191,9 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*s
 var deadDeleteScript = newScript(flagsState, `
 local ms
 if ARGV[3] ~= '' then
-  local k = mkey(ARGV[3])
-  if redis.call('HGET', k, 'st') ~= '4' then return {NOW, 'nf'} end
-  ms = {memberof(k, ARGV[3])}
+  local r = load(mkey(ARGV[3]))
+  if not r or r.st ~= 4 then return {NOW, 'nf'} end
+  ms = {member(r, ARGV[3])}
 else
   ms = redis.call('ZRANGE', IDX[4], 0, tonumber(ARGV[4]) - 1)
 end
@@ -224,7 +231,7 @@ func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int,
 // head of the topic's DeadList order (up to max, merged across
 // partitions). It returns no commands when there is nothing to do, and
 // for the merged form the rank of each picked message.
-func (s *Store) deadOp(ctx context.Context, op string, sc *redis.Script, topic, id string, now int64, max int) ([]*redis.Cmd, map[string]int, error) {
+func (s *Store) deadOp(ctx context.Context, op string, sc *script, topic, id string, now int64, max int) ([]*redis.Cmd, map[string]int, error) {
 	if err := s.check(); err != nil {
 		return nil, nil, err
 	}

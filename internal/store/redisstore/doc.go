@@ -27,28 +27,43 @@
 // '{', '}' or '#', so no user input can move a key to another slot, and
 // no two (topic, partition) pairs share a tag. With prefix "dq":
 //
-//	dq:{orders#2}:sched   ZSET  scheduled  score DueAt       member <seq:20 digits>:<id>
-//	dq:{orders#2}:ready   ZSET  ready      score DueAt       member  "
-//	dq:{orders#2}:lease   ZSET  inflight   score LeaseUntil  member  "
-//	dq:{orders#2}:dead    ZSET  dead       score DeadAt      member  "
-//	dq:{orders#2}:acked   ZSET  tombstones score AckedAt     member  "
-//	dq:{orders#2}:m:<id>  HASH  the message: id seq st p h due cat uat dlv
-//	                            fail max err rcpt lu dead ack (see lua.go)
-//	dq:{orders}:meta      HASH  created, settings (the engine's blob)
-//	dq:{orders}:rate      HASH  tok, ts: the topic's rate-limit token bucket
-//	                            (store.RateLimiter; expires once full again)
-//	dq:{#sched}:names     SET   every recurring schedule's name
-//	dq:{#sched}:s:<name>  HASH  spec (the engine's blob), last (LastTick),
-//	                            cat, uat — all schedules in one slot
-//	dq:topics             SET   every topic name (the registry)
-//	dq:seq                STRING store-wide Seq counter (INCRBY)
-//	dq:config             HASH  partitions, format
+//	dq:{orders#2}:sched   ZSET   scheduled  score DueAt       member ctr62 .. id
+//	dq:{orders#2}:ready   ZSET   ready      score DueAt       member  "
+//	dq:{orders#2}:lease   ZSET   inflight   score LeaseUntil  member  "
+//	dq:{orders#2}:dead    ZSET   dead       score DeadAt      member  "
+//	dq:{orders#2}:acked   ZSET   tombstones score AckedAt     member  "
+//	dq:{orders#2}:m:<id>  STRING the message: a 46-byte binary header
+//	                             (state, Seq, times, counts), receipt,
+//	                             last error, headers, then the payload
+//	                             (recHeader in lua.go)
+//	dq:{orders}:meta      HASH   seq (the topic's Seq counter), tn (its
+//	                             topic number), settings (the engine's blob)
+//	dq:{orders}:rate      HASH   tok, ts: the topic's rate-limit token bucket
+//	                             (store.RateLimiter; expires once full again)
+//	dq:{#sched}:names     SET    every recurring schedule's name
+//	dq:{#sched}:s:<name>  HASH   spec (the engine's blob), last (LastTick),
+//	                             cat, uat — all schedules in one slot
+//	dq:topics             SET    every topic name (the registry)
+//	dq:tn                 STRING topic-number counter (INCR once per topic)
+//	dq:config             HASH   partitions, format ("2")
 //	dq:notify             Pub/Sub channel (not a key)
 //
-// ZSETs order equal scores by member bytes, and the member starts with
-// the zero-padded Seq, so each index is in (time, Seq) order. Counts per
-// state are the ZCARDs of the indexes: O(1), and unable to drift from the
-// data because every state change moves the member inside its script.
+// Memory is what shaped the message keys. One STRING per message, not a
+// hash with a field per record field: a payload above
+// hash-max-listpack-value (64 B by default) turns a hash into a hashtable
+// with a dict entry and two SDS strings per field. The id is in the key
+// and the index member, not in the value. ctr62 is the topic-local part
+// of Seq in an order-preserving form ('0' + digit count, then base-62
+// digits: "3Q0u" for 100,000), 2-9 bytes where a zero-padded decimal took
+// 21. ZSETs order equal scores by member bytes, so each index is in
+// (time, Seq) order. With a 256-byte payload and a 26-byte id a pending
+// message takes about 600 B of Redis memory (docs/benchmarks.md). Times
+// are stored in 6 signed bytes: DueAt, RetryAt and LeaseUntil beyond
+// ±2^47 ms (about the year 6400) are refused.
+//
+// Counts per state are the ZCARDs of the indexes: O(1), and unable to
+// drift from the data because every state change moves the member inside
+// its script.
 //
 // # Scripts
 //
@@ -75,7 +90,7 @@
 //	schedule*Script   ScheduleUpsert, ScheduleTick, ScheduleDelete  schedule.go
 //
 // All keys a script touches share the partition's hash tag, so no script
-// is ever CROSSSLOT; message hashes are named inside the scripts from a
+// is ever CROSSSLOT; message keys are named inside the scripts from a
 // prefix in ARGV, and Redis 7 checks (for scripts with a shebang, as all
 // of these are) that they are in the slot of the declared KEYS. Scripts
 // validate before they write. At maxmemory the insert script is refused
@@ -91,7 +106,12 @@
 //
 // # Order
 //
-// Seq is store-wide (one INCRBY per insert call reserves a block), so
+// Seq is tn<<44 | ctr: ctr counts the topic's inserts (one HINCRBY on the
+// topic's meta hash per insert call reserves a block), tn is the topic's
+// number, assigned once from dq:tn so Seq is unique store-wide. A send
+// thus touches only the topic's slots: no store-wide key is a hot slot on
+// a Cluster (each server adds a topic to the registry SET on its first
+// send there, then at most every 10 s).
 // (DueAt, Seq) is a total order of a topic's messages. Within a partition,
 // messages are promoted and leased strictly in (DueAt, Seq) order, inside
 // one script. Across partitions, promote and lease first peek at every
@@ -158,8 +178,12 @@
 // (default 1 s), so while Redis is down every call fails within about that
 // time with an error wrapping store.ErrUnavailable, never hangs. The
 // client is not allowed to retry (MaxRetries -1): a script retried after
-// an ambiguous failure could apply twice. When Redis returns, the client
-// reconnects by itself; the Store need not be reopened.
+// an ambiguous failure could apply twice. Every script call is also sent
+// as a NoRetry command, because MaxRetries does not cover everything: a
+// ClusterClient resends on network errors (a read timeout included) up to
+// MaxRedirects times, and Options.Client may have any setting. MOVED and
+// ASK are still followed (the command did not run). When Redis returns,
+// the client reconnects by itself; the Store need not be reopened.
 //
 // # Several servers
 //

@@ -14,9 +14,18 @@ const (
 	maxPrefixLen = 64
 	// MaxPartitions is the largest Options.Partitions accepted.
 	MaxPartitions = 256
-	// seqWidth is the zero-padded width of Seq in index members, so that
-	// equal scores order by Seq (ZSETs break score ties by member bytes).
-	seqWidth = 20
+)
+
+// Seq is tn<<ctrBits | ctr: tn numbers the topic (assigned once, from a
+// store-wide counter) and ctr counts the topic's inserts (a field of the
+// topic's meta hash). Only ctr is reserved per send call, in the topic's
+// own slot, so no store-wide key is touched on the send path; tn keeps Seq
+// unique across the store. 2^20 topics, 2^44 sends per topic (5.5 years
+// at 100k/s).
+const (
+	ctrBits = 44
+	maxCtr  = 1<<ctrBits - 1
+	maxTN   = 1<<(64-ctrBits) - 1
 )
 
 // keyspace builds every key the store uses. Its layout is documented in
@@ -39,7 +48,7 @@ type partKeys struct {
 	tag   string // "{topic#p}"
 
 	sched, ready, lease, dead, acked string
-	msgPrefix                        string // + id = the message hash
+	msgPrefix                        string // + id = the message's key
 }
 
 // all are the five index keys in the order every script takes them:
@@ -48,7 +57,7 @@ func (k *partKeys) all() []string {
 	return []string{k.sched, k.ready, k.lease, k.dead, k.acked}
 }
 
-// msg is the key of the hash holding message id.
+// msg is the key of the STRING holding message id (see recHeader).
 func (k *partKeys) msg(id string) string { return k.msgPrefix + id }
 
 // part returns the keys of a topic partition. The topic must be valid.
@@ -75,15 +84,16 @@ func (ks keyspace) allParts(topic string) []*partKeys {
 	return out
 }
 
-// meta is the topic's hash (fields "created" and "settings"), in slot
+// meta is the topic's hash (fields "seq", "tn" and "settings"), in slot
 // {topic}; it exists once the topic had a message or settings.
 func (ks keyspace) meta(topic string) string { return ks.prefix + ":{" + topic + "}:meta" }
 
 // topics is the SET of every topic name (the registry; its own slot).
 func (ks keyspace) topics() string { return ks.prefix + ":topics" }
 
-// seq is the store-wide Seq counter (a string key; INCRBY).
-func (ks keyspace) seq() string { return ks.prefix + ":seq" }
+// topicNums is the store-wide counter of topic numbers (a string key;
+// INCR once per new topic, never on the send path).
+func (ks keyspace) topicNums() string { return ks.prefix + ":tn" }
 
 // config is the hash of store-wide settings fixed at first Open
 // ("partitions", "format").
@@ -101,9 +111,39 @@ func (ks keyspace) partitionOf(id string) int {
 	return int(h.Sum32() % uint32(ks.parts))
 }
 
-// seqString is Seq as it appears in index members and the "seq" field.
-func seqString(seq uint64) string {
-	return fmt.Sprintf("%0*d", seqWidth, seq)
+// b62 digits are in ASCII order, so ctr62 preserves numeric order.
+const b62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// ctr62 is the counter part of Seq as it starts an index member: '0' plus
+// the digit count, then the base-62 digits. Byte order is numeric order
+// (more digits sort later), so equal scores order by Seq; it is 2-9 bytes
+// where the old zero-padded form took 21. Same as ctr62 in the Lua prelude.
+func ctr62(n uint64) string {
+	var d [16]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = b62[n%62]
+		n /= 62
+		if n == 0 {
+			break
+		}
+	}
+	i--
+	d[i] = byte('0' + len(d) - 1 - i)
+	return string(d[i:])
+}
+
+// memberID is the id in an index member ("" if malformed).
+func memberID(m string) string {
+	if m == "" {
+		return ""
+	}
+	n := int(m[0]) - '0' + 1
+	if n < 2 || n >= len(m) {
+		return ""
+	}
+	return m[n:]
 }
 
 func isAlnum(b byte) bool {
@@ -145,6 +185,18 @@ func validPrefix(s string) bool { return validName(s, isTopicByte, maxPrefixLen)
 func checkTopic(topic string) error {
 	if !validTopic(topic) {
 		return fmt.Errorf("redisstore: invalid topic name %q", topic)
+	}
+	return nil
+}
+
+// maxTime bounds the times a record stores: 6 signed bytes (recHeader),
+// ±2^47 ms, about the year 6400. checkTime refuses the rest rather than
+// letting the Lua struct library wrap them.
+const maxTime = 1<<47 - 1
+
+func checkTime(what string, v int64) error {
+	if v < -maxTime || v > maxTime {
+		return fmt.Errorf("redisstore: %s %d out of range ±%d ms", what, v, int64(maxTime))
 	}
 	return nil
 }

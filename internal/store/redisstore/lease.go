@@ -20,22 +20,27 @@ const leaseRounds = 3
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] n, ARGV[4] LeaseUntil (Unix ms), ARGV[5] token
 //
-// Returns {now, rec1, rec2, …}: each inflight with Deliveries+1, the
+// Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1, the
 // given LeaseUntil and Receipt token-deliveries (unique per delivery since
 // the token is unique per call and Deliveries only grows).
 var leaseScript = newScript(flagsState, `
-local lu, token = ARGV[4], ARGV[5]
+local lu, token = tonumber(ARGV[4]), ARGV[5]
 -- Only those due by NOW (scores are due times): never early by this
 -- script's own time, even if a promotion judged by another clock raced it.
 local ms = redis.call('ZRANGE', IDX[2], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
 local out = {NOW}
 for _, m in ipairs(ms) do
-  local k = mkey(idof(m))
+  local id = idof(m)
+  local k = mkey(id)
+  local r = load(k)
   redis.call('ZREM', IDX[2], m)
-  local d = redis.call('HINCRBY', k, 'dlv', 1)
-  redis.call('HSET', k, 'st', '3', 'lu', lu, 'rcpt', token .. '-' .. istr(d), 'uat', NOW_S)
-  redis.call('ZADD', IDX[3], lu, m)
-  out[#out+1] = rec(k)
+  if r then
+    r.dlv = r.dlv + 1
+    r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
+    redis.call('ZADD', IDX[3], ARGV[4], m)
+    out[#out+1] = id
+    out[#out+1] = save(k, r)
+  end
 end
 return out
 `)
@@ -49,6 +54,9 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		return nil, err
 	}
 	if err := checkTopic(p.Topic); err != nil {
+		return nil, err
+	}
+	if err := checkTime("LeaseUntil", p.LeaseUntil); err != nil {
 		return nil, err
 	}
 	ks := s.keys.allParts(p.Topic)
@@ -85,7 +93,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 			if len(a) < 1 {
 				return nil, errReply("lease", cmd.Val())
 			}
-			recs, err := decodeRecords(p.Topic, a[1:])
+			recs, err := decodePairs(p.Topic, a[1:])
 			if err != nil {
 				return nil, err
 			}
@@ -116,13 +124,13 @@ local out = {NOW}
 for i = 0, tonumber(ARGV[3]) - 1 do
   local id, receipt = ARGV[4 + 2*i], ARGV[5 + 2*i]
   local k = mkey(id)
-  local code, st = leased(k, receipt)
+  local code, st, r = leased(k, receipt)
   if code == 'ok' then
-    local m = memberof(k, id)
+    local m = member(r, id)
     redis.call('ZREM', IDX[3], m)
     redis.call('ZADD', IDX[5], NOW_S, m)
-    redis.call('HSET', k, 'st', '5', 'ack', NOW_S, 'uat', NOW_S)
-    redis.call('HDEL', k, 'p', 'h', 'rcpt', 'lu')
+    r.st, r.t, r.uat, r.rcpt, r.h, r.p = 5, NOW, NOW, '', '', ''
+    save(k, r)
   end
   out[#out+1] = code
   out[#out+1] = st
@@ -204,16 +212,19 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 var nackScript = newScript(flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
-local code, st = leased(k, ARGV[4])
+local code, st, r = leased(k, ARGV[4])
 if code ~= 'ok' then return {NOW, code, st} end
-local m = memberof(k, id)
+local m = member(r, id)
 redis.call('ZREM', IDX[3], m)
-fail(k, m, ARGV[5], ARGV[6])
-return {NOW, 'ok', rec(k)}
+fail(r, m, tonumber(ARGV[5]), ARGV[6])
+return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageNack implements store.Store.
 func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
+	if err := checkTime("RetryAt", p.RetryAt); err != nil {
+		return nil, err
+	}
 	return s.oneMessage(ctx, "nack", nackScript, p.Topic, p.ID, p.Now, true,
 		p.Receipt, strconv.FormatInt(p.RetryAt, 10), p.Error)
 }
@@ -228,15 +239,18 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 var extendScript = newScript(flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
-local code, st = leased(k, ARGV[4])
+local code, st, r = leased(k, ARGV[4])
 if code ~= 'ok' then return {NOW, code, st} end
-redis.call('ZADD', IDX[3], ARGV[5], memberof(k, id))
-redis.call('HSET', k, 'lu', ARGV[5], 'uat', NOW_S)
-return {NOW, 'ok', rec(k)}
+redis.call('ZADD', IDX[3], ARGV[5], member(r, id))
+r.t, r.uat = tonumber(ARGV[5]), NOW
+return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageExtend implements store.Store.
 func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
+	if err := checkTime("LeaseUntil", p.LeaseUntil); err != nil {
+		return nil, err
+	}
 	return s.oneMessage(ctx, "extend", extendScript, p.Topic, p.ID, p.Now, false,
 		p.Receipt, strconv.FormatInt(p.LeaseUntil, 10))
 }
@@ -248,15 +262,20 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
 //
-// Returns {now, rec1, rec2, …}.
+// Returns {now, id1, rec1, id2, rec2, …}.
 var expireScript = newScript(flagsState, `
 local ms = redis.call('ZRANGE', IDX[3], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
 local out = {NOW}
 for _, m in ipairs(ms) do
-  local k = mkey(idof(m))
+  local id = idof(m)
+  local k = mkey(id)
+  local r = load(k)
   redis.call('ZREM', IDX[3], m)
-  fail(k, m, NOW_S, 'lease expired')
-  out[#out+1] = rec(k)
+  if r then
+    fail(r, m, NOW, 'lease expired')
+    out[#out+1] = id
+    out[#out+1] = save(k, r)
+  end
 end
 return out
 `)
@@ -299,7 +318,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			return nil, errReply("expire", cmd.Val())
 		}
 		topic := targets[srcs[c]].k.topic
-		recs, err := decodeRecords(topic, a[1:])
+		recs, err := decodePairs(topic, a[1:])
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,30 +21,36 @@ import (
 // Every script that changes a partition runs on the five index keys of
 // that partition, in this order:
 //
-//	KEYS[1] sched  ZSET  score DueAt,      member seq:id   (scheduled)
-//	KEYS[2] ready  ZSET  score DueAt,      member seq:id   (ready)
-//	KEYS[3] lease  ZSET  score LeaseUntil, member seq:id   (inflight)
-//	KEYS[4] dead   ZSET  score DeadAt,     member seq:id   (dead)
-//	KEYS[5] acked  ZSET  score AckedAt,    member seq:id   (acked tombstones)
+//	KEYS[1] sched  ZSET  score DueAt,      member ctr62 .. id   (scheduled)
+//	KEYS[2] ready  ZSET  score DueAt,      member  "            (ready)
+//	KEYS[3] lease  ZSET  score LeaseUntil, member  "            (inflight)
+//	KEYS[4] dead   ZSET  score DeadAt,     member  "            (dead)
+//	KEYS[5] acked  ZSET  score AckedAt,    member  "            (acked tombstones)
 //
 // so KEYS[state] is the index of store.State state; and on these ARGV:
 //
 //	ARGV[1] now: "" to read Redis TIME, or Unix ms (TimeCaller)
-//	ARGV[2] the partition's message-key prefix (message hash = ARGV[2]..id)
+//	ARGV[2] the partition's message-key prefix (message key = ARGV[2]..id)
 //	ARGV[3…] the script's own arguments, documented beside its method.
 //
-// Message hashes are built from ARGV[2] inside the scripts; they carry the
+// Message keys are built from ARGV[2] inside the scripts; they carry the
 // partition's hash tag, so they are in the slot of KEYS (Redis checks this
 // for scripts with a shebang: a mistake fails loudly, it never crosses
-// slots). A message hash has the fields
+// slots).
 //
-//	id, seq (20-digit), st (state 1-5), p (payload), h (headers, see
-//	encodeHeaders),
-//	due, cat (CreatedAt), uat (UpdatedAt), dlv, fail, max, err,
-//	rcpt, lu (LeaseUntil), dead (DeadAt), ack (AckedAt)
+// A message is one STRING: a fixed binary header, three length-prefixed
+// strings, then the payload (see recHeader and decodeBlob). One string
+// per message, rather than a hash with a field per record field, because
+// a payload longer than hash-max-listpack-value (64 B by default) turns a
+// hash into a hashtable with a dict entry and two SDS per field: that was
+// most of the old layout's ~1.2 KB per message. The id is not stored: it
+// is in the key, and in the index member.
 //
-// with absent fields read as zero. Scripts answer {now, …}; numbers they
-// store go through istr so Redis never sees a float.
+// Index members are ctr62(counter) .. id, where counter is the topic-local
+// part of Seq and ctr62 an order-preserving encoding (a length digit, then
+// base 62), so equal scores order by Seq and the member names the message.
+// Scripts answer {now, …}; numbers they store go through istr (or the
+// struct library) so Redis never sees a float.
 const luaPrelude = `
 local NOW
 if ARGV[1] ~= '' then
@@ -56,32 +64,63 @@ local NOW_S = istr(NOW)
 local IDX = KEYS
 local MPFX = ARGV[2]
 local function mkey(id) return MPFX .. id end
-local function idof(m) return string.sub(m, 22) end
-local function memberof(k, id) return redis.call('HGET', k, 'seq') .. ':' .. id end
-local function rec(k) return redis.call('HGETALL', k) end
--- leased checks that k is inflight under receipt: 'ok' | 'nf' | 'conflict', state.
-local function leased(k, receipt)
-  local v = redis.call('HMGET', k, 'st', 'rcpt')
-  if not v[1] then return 'nf', '0' end
-  if v[1] ~= '3' or v[2] ~= receipt then return 'conflict', v[1] end
-  return 'ok', v[1]
+-- Index members: ctr62(ctr) .. id; the first byte is '0' + digit count.
+local B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+local function ctr62(n)
+  local s = ''
+  repeat
+    local d = n % 62
+    s = string.sub(B62, d + 1, d + 1) .. s
+    n = (n - d) / 62
+  until n == 0
+  return string.char(48 + #s) .. s
 end
--- fail counts a failure of the inflight message k (member m, already out
--- of the lease index) and sends it to dead, or back at retry (a string).
-local function fail(k, m, retry, reason)
-  local f = redis.call('HINCRBY', k, 'fail', 1)
-  local max = tonumber(redis.call('HGET', k, 'max') or '0')
-  redis.call('HSET', k, 'err', reason, 'uat', NOW_S)
-  redis.call('HDEL', k, 'rcpt', 'lu')
-  if f >= max then
-    redis.call('HSET', k, 'st', '4', 'dead', NOW_S)
+local function seqof(m) return string.sub(m, 1, string.byte(m) - 47) end
+local function idof(m) return string.sub(m, string.byte(m) - 46) end
+-- A message record (see decodeBlob): st tn ctr due cat uat t dlv fail max,
+-- then rcpt, err, h (length-prefixed), then the payload p. t is
+-- LeaseUntil when inflight, DeadAt when dead, AckedAt when acked, else 0.
+local HDR = '>BI3I6i6i6i6i6i4i4i4'
+local VAR = '>I2c0I4c0I4c0'
+local function load(k)
+  local b = redis.call('GET', k)
+  if not b then return nil end
+  local r, pos = {}, nil
+  r.st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max, pos = struct.unpack(HDR, b)
+  r.rcpt, r.err, r.h, pos = struct.unpack(VAR, b, pos)
+  r.p = string.sub(b, pos)
+  return r, b
+end
+-- save writes r to k and returns the stored bytes (the script's answer).
+local function save(k, r)
+  local b = struct.pack(HDR, r.st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max) ..
+    struct.pack(VAR, #r.rcpt, r.rcpt, #r.err, r.err, #r.h, r.h) .. r.p
+  redis.call('SET', k, b)
+  return b
+end
+local function member(r, id) return ctr62(r.ctr) .. id end
+-- leased loads k and checks that it is inflight under receipt:
+-- 'ok' | 'nf' | 'conflict', the state, and the record.
+local function leased(k, receipt)
+  local r = load(k)
+  if not r then return 'nf', 0 end
+  if r.st ~= 3 or r.rcpt ~= receipt then return 'conflict', r.st end
+  return 'ok', r.st, r
+end
+-- fail counts a failure of the inflight record r (member m, already out
+-- of the lease index) and sends it to dead, or back at retry (a number).
+local function fail(r, m, retry, reason)
+  r.fail = r.fail + 1
+  r.err, r.uat, r.rcpt, r.t = reason, NOW, '', 0
+  if r.fail >= r.max then
+    r.st, r.t = 4, NOW
     redis.call('ZADD', IDX[4], NOW_S, m)
-  elseif tonumber(retry) <= NOW then
-    redis.call('HSET', k, 'st', '2', 'due', retry)
-    redis.call('ZADD', IDX[2], retry, m)
+  elseif retry <= NOW then
+    r.st, r.due = 2, retry
+    redis.call('ZADD', IDX[2], istr(retry), m)
   else
-    redis.call('HSET', k, 'st', '1', 'due', retry)
-    redis.call('ZADD', IDX[1], retry, m)
+    r.st, r.due = 1, retry
+    redis.call('ZADD', IDX[1], istr(retry), m)
   end
 end
 `
@@ -98,28 +137,79 @@ const (
 	flagsRead  = "#!lua flags=no-writes\n"
 )
 
-func newScript(flags, body string) *redis.Script {
-	return redis.NewScript(flags + luaPrelude + body)
+// script is a Lua script and its SHA-1, run through noRetry commands.
+type script struct {
+	src, sha string
+}
+
+func newScript(flags, body string) *script {
+	src := flags + luaPrelude + body
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// noRetry is a script call go-redis must never send twice: a timeout after
+// Redis ran a script is ambiguous, and a resent transition applies twice
+// (an insert then answers "duplicate", a lease hands out a message that no
+// caller sees). MaxRetries -1 is not enough: ClusterClient resends on
+// network errors up to MaxRedirects times whatever MaxRetries says, and
+// Options.Client may retry at will. go-redis honours NoRetry on every
+// path (client, cluster, pipelines) and still follows MOVED and ASK,
+// which mean the command did not run.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
+
+// cmd builds EVALSHA (sha) or EVAL of the script.
+func (sc *script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if sha {
+		a = append(a, "evalsha", sc.sha)
+	} else {
+		a = append(a, "eval", sc.src)
+	}
+	a = append(a, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, args...)...)
+}
+
+// processor is a client or pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// run executes the script with EVALSHA, then EVAL if the script cache
+// lacks it (NOSCRIPT: it did not run), each sent at most once.
+func (sc *script) run(ctx context.Context, c processor, keys []string, args ...any) *redis.Cmd {
+	cmd := sc.cmd(ctx, true, keys, args)
+	_ = c.Process(ctx, noRetry{cmd})
+	if isNoScript(cmd.Err()) {
+		cmd = sc.cmd(ctx, false, keys, args)
+		_ = c.Process(ctx, noRetry{cmd})
+	}
+	return cmd
 }
 
 // call is one script invocation on one partition.
 type call struct {
-	sc   *redis.Script
+	sc   *script
 	keys []string
 	args []any
 }
 
 // partCall builds a call on partition keys k with now and extra args.
-func (s *Store) partCall(sc *redis.Script, k *partKeys, now string, args ...any) call {
+func (s *Store) partCall(sc *script, k *partKeys, now string, args ...any) call {
 	return call{sc: sc, keys: k.all(), args: append([]any{now, k.msgPrefix}, args...)}
 }
 
 // run executes calls in one pipeline (go-redis splits it per node on a
 // Cluster) with EVALSHA, re-running with EVAL any that found the script
-// cache empty (a restarted Redis): NOSCRIPT means it did not run. extra
-// adds plain commands to the same pipeline. The first error fails the
-// whole batch; scripts that did run keep their effect, as with any
-// ambiguous failure.
+// cache empty (a restarted Redis): NOSCRIPT means it did not run. No call
+// is ever resent otherwise (noRetry). extra adds plain commands to the
+// same pipeline. The first error fails the whole batch; scripts that did
+// run keep their effect, as with any ambiguous failure.
 func (s *Store) run(ctx context.Context, op string, calls []call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -127,7 +217,7 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 1 && extra == nil {
 		c := calls[0]
-		cmds[0] = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
+		cmds[0] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
 		if err := cmds[0].Err(); err != nil {
 			return nil, s.fail(op, err)
 		}
@@ -135,7 +225,8 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 	}
 	pipe := s.rdb.Pipeline()
 	for i, c := range calls {
-		cmds[i] = c.sc.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.sc.cmd(ctx, true, c.keys, c.args)
+		_ = pipe.Process(ctx, noRetry{cmds[i]})
 	}
 	if extra != nil {
 		extra(pipe)
@@ -143,7 +234,7 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 	_, perr := pipe.Exec(ctx)
 	for i, c := range calls {
 		if err := cmds[i].Err(); err != nil && isNoScript(err) {
-			cmds[i] = c.sc.Run(ctx, s.rdb, c.keys, c.args...)
+			cmds[i] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
 		}
 		if err := cmds[i].Err(); err != nil {
 			return nil, s.fail(op, err)
@@ -260,71 +351,119 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 	return h, nil
 }
 
-// decodeRecord reads a message hash returned as HGETALL's flat array.
-func decodeRecord(topic string, v any) (*store.Record, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 || len(arr)%2 != 0 {
-		return nil, errReply("record", v)
-	}
-	r := &store.Record{Topic: topic}
-	for i := 0; i < len(arr); i += 2 {
-		f, val := asString(arr[i]), asString(arr[i+1])
-		switch f {
-		case "id":
-			r.ID = val
-		case "seq":
-			n, err := strconv.ParseUint(val, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: record %s/%s: seq %q: %w", topic, r.ID, val, store.ErrCorrupt)
-			}
-			r.Seq = n
-		case "st":
-			r.State = store.State(parseInt(val))
-		case "p":
-			if val != "" {
-				r.Payload = []byte(val)
-			}
-		case "h":
-			h, err := decodeHeaders([]byte(val))
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: record %s/%s: %w: %v", topic, r.ID, store.ErrCorrupt, err)
-			}
-			r.Headers = h
-		case "due":
-			r.DueAt = parseInt(val)
-		case "cat":
-			r.CreatedAt = parseInt(val)
-		case "uat":
-			r.UpdatedAt = parseInt(val)
-		case "dlv":
-			r.Deliveries = int32(parseInt(val))
-		case "fail":
-			r.Failures = int32(parseInt(val))
-		case "max":
-			r.MaxAttempts = int32(parseInt(val))
-		case "err":
-			r.LastError = val
-		case "rcpt":
-			r.Receipt = val
-		case "lu":
-			r.LeaseUntil = parseInt(val)
-		case "dead":
-			r.DeadAt = parseInt(val)
-		case "ack":
-			r.AckedAt = parseInt(val)
-		}
-	}
-	if r.State < store.StateScheduled || r.State > store.StateAcked {
-		return nil, fmt.Errorf("redisstore: record %s/%s: state %d: %w", topic, r.ID, r.State, store.ErrCorrupt)
-	}
-	return r, nil
+// recHeader is the size of a message record's fixed header (HDR in the
+// Lua prelude), all big-endian:
+//
+//	st   1  state (1-5)
+//	tn   3  topic number  \ Seq = tn<<ctrBits | ctr
+//	ctr  6  counter       /
+//	due  6  DueAt            (signed; Unix ms)
+//	cat  6  CreatedAt
+//	uat  6  UpdatedAt
+//	t    6  LeaseUntil (inflight), DeadAt (dead), AckedAt (acked), else 0
+//	dlv  4  Deliveries       (signed)
+//	fail 4  Failures
+//	max  4  MaxAttempts
+//
+// followed by Receipt (uint16 length + bytes), LastError (uint32 length +
+// bytes), headers (uint32 length + encodeHeaders bytes), and the payload
+// as the rest. One slot t serves three times because the contract keeps
+// LeaseUntil, DeadAt and AckedAt zero outside their state. 46 + 10 bytes
+// of overhead: a 256-byte payload stays in jemalloc's 320-byte class.
+const recHeader = 1 + 3 + 6 + 4*6 + 3*4
+
+// blobReader reads a record's fields in order; a short read marks it bad.
+type blobReader struct {
+	b   string
+	bad bool
 }
 
-// decodeRecords reads a list of HGETALL arrays.
-func decodeRecords(topic string, vs []any) ([]*store.Record, error) {
-	out := make([]*store.Record, 0, len(vs))
-	for _, v := range vs {
-		r, err := decodeRecord(topic, v)
+func (r *blobReader) uint(n int) uint64 {
+	if len(r.b) < n {
+		r.bad, r.b = true, ""
+		return 0
+	}
+	var v uint64
+	for i := range n {
+		v = v<<8 | uint64(r.b[i])
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// int reads an n-byte two's-complement integer.
+func (r *blobReader) int(n int) int64 {
+	shift := 64 - 8*n
+	return int64(r.uint(n)<<shift) >> shift
+}
+
+func (r *blobReader) str(lenBytes int) string {
+	n := r.uint(lenBytes)
+	if r.bad || uint64(len(r.b)) < n {
+		r.bad, r.b = true, ""
+		return ""
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
+// decodeBlob reads a message record as a script stored it (a STRING; see
+// recHeader). The id is not in the value: the caller knows it.
+func decodeBlob(topic, id string, v any) (*store.Record, error) {
+	b, ok := v.(string)
+	if !ok {
+		return nil, errReply("record", v)
+	}
+	r := &blobReader{b: b}
+	rec := &store.Record{Topic: topic, ID: id}
+	rec.State = store.State(r.uint(1))
+	tn, ctr := r.uint(3), r.uint(6)
+	rec.Seq = tn<<ctrBits | ctr
+	rec.DueAt, rec.CreatedAt, rec.UpdatedAt = r.int(6), r.int(6), r.int(6)
+	t := r.int(6)
+	rec.Deliveries, rec.Failures, rec.MaxAttempts = int32(r.int(4)), int32(r.int(4)), int32(r.int(4))
+	rec.Receipt, rec.LastError = r.str(2), r.str(4)
+	h := r.str(4)
+	if r.bad {
+		return nil, fmt.Errorf("redisstore: record %s/%s: truncated (%d bytes): %w", topic, id, len(b), store.ErrCorrupt)
+	}
+	if len(r.b) > 0 {
+		rec.Payload = []byte(r.b)
+	}
+	if h != "" {
+		hd, err := decodeHeaders([]byte(h))
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: record %s/%s: %w: %v", topic, id, store.ErrCorrupt, err)
+		}
+		rec.Headers = hd
+	}
+	switch rec.State {
+	case store.StateInflight:
+		rec.LeaseUntil = t
+	case store.StateDead:
+		rec.DeadAt = t
+	case store.StateAcked:
+		rec.AckedAt = t
+	case store.StateScheduled, store.StateReady:
+	default:
+		return nil, fmt.Errorf("redisstore: record %s/%s: state %d: %w", topic, id, rec.State, store.ErrCorrupt)
+	}
+	return rec, nil
+}
+
+// decodePairs reads a script's list of records as id, record pairs.
+func decodePairs(topic string, vs []any) ([]*store.Record, error) {
+	if len(vs)%2 != 0 {
+		return nil, errReply("records", vs)
+	}
+	out := make([]*store.Record, 0, len(vs)/2)
+	for i := 0; i < len(vs); i += 2 {
+		id, ok := vs[i].(string)
+		if !ok {
+			return nil, errReply("record id", vs[i])
+		}
+		r, err := decodeBlob(topic, id, vs[i+1])
 		if err != nil {
 			return nil, err
 		}

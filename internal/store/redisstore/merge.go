@@ -10,8 +10,8 @@ import (
 // dead replay/delete) or from every topic (lease expiry, dedup purge) see
 // several partitions. They first peek at the heads of the partitions'
 // indexes (one pipelined read-only script each), merge the heads in Go by
-// (score, member) — member starts with the 20-digit Seq, so this is
-// (time, Seq) order — and give each partition its share n of Max. Then
+// (score, member) — member starts with ctr62 of Seq, whose byte order is
+// numeric order, so this is (time, Seq) order within a topic — and give each partition its share n of Max. Then
 // each partition runs its atomic script on its own first n. Another server
 // may move a head in between; the script then takes the next entries of
 // its partition (never more than n, never one that is not due by its own
@@ -19,7 +19,7 @@ import (
 
 // peekScript reads the head of one index.
 //
-//	KEYS[1]  the index (a ZSET of seq:id members)
+//	KEYS[1]  the index (a ZSET of ctr62 .. id members)
 //	ARGV[1]  now, ARGV[2] unused (message prefix)
 //	ARGV[3]  upper bound of scores: "now" (the script's now), a number,
 //	         or "" for none; ARGV[4] max entries
@@ -49,12 +49,7 @@ type cand struct {
 	member string
 }
 
-func (c cand) id() string {
-	if len(c.member) <= seqWidth+1 {
-		return ""
-	}
-	return c.member[seqWidth+1:]
-}
+func (c cand) id() string { return memberID(c.member) }
 
 func compareCand(a, b cand) int {
 	return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.member, b.member))

@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -13,8 +15,9 @@ import (
 // insertScript inserts messages of one partition, deduplicating by id.
 //
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3]   n, then n groups of 6: id, seq (20 digits), payload,
-//	          headers (encodeHeaders; "" for none), due (Unix ms), max attempts
+//	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 6: id, ctr
+//	          (Seq's counter part), payload, headers (encodeHeaders; ""
+//	          for none), due (Unix ms), max attempts
 //
 // Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
@@ -22,23 +25,24 @@ import (
 // due at or before now goes straight to ready.
 var insertScript = newScript(flagsGrow, `
 local out = {NOW}
-local n = tonumber(ARGV[3])
+local tn, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local b = 4 + i * 6
-  local id, seq, p, h, due, max = ARGV[b], ARGV[b+1], ARGV[b+2], ARGV[b+3], ARGV[b+4], ARGV[b+5]
+  local b = 5 + i * 6
+  local id = ARGV[b]
   local k = mkey(id)
-  if redis.call('EXISTS', k) == 1 then
+  local old = redis.call('GET', k)
+  if old then
     out[#out+1] = 1
+    out[#out+1] = old
   else
-    local st = '1'
-    if tonumber(due) <= NOW then st = '2' end
-    redis.call('HSET', k, 'id', id, 'seq', seq, 'st', st, 'due', due, 'cat', NOW_S, 'uat', NOW_S, 'max', max)
-    if p ~= '' then redis.call('HSET', k, 'p', p) end
-    if h ~= '' then redis.call('HSET', k, 'h', h) end
-    redis.call('ZADD', IDX[tonumber(st)], due, seq .. ':' .. id)
+    local r = {st = 1, tn = tn, ctr = tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
+      due = tonumber(ARGV[b+4]), max = tonumber(ARGV[b+5]),
+      cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
+    if r.due <= NOW then r.st = 2 end
     out[#out+1] = 0
+    out[#out+1] = save(k, r)
+    redis.call('ZADD', IDX[r.st], ARGV[b+4], member(r, id))
   end
-  out[#out+1] = rec(k)
 end
 return out
 `)
@@ -67,8 +71,11 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		if err := checkID(m.ID); err != nil {
 			return nil, err
 		}
+		if err := checkTime("DueAt", m.DueAt); err != nil {
+			return nil, err
+		}
 	}
-	first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
+	tn, first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +85,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	for i, m := range p.Messages {
 		part := s.keys.partitionOf(m.ID)
 		slots[part] = append(slots[part], i)
-		args[part] = append(args[part], m.ID, seqString(first+uint64(i)), m.Payload, encodeHeaders(m.Headers),
+		args[part] = append(args[part], m.ID, first+uint64(i), m.Payload, encodeHeaders(m.Headers),
 			strconv.FormatInt(m.DueAt, 10), strconv.FormatInt(int64(m.MaxAttempts), 10))
 	}
 	var calls []call
@@ -89,7 +96,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			continue
 		}
 		k := s.keys.part(p.Topic, part)
-		calls = append(calls, s.partCall(insertScript, k, now, append([]any{len(slots[part])}, a...)...))
+		calls = append(calls, s.partCall(insertScript, k, now, append([]any{tn, len(slots[part])}, a...)...))
 		used = append(used, slots[part])
 	}
 	cmds, err := s.run(ctx, "insert", calls, nil)
@@ -103,7 +110,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			return nil, errReply("insert", cmd.Val())
 		}
 		for j, i := range used[c] {
-			r, err := decodeRecord(p.Topic, a[2+2*j])
+			r, err := decodeBlob(p.Topic, p.Messages[i].ID, a[2+2*j])
 			if err != nil {
 				return nil, err
 			}
@@ -120,24 +127,74 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	return out, nil
 }
 
-// reserveSeq registers the topic and reserves n Seq numbers, returning
-// the first. Seq is store-wide, as the contract has it ("a per-store
-// increasing number"): one counter key for the whole keyspace, so that
-// (DueAt, Seq) orders a topic's messages by send order across its
-// partitions. Reserving a block per call keeps it one INCRBY per send
-// call; on a Cluster that key is one slot every insert touches.
-func (s *Store) reserveSeq(ctx context.Context, topic string, n int) (uint64, error) {
+// reserveSeq registers the topic and reserves n Seq numbers: it returns
+// the topic number and the first counter value. The counter is a field of
+// the topic's meta hash, so a send touches only the topic's own slot and
+// its partitions' (a store-wide counter would be one hot slot for every
+// send on a Cluster); Seq orders a topic's messages by send order, which
+// is all ordering needs, and the topic number keeps it unique store-wide.
+// Not part of the atomic insert: a failure after it leaves a known, empty
+// topic and a gap in Seq, both harmless.
+func (s *Store) reserveSeq(ctx context.Context, topic string, n int) (uint64, uint64, error) {
+	meta := s.keys.meta(topic)
 	pipe := s.rdb.Pipeline()
-	pipe.SAdd(ctx, s.keys.topics(), topic)
-	pipe.HSetNX(ctx, s.keys.meta(topic), "created", "1")
-	incr := pipe.IncrBy(ctx, s.keys.seq(), int64(n))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, s.fail("insert: reserve seq", err)
+	reg := s.needsRegister(topic)
+	if reg {
+		pipe.SAdd(ctx, s.keys.topics(), topic)
 	}
-	return uint64(incr.Val()) - uint64(n) + 1, nil
+	incr := pipe.HIncrBy(ctx, meta, "seq", int64(n))
+	tnCmd := pipe.HGet(ctx, meta, "tn")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) { // Nil: no tn yet
+		return 0, 0, s.fail("insert: reserve seq", err)
+	}
+	if reg {
+		s.regAt.Store(topic, time.Now())
+	}
+	last, err := incr.Result()
+	if err != nil {
+		return 0, 0, s.fail("insert: reserve seq", err)
+	}
+	if last < int64(n) || last > maxCtr {
+		return 0, 0, fmt.Errorf("redisstore: insert: topic %q: Seq counter %d out of range: %w", topic, last, store.ErrCorrupt)
+	}
+	tn, err := tnCmd.Uint64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		if tn, err = s.assignTopicNumber(ctx, topic); err != nil {
+			return 0, 0, err
+		}
+	case err != nil || tn < 1 || tn > maxTN:
+		return 0, 0, fmt.Errorf("redisstore: %s tn = %q: %w", meta, tnCmd.Val(), store.ErrCorrupt)
+	}
+	return tn, uint64(last) - uint64(n) + 1, nil
 }
 
-// MessageGet implements store.Store. A single HGETALL: no script.
+// assignTopicNumber gives a topic its number, once: a new number from the
+// store-wide counter, kept only if the topic has none (HSETNX), so racing
+// servers agree. A lost race wastes a number, which is harmless.
+func (s *Store) assignTopicNumber(ctx context.Context, topic string) (uint64, error) {
+	n, err := s.rdb.Incr(ctx, s.keys.topicNums()).Result()
+	if err != nil {
+		return 0, s.fail("insert: number topic", err)
+	}
+	if n < 1 || n > maxTN {
+		return 0, fmt.Errorf("redisstore: insert: topic number %d out of range 1-%d: %w", n, maxTN, store.ErrCorrupt)
+	}
+	meta := s.keys.meta(topic)
+	pipe := s.rdb.Pipeline()
+	pipe.HSetNX(ctx, meta, "tn", n)
+	get := pipe.HGet(ctx, meta, "tn")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, s.fail("insert: number topic", err)
+	}
+	tn, err := get.Uint64()
+	if err != nil || tn < 1 || tn > maxTN {
+		return 0, fmt.Errorf("redisstore: %s tn = %q: %w", meta, get.Val(), store.ErrCorrupt)
+	}
+	return tn, nil
+}
+
+// MessageGet implements store.Store. A single GET: no script.
 func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -149,18 +206,14 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 		return nil, err
 	}
 	k := s.keys.part(topic, s.keys.partitionOf(id))
-	m, err := s.rdb.HGetAll(ctx, k.msg(id)).Result()
+	b, err := s.rdb.Get(ctx, k.msg(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstore: get: message %q in topic %q: %w", id, topic, store.ErrNotFound)
+	}
 	if err != nil {
 		return nil, s.fail("get", err)
 	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("redisstore: get: message %q in topic %q: %w", id, topic, store.ErrNotFound)
-	}
-	flat := make([]any, 0, 2*len(m))
-	for f, v := range m {
-		flat = append(flat, f, v)
-	}
-	return decodeRecord(topic, flat)
+	return decodeBlob(topic, id, b)
 }
 
 // cancelScript deletes a scheduled, ready or inflight message.
@@ -171,13 +224,12 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 var cancelScript = newScript(flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
-local st = redis.call('HGET', k, 'st')
-if not st then return {NOW, 'nf'} end
-if st ~= '1' and st ~= '2' and st ~= '3' then return {NOW, 'conflict', st} end
-local r = rec(k)
-redis.call('ZREM', IDX[tonumber(st)], memberof(k, id))
+local r, b = load(k)
+if not r then return {NOW, 'nf'} end
+if r.st > 3 then return {NOW, 'conflict', r.st} end
+redis.call('ZREM', IDX[r.st], member(r, id))
 redis.call('DEL', k)
-return {NOW, 'ok', r}
+return {NOW, 'ok', b}
 `)
 
 // MessageCancel implements store.Store.
@@ -192,29 +244,31 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 //
 // Returns {now, "ok", record} | {now, "nf"} | {now, "conflict", state}.
 var rescheduleScript = newScript(flagsState, `
-local id, due = ARGV[3], ARGV[4]
+local id, due = ARGV[3], tonumber(ARGV[4])
 local k = mkey(id)
-local st = redis.call('HGET', k, 'st')
-if not st then return {NOW, 'nf'} end
-if st ~= '1' and st ~= '2' then return {NOW, 'conflict', st} end
-local m = memberof(k, id)
-redis.call('ZREM', IDX[tonumber(st)], m)
-local nst = '1'
-if tonumber(due) <= NOW then nst = '2' end
-redis.call('HSET', k, 'st', nst, 'due', due, 'uat', NOW_S)
-redis.call('ZADD', IDX[tonumber(nst)], due, m)
-return {NOW, 'ok', rec(k)}
+local r = load(k)
+if not r then return {NOW, 'nf'} end
+if r.st ~= 1 and r.st ~= 2 then return {NOW, 'conflict', r.st} end
+local m = member(r, id)
+redis.call('ZREM', IDX[r.st], m)
+r.st, r.due, r.uat = 1, due, NOW
+if due <= NOW then r.st = 2 end
+redis.call('ZADD', IDX[r.st], ARGV[4], m)
+return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageReschedule implements store.Store.
 func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageRescheduleParams) (*store.Record, error) {
+	if err := checkTime("DueAt", p.DueAt); err != nil {
+		return nil, err
+	}
 	return s.oneMessage(ctx, "reschedule", rescheduleScript, p.Topic, p.ID, p.Now, true, strconv.FormatInt(p.DueAt, 10))
 }
 
 // oneMessage runs a script that names one message (ARGV[3] = id, then
 // args) and decodes its status answer; notify publishes the new due time
 // unless the message ended dead.
-func (s *Store) oneMessage(ctx context.Context, op string, sc *redis.Script, topic, id string, now int64, notify bool, args ...any) (*store.Record, error) {
+func (s *Store) oneMessage(ctx context.Context, op string, sc *script, topic, id string, now int64, notify bool, args ...any) (*store.Record, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -239,7 +293,7 @@ func (s *Store) oneMessage(ctx context.Context, op string, sc *redis.Script, top
 	if len(st.rest) != 1 {
 		return nil, errReply(op, cmds[0].Val())
 	}
-	r, err := decodeRecord(topic, st.rest[0])
+	r, err := decodeBlob(topic, id, st.rest[0])
 	if err != nil {
 		return nil, err
 	}

@@ -17,9 +17,14 @@ var promoteScript = newScript(flagsState, `
 local ms = redis.call('ZRANGE', IDX[1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]), 'WITHSCORES')
 for i = 1, #ms, 2 do
   local m, due = ms[i], ms[i+1]
+  local k = mkey(idof(m))
+  local r = load(k)
   redis.call('ZREM', IDX[1], m)
-  redis.call('ZADD', IDX[2], due, m)
-  redis.call('HSET', mkey(idof(m)), 'st', '2', 'uat', NOW_S)
+  if r then -- (a member always has its message; never recreate one half)
+    redis.call('ZADD', IDX[2], due, m)
+    r.st, r.uat = 2, NOW
+    save(k, r)
+  end
 end
 local h = redis.call('ZRANGE', IDX[1], 0, 0, 'WITHSCORES')
 return {NOW, #ms / 2, h[2] or '0'}

@@ -25,8 +25,10 @@ const (
 )
 
 // formatVersion is stored under "format" in the config hash; Open refuses
-// a keyspace written by another format.
-const formatVersion = "1"
+// a keyspace written by another format. 2: messages are packed STRINGs,
+// index members ctr62 .. id, Seq per topic (1: a hash per message,
+// members seq:id, a store-wide Seq key).
+const formatVersion = "2"
 
 // TimeSource says which clock judges "now" (due, lease expiry, stamps).
 type TimeSource int
@@ -89,6 +91,10 @@ type Store struct {
 	keys      keyspace
 	log       *slog.Logger
 	callerNow bool // TimeSource == TimeCaller
+
+	// regAt is when this Store last added each topic to the registry
+	// (topic -> time.Time); see needsRegister.
+	regAt sync.Map
 
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends Subscribe
@@ -280,6 +286,21 @@ func (s *Store) Close() error {
 		}
 	})
 	return err
+}
+
+// regTTL is how long a send trusts that its topic is in the registry
+// before adding it again.
+const regTTL = 10 * time.Second
+
+// needsRegister reports whether a send on topic must (re-)add it to the
+// registry SET. The registry is one store-wide key; adding on every send
+// made it a hot slot on a Cluster. Topics are never removed, so adding
+// once would do, except after the registry was lost (a Redis restarted
+// without persistence): re-adding every regTTL bounds how long the sweeps
+// (LeaseExpire, DedupPurge) can then miss a topic that is being sent to.
+func (s *Store) needsRegister(topic string) bool {
+	t, ok := s.regAt.Load(topic)
+	return !ok || time.Since(t.(time.Time)) >= regTTL
 }
 
 // check fails fast on a closed store.

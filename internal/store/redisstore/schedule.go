@@ -63,7 +63,7 @@ redis.call('SREM', KEYS[1], ARGV[3])
 return {NOW, redis.call('DEL', MPFX .. ARGV[3])}
 `)
 
-func (s *Store) scheduleCall(sc *redis.Script, now int64, args ...any) call {
+func (s *Store) scheduleCall(sc *script, now int64, args ...any) call {
 	return call{sc: sc, keys: []string{s.keys.scheduleNames()},
 		args: append([]any{s.nowArg(now), s.keys.schedulePrefix()}, args...)}
 }
