@@ -17,10 +17,16 @@ lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
+vulncheck: ## govulncheck on a local copy of the vulnerability database
+	./scripts/vulncheck.sh
+
+fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the current code
+	$(GO) test -count=1 -run TestUpgradeV0 ./test/upgrade -update
+
 bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000
 
 build: ## build bin/delayq
 	$(GO) build -o bin/delayq ./cmd/delayq
 
-.PHONY: help serve test test/short lint bench/wheel build
+.PHONY: help serve test test/short lint vulncheck fixtures bench/wheel build

@@ -45,6 +45,8 @@ comma-separated topic globs where * matches anything. A tokens file has one
 token per line (# comments). Prefer the file: flags show in ps.
 Without tokens the server listens only on loopback unless --insecure.
 /metrics needs a token with admin on "*" when tokens are configured.
+Request rate limits (--rate-limit-token, --rate-limit-ip) are off unless set;
+over a limit the answer is 429 with Retry-After.
 
 Flags:
 `
@@ -62,6 +64,8 @@ type serveOpts struct {
 	maxConns                       int
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
+	rateToken, rateIP              float64
+	burstToken, burstIP            int
 }
 
 // serveTokenList is the repeatable --token flag.
@@ -95,6 +99,12 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
 	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	// Off by default: one client at full speed makes thousands of requests
+	// a second, and behind a proxy all clients share the proxy's IP.
+	fs.Float64Var(&o.rateToken, "rate-limit-token", 0, "API `requests` per second per bearer token; 0: no limit")
+	fs.IntVar(&o.burstToken, "rate-limit-token-burst", 0, "`requests` a token may make at once; 0: one second's worth")
+	fs.Float64Var(&o.rateIP, "rate-limit-ip", 0, "API and dashboard `requests` per second per client IP (IPv6: per /64); 0: no limit")
+	fs.IntVar(&o.burstIP, "rate-limit-ip-burst", 0, "`requests` a client IP may make at once; 0: one second's worth")
 	return fs
 }
 
@@ -303,6 +313,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		Addr: o.addr, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
 		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
+		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
 		Metrics: m.Handler(), RequestObserver: m,
 	})
 	if err != nil {

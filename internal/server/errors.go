@@ -82,7 +82,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="delayq"`)
 	case http.StatusTooManyRequests:
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfterValue(err))
 	case http.StatusMethodNotAllowed:
 		var me *methodError
 		if errors.As(err, &me) {

@@ -37,7 +37,13 @@ func (s *Server) wrap(rt route) http.Handler {
 			sw.route = rt.pattern
 		}
 		c := &call{w: w, r: r}
-		err := s.prepare(c, rt)
+		var err error
+		if rt.access != open { // health checks are never rate limited
+			err = s.limitIP(r)
+		}
+		if err == nil {
+			err = s.prepare(c, rt)
+		}
 		if sw, ok := w.(*statusWriter); ok && c.token != nil {
 			sw.token = c.token.Name
 		}
@@ -69,6 +75,9 @@ func named(route string, h http.Handler) http.Handler {
 func (s *Server) prepare(c *call, rt route) error {
 	r := c.r
 	if err := s.authorize(c, rt); err != nil {
+		return err
+	}
+	if err := s.limitToken(c); err != nil { // before reading the body
 		return err
 	}
 	if err := checkQuery(r.URL, rt.query); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/ratelimit"
 )
 
 // Defaults of Config.
@@ -105,7 +106,15 @@ type Config struct {
 	// the API's bearer authentication: it does its own, with cookies and
 	// CSRF tokens (internal/dashboard). Nil: no dashboard, / is 404.
 	Dashboard http.Handler
-	// Now reads the time for ages in topic answers. Default time.Now.
+	// TokenRateLimit and IPRateLimit limit API requests per second per
+	// bearer token (checked after authentication) and per client IP (IPv6:
+	// per /64; checked first, also on the dashboard); 0 means no limit.
+	// Over a limit: 429 with Retry-After. Health checks are never limited.
+	// The bursts default to one second's worth (ceil of the rate).
+	TokenRateLimit, IPRateLimit float64
+	TokenRateBurst, IPRateBurst int
+	// Now reads the time for ages in topic answers and for the rate
+	// limits. Default time.Now.
 	Now func() time.Time
 }
 
@@ -116,6 +125,8 @@ type Server struct {
 	log     *slog.Logger
 	tlsConf *tls.Config
 	mux     *http.ServeMux
+
+	tokenLim, ipLim *ratelimit.Limiter // nil: off
 
 	drainOnce sync.Once
 	drainCtx  context.Context // cancelled when shutdown begins: ends long-polls
@@ -145,6 +156,8 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.MaxPayload < 0 || cfg.MaxDelay < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxBatchBodyBytes < 0:
 		return nil, errors.New("server: size and delay limits must not be negative")
+	case badRate(cfg.TokenRateLimit) || badRate(cfg.IPRateLimit) || cfg.TokenRateBurst < 0 || cfg.IPRateBurst < 0:
+		return nil, errors.New("server: rate limits must be finite and not negative, bursts not negative")
 	case cfg.WriteTimeout < delayq.MaxWait+5*time.Second:
 		return nil, fmt.Errorf("server: WriteTimeout %s must be at least %s (the longest long-poll plus 5 s)", cfg.WriteTimeout, delayq.MaxWait+5*time.Second)
 	case (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == ""):
@@ -158,13 +171,14 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
+	s.newLimiters()
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	if cfg.Dashboard != nil {
-		s.mux.Handle("/ui/", named("/ui/", cfg.Dashboard))
+		s.mux.Handle("/ui/", named("/ui/", s.limitedHandler(cfg.Dashboard)))
 		s.mux.Handle("GET /{$}", named("GET /", http.RedirectHandler("/ui/", http.StatusFound)))
 		s.mux.Handle("GET /ui", named("GET /ui", http.RedirectHandler("/ui/", http.StatusFound)))
 	}
