@@ -160,22 +160,20 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	// Typed items, encoded once with the body: as json.RawMessage each
-	// item was encoded, then validated and compacted again.
-	body := struct {
-		Messages []*wire.SendRequest `json:"messages"`
-	}{Messages: make([]*wire.SendRequest, len(reqs))}
+	// IDs go on a copy: the caller's slice is not ours to change.
+	withIDs := make([]SendRequest, len(reqs))
 	generated := make([]bool, len(reqs))
 	for i, r := range reqs {
 		generated[i] = c.assignID(&r)
-		w, err := sendRequestToWire(r)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		body.Messages[i] = w
+		withIDs[i] = r
+	}
+	body, err := encodeSendBatch(withIDs)
+	if err != nil {
+		return nil, err
 	}
 	var out wire.SendBatchResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "messages:batch"), in: body, out: &out, idempotent: true})
+	err = c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "messages:batch"), raw: body, out: &out, idempotent: true,
+		fast: func(b []byte) bool { return wire.DecodeSendBatchResponse(b, &out) }})
 	if err != nil {
 		return nil, err
 	}
@@ -498,16 +496,18 @@ func deadPath(topic, id, suffix string) (string, error) {
 type call struct {
 	method, path string
 	query        url.Values
-	in           any // JSON body; nil: none
-	out          any // decoded from a 2xx answer; nil: body discarded
+	in           any               // JSON body; nil: none
+	raw          []byte            // a body already encoded; used instead of in
+	fast         func([]byte) bool // decodes a whole answer into out, or false: encoding/json does
+	out          any               // decoded from a 2xx answer; nil: body discarded
 	idempotent   bool
 	wait         time.Duration // server-side long-poll; added to the attempt timeout
 }
 
 // do runs c with retries; see the Client doc for which failures are retried.
 func (c *Client) do(ctx context.Context, cl *call) error {
-	var body []byte
-	if cl.in != nil {
+	body := cl.raw
+	if body == nil && cl.in != nil {
 		var err error
 		if body, err = json.Marshal(cl.in); err != nil {
 			return fmt.Errorf("delayq: encode request: %w", err)
@@ -604,7 +604,7 @@ func (c *Client) attempt(parent context.Context, cl *call, body []byte) (time.Du
 	if cl.out == nil {
 		return 0, nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(cl.out); err != nil {
+	if err := decodeAnswer(resp, cl); err != nil {
 		if parent.Err() != nil {
 			return 0, fmt.Errorf("delayq: %s %s: %w", cl.method, cl.path, parent.Err())
 		}
@@ -614,6 +614,29 @@ func (c *Client) attempt(parent context.Context, cl *call, body []byte) (time.Du
 		return 0, fmt.Errorf("delayq: %s %s: decode answer: %w", cl.method, cl.path, err)
 	}
 	return 0, nil
+}
+
+// maxFastAnswer bounds the answers decodeAnswer reads whole for a
+// hand-written decoder (a batch answer of 1000 messages is ~300 KB);
+// larger ones stream through encoding/json.
+const maxFastAnswer = 4 << 20
+
+// decodeAnswer decodes a 2xx answer into cl.out: with cl.fast when the
+// call has one and the answer's length is known, else (or when cl.fast
+// does not take the bytes) with encoding/json.
+func decodeAnswer(resp *http.Response, cl *call) error {
+	n := resp.ContentLength
+	if cl.fast == nil || n <= 0 || n > maxFastAnswer {
+		return json.NewDecoder(resp.Body).Decode(cl.out)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(resp.Body, b); err != nil {
+		return err
+	}
+	if cl.fast(b) {
+		return nil
+	}
+	return json.NewDecoder(bytes.NewReader(b)).Decode(cl.out)
 }
 
 func parseRetryAfter(v string) time.Duration {

@@ -2,6 +2,10 @@ package delayq
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +35,96 @@ func sendRequestToWire(r SendRequest) (*wire.SendRequest, error) {
 		w.MaxAttempts = &n
 	}
 	return w, nil
+}
+
+// errNeedJSON: appendSendRequest met a value only encoding/json words
+// the error for (a time outside years 0–9999); encodeSendBatch falls back.
+var errNeedJSON = errors.New("delayq: value needs encoding/json")
+
+// encodeSendBatch encodes {"messages":[…]} with the hand-written
+// encoder: the same bytes as json.Marshal of the sendRequestToWire
+// values (client_wire_test.go compares them), with no intermediate
+// structs, payload copies or reflection. reqs must have their IDs.
+func encodeSendBatch(reqs []SendRequest) ([]byte, error) {
+	size := 32
+	for i := range reqs {
+		size += base64.StdEncoding.EncodedLen(len(reqs[i].Payload)) + len(reqs[i].ID) + 96
+	}
+	b := append(make([]byte, 0, size), `{"messages":[`...)
+	for i := range reqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendSendRequest(b, &reqs[i]); err != nil {
+			if errors.Is(err, errNeedJSON) {
+				return encodeSendBatchJSON(reqs)
+			}
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return append(b, "]}"...), nil
+}
+
+// encodeSendBatchJSON is the reference encoding, through the wire types.
+func encodeSendBatchJSON(reqs []SendRequest) ([]byte, error) {
+	body := struct {
+		Messages []*wire.SendRequest `json:"messages"`
+	}{Messages: make([]*wire.SendRequest, len(reqs))}
+	for i, r := range reqs {
+		w, err := sendRequestToWire(r)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		body.Messages[i] = w
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("delayq: encode request: %w", err)
+	}
+	return b, nil
+}
+
+// appendSendRequest appends json.Marshal(sendRequestToWire(*r)).
+func appendSendRequest(b []byte, r *SendRequest) ([]byte, error) {
+	if r.When.Delay != 0 && !r.When.DeliverAt.IsZero() {
+		return b, Invalid("when", "give either a delay or a deliver_at time, not both")
+	}
+	b = append(b, '{')
+	if r.ID != "" {
+		b = append(b, `"id":`...)
+		b = wire.AppendString(b, r.ID)
+		b = append(b, ',')
+	}
+	if utf8.Valid(r.Payload) {
+		b = append(b, `"payload":`...)
+		b = wire.AppendString(b, r.Payload)
+	} else {
+		// Base64's alphabet needs no JSON escaping.
+		b = append(b, `"payload_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.Payload)
+		b = append(b, '"')
+	}
+	if len(r.Headers) > 0 {
+		b = append(b, `,"headers":`...)
+		b = wire.AppendStringMap(b, r.Headers)
+	}
+	switch {
+	case !r.When.DeliverAt.IsZero():
+		b = append(b, `,"deliver_at":`...)
+		var ok bool
+		if b, ok = wire.AppendTime(b, ceilMillis(r.When.DeliverAt).UTC()); !ok {
+			return b, errNeedJSON
+		}
+	case r.When.Delay != 0:
+		b = append(b, `,"delay":`...)
+		b = wire.AppendString(b, r.When.Delay.String())
+	}
+	if r.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
+	}
+	return append(b, '}'), nil
 }
 
 // whenToWire maps When to the "delay" or "deliver_at" field. DeliverAt is

@@ -3,11 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/memstore"
@@ -17,6 +20,25 @@ import (
 // (100 messages of 256 B, the shape of the HTTP send target) through the
 // handler on an in-memory engine: decoding, validation, encoding.
 func BenchmarkSendBatchHandler(b *testing.B) {
+	payload := strings.Repeat("x", 256)
+	benchSendBatchHandler(b, func(i int) string { return fmt.Sprintf(`{"payload":%q,"delay":"1h"}`, payload) })
+}
+
+// BenchmarkSendBatchHandlerBinary is the shape `delayq bench send` sends:
+// random (so base64) payloads with a deliver_at time.
+func BenchmarkSendBatchHandlerBinary(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	p := make([]byte, 256)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
+	benchSendBatchHandler(b, func(i int) string {
+		for j := range p {
+			p[j] = byte(r.Uint32())
+		}
+		return fmt.Sprintf(`{"payload_base64":%q,"deliver_at":%q}`, base64.StdEncoding.EncodeToString(p), at)
+	})
+}
+
+func benchSendBatchHandler(b *testing.B, item func(i int) string) {
 	st := memstore.New()
 	eng, err := engine.Open(context.Background(), engine.Config{Store: st})
 	if err != nil {
@@ -28,7 +50,6 @@ func BenchmarkSendBatchHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := srv.Handler()
-	payload := strings.Repeat("x", 256)
 	bodies := make([][]byte, 0, 64)
 	for k := 0; k < 64; k++ {
 		var sb strings.Builder
@@ -37,7 +58,7 @@ func BenchmarkSendBatchHandler(b *testing.B) {
 			if i > 0 {
 				sb.WriteByte(',')
 			}
-			fmt.Fprintf(&sb, `{"payload":%q,"delay":"1h"}`, payload)
+			sb.WriteString(item(i))
 		}
 		sb.WriteString(`]}`)
 		bodies = append(bodies, []byte(sb.String()))

@@ -25,7 +25,7 @@ func (s *Server) sendRequest(in *wire.SendRequest, prefix string) (delayq.SendRe
 	case in.Payload != nil:
 		out.Payload = []byte(*in.Payload)
 	case in.PayloadBase64 != nil:
-		b, err := base64.StdEncoding.Strict().DecodeString(*in.PayloadBase64)
+		b, err := strictBase64.DecodeString(*in.PayloadBase64)
 		if err != nil {
 			return out, delayq.Invalid(prefix+"payload_base64", "is not standard padded base64: %v", err)
 		}
@@ -52,6 +52,10 @@ func (s *Server) sendRequest(in *wire.SendRequest, prefix string) (delayq.SendRe
 	}
 	return out, nil
 }
+
+// strictBase64 is made once: Strict copies the encoding (its 256-byte
+// decode table) on every call.
+var strictBase64 = base64.StdEncoding.Strict()
 
 func prefixed(prefix string, err error) error {
 	if inv, ok := err.(*delayq.InvalidError); ok && prefix != "" {
@@ -130,19 +134,24 @@ func checkHeaders(h map[string]string, prefix string) error {
 // toWire converts a message for an answer: times in UTC with millisecond
 // precision; the payload as a string when it is valid UTF-8, else base64.
 func toWire(m *delayq.Message) *wire.Message {
-	out := &wire.Message{
-		ID: m.ID, Topic: m.Topic, Headers: m.Headers,
-		DeliverAt: ms(m.DeliverAt), State: string(m.State),
-		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
-		LastError: m.LastError, CreatedAt: ms(m.CreatedAt), UpdatedAt: ms(m.UpdatedAt),
-		Receipt: m.Receipt, Duplicate: m.Duplicate,
-	}
+	out := toWireNoPayload(m)
 	if utf8.Valid(m.Payload) {
 		p := string(m.Payload)
 		out.Payload = &p
 	} else {
 		p := base64.StdEncoding.EncodeToString(m.Payload)
 		out.PayloadBase64 = &p
+	}
+	return out
+}
+
+func toWireNoPayload(m *delayq.Message) *wire.Message {
+	out := &wire.Message{
+		ID: m.ID, Topic: m.Topic, Headers: m.Headers,
+		DeliverAt: ms(m.DeliverAt), State: string(m.State),
+		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
+		LastError: m.LastError, CreatedAt: ms(m.CreatedAt), UpdatedAt: ms(m.UpdatedAt),
+		Receipt: m.Receipt, Duplicate: m.Duplicate,
 	}
 	if !m.LeaseExpiresAt.IsZero() {
 		t := ms(m.LeaseExpiresAt)
@@ -156,11 +165,10 @@ func toWire(m *delayq.Message) *wire.Message {
 // answer). A duplicate keeps it: the stored payload may differ from the
 // one in this request.
 func toSendWire(m *delayq.Message) *wire.Message {
-	w := toWire(m)
-	if !m.Duplicate {
-		w.Payload, w.PayloadBase64 = nil, nil
+	if m.Duplicate {
+		return toWire(m)
 	}
-	return w
+	return toWireNoPayload(m) // not encoded only to be dropped
 }
 
 func toWireList(ms []*delayq.Message) []*wire.Message {

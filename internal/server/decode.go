@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // maxDepth bounds JSON nesting. The deepest valid body (a batch item's
@@ -29,7 +30,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: body is %d bytes, the limit for this endpoint is %d", delayq.ErrTooLarge, r.ContentLength, limit)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// Sized by Content-Length (≤ limit, checked above), but not beyond
+	// maxPresize before the bytes arrive: a claimed length costs nothing.
+	size := min(max(r.ContentLength, 512), maxPresize)
+	b, err := readAll(http.MaxBytesReader(w, r.Body, limit), size)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -38,6 +42,29 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: reading body: %v", errBadRequest, err)
 	}
 	return b, nil
+}
+
+// maxPresize bounds the buffer readBody allocates before reading.
+const maxPresize = 1 << 20
+
+// readAll is io.ReadAll into a buffer sized for the expected length:
+// io.ReadAll starts at 512 bytes and grows, copying a batch body about
+// seven times.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, size+1) // +1: the read that meets EOF needs no growth
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // errBadRequest is a body that could not be read (client went away mid-body).
@@ -56,16 +83,47 @@ func decodeStrict(body []byte, v any, allowEmpty bool) error {
 		}
 		return delayq.Invalid("", "the request body is empty; want a JSON object")
 	}
+	if in, ok := v.(*wire.SendBatchRequest); ok {
+		// The hot path (see fastsend.go): validated and split in one pass.
+		ok, items, itemsOK := fastScan(body, true)
+		if !ok {
+			if err := prescanSlow(body); err != nil {
+				return err
+			}
+			items, itemsOK = batchItems(body)
+		}
+		if itemsOK {
+			in.Messages = make([]json.RawMessage, len(items))
+			for i, it := range items {
+				in.Messages[i] = it
+			}
+			return nil
+		}
+		return decodeValue(body, reflect.ValueOf(v).Elem(), "")
+	}
 	if err := prescan(body); err != nil {
 		return err
+	}
+	if in, ok := v.(*wire.SendRequest); ok {
+		return decodeSend(body, in, "")
 	}
 	return decodeValue(body, reflect.ValueOf(v).Elem(), "")
 }
 
 // prescan checks what encoding/json accepts silently: invalid UTF-8 and
 // lone surrogates (both turned into U+FFFD), duplicate keys (last wins),
-// trailing data and "-0"; and it bounds nesting.
+// trailing data and "-0"; and it bounds nesting. Valid bodies take
+// fastValid's single pass; the rest go to prescanSlow, which finds and
+// words the error.
 func prescan(body []byte) error {
+	if fastValid(body) {
+		return nil
+	}
+	return prescanSlow(body)
+}
+
+// prescanSlow is the reference prescan, on encoding/json's tokenizer.
+func prescanSlow(body []byte) error {
 	if !utf8.Valid(body) {
 		return delayq.Invalid("", "the body is not valid UTF-8")
 	}

@@ -48,6 +48,12 @@ func FuzzRequestDecoders(f *testing.F) {
 		`{"max_attempts":5,"backoff":{"initial":"1s","max":"1m","multiplier":2,"jitter":0.2},"lease":"30s"}`,
 		`{"rate_limit":{"per_second":-1,"burst":0}}`, `{"push":{"url":"http://127.0.0.1:1/","timeout":"1s","concurrency":1}}`,
 		``, `null`, `"x"`, "\xff\xfe", `{"payload":"x\u0000"}`,
+		// The send fast paths (fastsend.go) and the single-pass scanner (scan.go).
+		`{"messages":[{"payload_base64":"eA==","deliver_at":"2030-01-02T15:04:05.123Z"},{"payload":"y","max_attempts":2}]}`,
+		`{"messages":[{"payload":"x","id":null,"delay":null},{"p\u0061yload":"y"}]}`, `{"messages":[{"payload":"x"}],"x":1}`,
+		`{"messages":[{"payload":"x","delay_ms":1e3}]}`, `{"messages":[{"payload":"x","max_attempts":9223372036854775808}]}`,
+		`{"messages":[{"payload":"\ud83d\ude00","headers":{"a":"1","a":"2"}}]}`, `{"messages":null}`, `{"messages":[null,[],"x"]}`,
+		`{"payload":"x","deliver_at":"2030-01-02T15:04:05+02:00"}`, `{"payload":"x","delay":"1h","id":"a\"b"}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))

@@ -57,7 +57,7 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 	for i, raw := range in.Messages {
 		prefix := "messages[" + strconv.Itoa(i) + "]"
 		var item wire.SendRequest
-		if err := decodeValueAt(raw, &item, prefix); err != nil {
+		if err := decodeSend(raw, &item, prefix); err != nil {
 			return 0, nil, err
 		}
 		req, err := s.sendRequest(&item, prefix+".")
@@ -78,6 +78,9 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 			continue
 		}
 		out.Results[i].Message = toSendWire(r.Message)
+	}
+	if writeSendBatch(c.w, &out) {
+		return 0, nil, nil
 	}
 	return http.StatusOK, out, nil
 }

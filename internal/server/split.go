@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"sync"
 )
 
@@ -92,6 +91,11 @@ func skipWS(b []byte, i int) int {
 
 // skipString returns the index just past the string starting at b[i] ('"').
 func skipString(b []byte, i int) int {
+	// Most strings have no escapes: find the closing quote with IndexByte
+	// (vectorised), then walk byte by byte only if a backslash precedes it.
+	if q := bytes.IndexByte(b[i+1:], '"'); q >= 0 && bytes.IndexByte(b[i+1:i+1+q], '\\') < 0 {
+		return i + 1 + q + 1
+	}
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '\\':
@@ -126,8 +130,12 @@ func skipValue(b []byte, i int) int {
 		return len(b)
 	default: // number, true, false, null
 		j := i
-		for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {
-			j++
+	loop:
+		for ; j < len(b); j++ {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				break loop
+			}
 		}
 		return j
 	}

@@ -1,0 +1,287 @@
+package wire
+
+import (
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Hand-written encoders for the shapes of a batch send, the API's hottest
+// path: the request (client side) and the answer (server side). They
+// write exactly the bytes encoding/json writes for the same value (tests
+// compare them), without reflection. ok is false where json.Marshal would
+// fail (a time outside years 0–9999); callers then fall back to it.
+
+// AppendSendBatchRequest appends {"messages":[…]} as json.Marshal writes
+// a struct with one field `json:"messages"` of type []*SendRequest.
+func AppendSendBatchRequest(b []byte, msgs []*SendRequest) ([]byte, bool) {
+	b = append(b, `{"messages":`...)
+	if msgs == nil {
+		return append(b, "null}"...), true
+	}
+	b = append(b, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = AppendSendRequest(b, m); !ok {
+			return b, false
+		}
+	}
+	return append(b, "]}"...), true
+}
+
+// AppendSendRequest appends m as json.Marshal(m) writes it.
+func AppendSendRequest(b []byte, m *SendRequest) ([]byte, bool) {
+	if m == nil {
+		return append(b, "null"...), true
+	}
+	start := len(b)
+	b = append(b, '{')
+	field := func(name string) {
+		if len(b) > start+1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
+	if m.ID != "" {
+		field("id")
+		b = AppendString(b, m.ID)
+	}
+	if m.Payload != nil {
+		field("payload")
+		b = AppendString(b, *m.Payload)
+	}
+	if m.PayloadBase64 != nil {
+		field("payload_base64")
+		b = AppendString(b, *m.PayloadBase64)
+	}
+	if len(m.Headers) > 0 {
+		field("headers")
+		b = AppendStringMap(b, m.Headers)
+	}
+	if m.Delay != nil {
+		field("delay")
+		b = AppendString(b, time.Duration(*m.Delay).String())
+	}
+	if m.DelayMS != nil {
+		field("delay_ms")
+		b = strconv.AppendInt(b, *m.DelayMS, 10)
+	}
+	if m.DeliverAt != nil {
+		field("deliver_at")
+		var ok bool
+		if b, ok = AppendTime(b, *m.DeliverAt); !ok {
+			return b, false
+		}
+	}
+	if m.MaxAttempts != nil {
+		field("max_attempts")
+		b = strconv.AppendInt(b, int64(*m.MaxAttempts), 10)
+	}
+	return append(b, '}'), true
+}
+
+// AppendSendBatchResponse appends r as json.Marshal(r) writes it.
+func AppendSendBatchResponse(b []byte, r *SendBatchResponse) ([]byte, bool) {
+	b = append(b, `{"results":`...)
+	if r.Results == nil {
+		return append(b, "null}"...), true
+	}
+	b = append(b, '[')
+	for i := range r.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		res := &r.Results[i]
+		b = append(b, '{')
+		if res.Message != nil {
+			b = append(b, `"message":`...)
+			var ok bool
+			if b, ok = AppendMessage(b, res.Message); !ok {
+				return b, false
+			}
+		}
+		if res.Error != nil {
+			if res.Message != nil {
+				b = append(b, ',')
+			}
+			b = append(b, `"error":`...)
+			b = appendErrorBody(b, res.Error)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), true
+}
+
+// AppendMessage appends m as json.Marshal(m) writes it.
+func AppendMessage(b []byte, m *Message) ([]byte, bool) {
+	var ok bool
+	b = append(b, `{"id":`...)
+	b = AppendString(b, m.ID)
+	b = append(b, `,"topic":`...)
+	b = AppendString(b, m.Topic)
+	if m.Payload != nil {
+		b = append(b, `,"payload":`...)
+		b = AppendString(b, *m.Payload)
+	}
+	if m.PayloadBase64 != nil {
+		b = append(b, `,"payload_base64":`...)
+		b = AppendString(b, *m.PayloadBase64)
+	}
+	if len(m.Headers) > 0 {
+		b = append(b, `,"headers":`...)
+		b = AppendStringMap(b, m.Headers)
+	}
+	b = append(b, `,"deliver_at":`...)
+	if b, ok = AppendTime(b, m.DeliverAt); !ok {
+		return b, false
+	}
+	b = append(b, `,"state":`...)
+	b = AppendString(b, m.State)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(m.Attempt), 10)
+	b = append(b, `,"failures":`...)
+	b = strconv.AppendInt(b, int64(m.Failures), 10)
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
+	if m.LastError != "" {
+		b = append(b, `,"last_error":`...)
+		b = AppendString(b, m.LastError)
+	}
+	b = append(b, `,"created_at":`...)
+	if b, ok = AppendTime(b, m.CreatedAt); !ok {
+		return b, false
+	}
+	b = append(b, `,"updated_at":`...)
+	if b, ok = AppendTime(b, m.UpdatedAt); !ok {
+		return b, false
+	}
+	if m.Receipt != "" {
+		b = append(b, `,"receipt":`...)
+		b = AppendString(b, m.Receipt)
+	}
+	if m.LeaseExpiresAt != nil {
+		b = append(b, `,"lease_expires_at":`...)
+		if b, ok = AppendTime(b, *m.LeaseExpiresAt); !ok {
+			return b, false
+		}
+	}
+	if m.Duplicate {
+		b = append(b, `,"duplicate":true`...)
+	}
+	return append(b, '}'), true
+}
+
+func appendErrorBody(b []byte, e *ErrorBody) []byte {
+	b = append(b, `{"code":`...)
+	b = AppendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = AppendString(b, e.Message)
+	if e.Field != "" {
+		b = append(b, `,"field":`...)
+		b = AppendString(b, e.Field)
+	}
+	return append(b, '}')
+}
+
+// AppendTime writes t as time.Time.MarshalJSON does (RFC 3339 with
+// sub-second digits as needed); false for a year outside 0–9999.
+func AppendTime(b []byte, t time.Time) ([]byte, bool) {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		return b, false
+	}
+	return append(b, '"'), true
+}
+
+// AppendStringMap writes m with its keys sorted, as encoding/json does.
+func AppendStringMap(b []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, k)
+		b = append(b, ':')
+		b = AppendString(b, m[k])
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// plain marks the ASCII bytes a JSON string carries as they are.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// AppendString writes s as a JSON string exactly as encoding/json does
+// with HTML escaping on (its default): <, > and & as \u003c…, U+2028 and
+// U+2029 escaped, invalid UTF-8 as \ufffd.
+func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))])) // short: no copy escapes
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
