@@ -38,10 +38,14 @@ fuzz() { # package target
   fi
 }
 fuzz ./internal/server FuzzRequestDecoders
+fuzz ./internal/server FuzzFastValid
+fuzz ./internal/server FuzzSendDecoders
+fuzz ./internal/wire FuzzDecodeSendBatchResponse
 fuzz ./internal/wire FuzzDuration
 fuzz . FuzzValidateName
 fuzz . FuzzClientResponse
 fuzz ./internal/store/pebblestore FuzzRecordCodec
 fuzz ./internal/store/redisstore FuzzKeyBuilder
+fuzz ./internal/store/redisstore FuzzDecodeBlob
 
 exit $status
