@@ -1,5 +1,8 @@
 .DEFAULT_GOAL := help
 GO ?= go
+# go.mod's toolchain line (go1.26.10 fixes standard-library vulnerabilities
+# the server reaches); machines with GOTOOLCHAIN=local would ignore it.
+RELEASE_TOOLCHAIN ?= go1.26.10
 
 help: ## list targets
 	@grep -hE '^[a-z/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -18,7 +21,7 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 vulncheck: ## govulncheck on a local copy of the vulnerability database
-	./scripts/vulncheck.sh
+	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) ./scripts/vulncheck.sh
 
 fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the current code
 	$(GO) test -count=1 -run TestUpgradeV0 ./test/upgrade -update
@@ -26,7 +29,7 @@ fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the cu
 bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000
 
-build: ## build bin/delayq
-	$(GO) build -o bin/delayq ./cmd/delayq
+build: ## build bin/delayq with the release toolchain
+	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -o bin/delayq ./cmd/delayq
 
 .PHONY: help serve test test/short lint vulncheck fixtures bench/wheel build
