@@ -114,11 +114,18 @@ type idHist struct {
 	firstSendInvoke               time.Duration
 	okSendInvoke                  time.Duration // invoke of the first ok send
 	delay                         time.Duration
-	due                           time.Time
-	deliveries                    []Op
-	nacks                         int
-	endedAt                       time.Duration // completion of the first ok ack or cancel
-	ended                         bool
+	// due is the due time the first ok send reported; creator says that
+	// send created the message (no info send came before it), so its due
+	// bounds every delivery. A later ok send may be a duplicate answered
+	// after a nack moved the due time on: it bounds only the deliveries
+	// invoked after it completed (okSends).
+	due        time.Time
+	creator    bool
+	okSends    []Op
+	deliveries []Op
+	nacks      int
+	endedAt    time.Duration // completion of the first ok ack or cancel
+	ended      bool
 }
 
 // Check judges a history after a final drain (consume until every acked
@@ -150,11 +157,10 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 			case OK:
 				if !h.sendOK {
 					h.okSendInvoke = op.Invoke
+					h.due, h.creator = op.DueAt, !h.sendInfo
 				}
 				h.sendOK = true
-				if !op.DueAt.IsZero() {
-					h.due = op.DueAt
-				}
+				h.okSends = append(h.okSends, op)
 			case Info:
 				h.sendInfo = true
 			}
@@ -213,7 +219,7 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 				break
 			}
 		}
-		if n > 0 && !h.due.IsZero() && !h.deliveries[0].At.IsZero() {
+		if n > 0 && h.creator && !h.due.IsZero() && !h.deliveries[0].At.IsZero() {
 			late := h.deliveries[0].At.Sub(h.due)
 			if cameDueWhileDown(h, down) {
 				whileDown = append(whileDown, late)
@@ -249,8 +255,13 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 // and the client's (received before send invoke + delay, which holds
 // whatever the server's clock says).
 func early(h *idHist, d Op, slack time.Duration) bool {
-	if !d.At.IsZero() && !h.due.IsZero() && d.At.Before(h.due) {
-		return true
+	if !d.At.IsZero() {
+		for i, s := range h.okSends {
+			bounds := (i == 0 && h.creator) || d.Invoke >= s.Complete
+			if bounds && !s.DueAt.IsZero() && d.At.Before(s.DueAt) {
+				return true
+			}
+		}
 	}
 	return earlyByClient(h, d, slack)
 }

@@ -61,6 +61,24 @@ func TestCheckFindsEachAnomaly(t *testing.T) {
 			func(r *Result) bool { return len(r.Early) == 1 }},
 		{"early-by-client-clock", []Op{sendOp("a", 0, 100, OK), {Kind: Lease, ID: "a", Outcome: OK, Invoke: ms(0), Complete: ms(50)}}, Options{},
 			func(r *Result) bool { return len(r.Early) == 1 }},
+		// D5: a send whose first attempt died unanswered (info) but
+		// created the message, which was delivered and nacked; the retry
+		// is answered as a duplicate with the retry's due time. The first
+		// delivery came before that answer: not early.
+		{"duplicate-answer-after-nack-bounds-only-later-deliveries", []Op{
+			sendOp("p", 0, 0, Info), deliverOp("p", 5, 6), endOp(Nack, "p", 7),
+			{Kind: Send, ID: "p", Outcome: OK, Invoke: ms(8), Complete: ms(9), DueAt: t0.Add(ms(500))},
+			deliverOp("p", 400, 501)}, Options{},
+			func(r *Result) bool { return len(r.Early) == 0 && r.Valid() }},
+		{"duplicate-answer-bounds-later-deliveries", []Op{
+			sendOp("p", 0, 0, Info), deliverOp("p", 5, 6), endOp(Nack, "p", 7),
+			{Kind: Send, ID: "p", Outcome: OK, Invoke: ms(8), Complete: ms(9), DueAt: t0.Add(ms(500))},
+			deliverOp("p", 400, 450)}, Options{},
+			func(r *Result) bool { return len(r.Early) == 1 }},
+		{"creating-send-bounds-deliveries-before-its-answer", []Op{
+			{Kind: Send, ID: "a", Outcome: OK, Invoke: ms(0), Complete: ms(200), Delay: ms(0), DueAt: t0.Add(ms(100))},
+			deliverOp("a", 10, 60)}, Options{},
+			func(r *Result) bool { return len(r.Early) == 1 }},
 		{"resurrected-after-ack", []Op{sendOp("a", 0, 0, OK), deliverOp("a", 0, 1), endOp(Ack, "a", 2), deliverOp("a", 10, 11)}, Options{DupBound: 5},
 			func(r *Result) bool { return len(r.Resurrected) == 1 && !r.Valid() }},
 		{"resurrected-after-cancel", []Op{sendOp("a", 0, 50, OK), endOp(Cancel, "a", 5), deliverOp("a", 40, 51)}, Options{},
