@@ -3,6 +3,9 @@
 #   scripts/reliability.sh short   scenario tests (short sizes) + every fuzz target for 30 s   (≤ 12 min)
 #   scripts/reliability.sh full    scenario tests at the issue's sizes + every fuzz target for 5 min
 #   scripts/reliability.sh fuzz    every fuzz target only, for FUZZTIME (default 30s); .ci/run uses it
+#   scripts/reliability.sh soak    S27 only (manual): DELAYQ_SOAK (default 2h) of load with kill -9 every
+#                                  5 min; DELAYQ_SOAK_ENGINE=redis also kills Redis every 15 min;
+#                                  SOAK_TIMEOUT (default 4h) bounds a hung run
 # Env: DELAYQ_RESULTS_DIR (default $TMPDIR/delayq-reliability/<tier>), DELAYQ_SEED, FUZZTIME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,12 +15,20 @@ case "$tier" in
   short) fuzztime=${FUZZTIME:-30s}; timeout=10m ;;
   full)  fuzztime=${FUZZTIME:-5m};  timeout=90m ;;
   fuzz)  fuzztime=${FUZZTIME:-30s}; timeout= ;;
-  *) echo "usage: $0 short|full|fuzz" >&2; exit 2 ;;
+  soak)  timeout=${SOAK_TIMEOUT:-4h} ;;
+  *) echo "usage: $0 short|full|fuzz|soak" >&2; exit 2 ;;
 esac
 export DELAYQ_RELIABILITY=$tier
 export DELAYQ_RESULTS_DIR=${DELAYQ_RESULTS_DIR:-${TMPDIR:-/tmp}/delayq-reliability/$tier}
 mkdir -p "$DELAYQ_RESULTS_DIR"
 status=0
+
+if [ "$tier" = soak ]; then
+  echo "== S27 soak (${DELAYQ_SOAK:-2h}, engine ${DELAYQ_SOAK_ENGINE:-pebble}) → $DELAYQ_RESULTS_DIR"
+  go test -count=1 -v -timeout "$timeout" -run '^TestS27Soak$' ./test/reliability/ 2>&1 | tee "$DELAYQ_RESULTS_DIR/soak.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|results: |kill' || true
+  grep -q '^ok' "$DELAYQ_RESULTS_DIR/soak.log" || status=1
+  exit $status
+fi
 
 if [ "$tier" != fuzz ]; then
   echo "== scenarios ($tier) → $DELAYQ_RESULTS_DIR"

@@ -1,0 +1,6 @@
+//go:build !race
+
+package reliability
+
+// raceOn: see race_on_test.go.
+const raceOn = false
