@@ -121,6 +121,20 @@ func decodeRecord(data []byte, topic, id string) (*store.Record, error) {
 	return r, nil
 }
 
+// uvarintLen is the length of v's shortest uvarint encoding.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// zigzag is how binary.PutVarint maps a signed value to the unsigned one
+// it writes.
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
 type decoder struct {
 	buf []byte
 	err error
@@ -142,6 +156,12 @@ func (d *decoder) uvarint() uint64 {
 		d.fail("bad uvarint")
 		return 0
 	}
+	// Only the shortest form is ours (an overlong one, e.g. 0x80 0x00 for
+	// 0, decodes but was never written): anything else is damage.
+	if n != uvarintLen(v) {
+		d.fail("overlong uvarint")
+		return 0
+	}
 	d.buf = d.buf[n:]
 	return v
 }
@@ -153,6 +173,10 @@ func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.buf)
 	if n <= 0 {
 		d.fail("bad varint")
+		return 0
+	}
+	if n != uvarintLen(zigzag(v)) {
+		d.fail("overlong varint")
 		return 0
 	}
 	d.buf = d.buf[n:]
