@@ -208,7 +208,9 @@ func (p *parser) stringMap() (map[string]string, bool) {
 	return nil, false
 }
 
-func (p *parser) result(r *BatchResult) bool {
+// object walks one JSON object: field is called with each key, the parser
+// at its value; it returns false to reject the object.
+func (p *parser) object(field func(k []byte) bool) bool {
 	if !p.open('{') {
 		return false
 	}
@@ -217,21 +219,7 @@ func (p *parser) result(r *BatchResult) bool {
 	}
 	for {
 		k, ok := p.name()
-		if !ok {
-			return false
-		}
-		switch {
-		case string(k) == "message" && r.Message == nil:
-			r.Message = &Message{}
-			if !p.message(r.Message) {
-				return false
-			}
-		case string(k) == "error" && r.Error == nil:
-			r.Error = &ErrorBody{}
-			if !p.errorBody(r.Error) {
-				return false
-			}
-		default:
+		if !ok || !field(k) {
 			return false
 		}
 		if p.close('}') {
@@ -243,20 +231,26 @@ func (p *parser) result(r *BatchResult) bool {
 	}
 }
 
-func (p *parser) errorBody(e *ErrorBody) bool {
-	if !p.open('{') {
-		return false
-	}
-	if p.close('}') {
-		return true
-	}
-	var seen uint8
-	for {
-		k, ok := p.name()
-		if !ok {
+func (p *parser) result(r *BatchResult) bool {
+	return p.object(func(k []byte) bool {
+		switch {
+		case string(k) == "message" && r.Message == nil:
+			r.Message = &Message{}
+			return p.message(r.Message)
+		case string(k) == "error" && r.Error == nil:
+			r.Error = &ErrorBody{}
+			return p.errorBody(r.Error)
+		default:
 			return false
 		}
+	})
+}
+
+func (p *parser) errorBody(e *ErrorBody) bool {
+	var seen uint8
+	return p.object(func(k []byte) bool {
 		var bit uint8
+		var ok bool
 		switch string(k) {
 		case "code":
 			bit = 1
@@ -272,29 +266,15 @@ func (p *parser) errorBody(e *ErrorBody) bool {
 			return false
 		}
 		seen |= bit
-		if p.close('}') {
-			return true
-		}
-		if !p.comma() {
-			return false
-		}
-	}
+		return true
+	})
 }
 
 func (p *parser) message(m *Message) bool {
-	if !p.open('{') {
-		return false
-	}
-	if p.close('}') {
-		return true
-	}
 	var seen uint32
-	for {
-		k, ok := p.name()
-		if !ok {
-			return false
-		}
+	return p.object(func(k []byte) bool {
 		var bit uint32
+		var ok bool
 		switch string(k) {
 		case "id":
 			bit = 1 << 0
@@ -355,11 +335,6 @@ func (p *parser) message(m *Message) bool {
 			return false
 		}
 		seen |= bit
-		if p.close('}') {
-			return true
-		}
-		if !p.comma() {
-			return false
-		}
-	}
+		return true
+	})
 }
