@@ -40,10 +40,20 @@ fi
 
 # One -fuzz per go test invocation. Minimization of an interesting input is
 # capped so a slow input (a long-poll body) cannot eat the budget.
+# Go 1.26's fuzz coordinator can fail a clean run with a bare "context
+# deadline exceeded" as -fuzztime ends (golang/go#75804, fixed in 1.27): a
+# failure that wrote no failing input and says only that is reported as
+# that flake, not as a failure. Any real failure writes its input.
 fuzz() { # package target
   echo "== fuzz $2 ($1) for $fuzztime"
-  if ! go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "$1" > "$DELAYQ_RESULTS_DIR/fuzz-$2.log" 2>&1; then
-    tail -20 "$DELAYQ_RESULTS_DIR/fuzz-$2.log"; status=1
+  local log="$DELAYQ_RESULTS_DIR/fuzz-$2.log"
+  if ! go test -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "$1" > "$log" 2>&1; then
+    if ! grep -q 'Failing input written' "$log" &&
+       [ "$(grep -A1 -- "^--- FAIL: $2 " "$log" | tail -1 | tr -d '[:space:]')" = contextdeadlineexceeded ]; then
+      echo "flake: go fuzz coordinator deadline race (golang/go#75804), no failing input; counted as pass"
+    else
+      tail -20 "$log"; status=1
+    fi
   else
     tail -2 "$DELAYQ_RESULTS_DIR/fuzz-$2.log" | head -1
   fi
