@@ -11,34 +11,38 @@ import (
 // Observe is safe for concurrent use; SetDue and Exclude must happen
 // before Result (the scenario waits for its senders first).
 type Checker struct {
-	due        []int64        // Unix ns; 0 = due now (never early)
-	accepted   []int64        // Unix ns the send returned, if after due
+	// due and accepted are atomic because a sender may record them while
+	// a consumer already reads them (a message due at once, a late trace).
+	due        []atomic.Int64 // Unix ns; 0 = due now (never early)
+	accepted   []atomic.Int64 // Unix ns the send returned, if after due
 	recv       []atomic.Int64 // Unix ns of the first receive; 0 = none yet
 	unique     atomic.Int64
 	dups       atomic.Int64
 	unexpected atomic.Int64
+	lateTrace  *LateTrace // nil: none
 }
 
 // NewChecker expects sequence numbers 0..n-1.
 func NewChecker(n int) *Checker {
-	return &Checker{due: make([]int64, n), accepted: make([]int64, n), recv: make([]atomic.Int64, n)}
+	return &Checker{due: make([]atomic.Int64, n), accepted: make([]atomic.Int64, n), recv: make([]atomic.Int64, n)}
 }
 
 // SetDue records the due time of seq (zero time: due at once).
 func (c *Checker) SetDue(seq uint64, t time.Time) {
 	if t.IsZero() {
-		c.due[seq] = 0
+		c.due[seq].Store(0)
 		return
 	}
-	c.due[seq] = t.UnixNano()
+	c.due[seq].Store(t.UnixNano())
 }
 
 // Due returns the recorded due time of seq (zero if due at once).
 func (c *Checker) Due(seq uint64) time.Time {
-	if c.due[seq] == 0 {
+	ns := c.due[seq].Load()
+	if ns == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, c.due[seq])
+	return time.Unix(0, ns)
 }
 
 // Accepted records when the send of seq returned. If that is after the
@@ -48,11 +52,11 @@ func (c *Checker) Due(seq uint64) time.Time {
 // message was accepted only after it was due.
 func (c *Checker) Accepted(seq uint64, t time.Time) bool {
 	ns := t.UnixNano()
-	if ns > c.due[seq] {
-		c.accepted[seq] = ns
+	if ns > c.due[seq].Load() {
+		c.accepted[seq].Store(ns)
 		return true
 	}
-	c.accepted[seq] = 0
+	c.accepted[seq].Store(0)
 	return false
 }
 
@@ -66,11 +70,18 @@ func (c *Checker) Observe(ds []Delivery) {
 		at := d.At.UnixNano()
 		if c.recv[d.Seq].CompareAndSwap(0, at) {
 			c.unique.Add(1)
+			if base := max(c.due[d.Seq].Load(), c.accepted[d.Seq].Load()); c.lateTrace != nil && base != 0 {
+				c.lateTrace.late(d.Seq, time.Unix(0, base), d.At)
+			}
 		} else {
 			c.dups.Add(1)
 		}
 	}
 }
+
+// TraceLate makes the first receive at least lt.Threshold late write
+// lt's trace. Call it before the first Observe.
+func (c *Checker) TraceLate(lt *LateTrace) { c.lateTrace = lt }
 
 // Unique is the number of distinct expected messages received so far.
 func (c *Checker) Unique() int64 { return c.unique.Load() }
@@ -112,11 +123,12 @@ func (c *Checker) Result(expected func(seq uint64) bool) LatenessResult {
 			continue
 		}
 		r.Received++
-		if c.due[i] != 0 && at < c.due[i] {
+		due := c.due[i].Load()
+		if due != 0 && at < due {
 			r.Early++
-			r.MostEarly = max(r.MostEarly, time.Duration(c.due[i]-at))
+			r.MostEarly = max(r.MostEarly, time.Duration(due-at))
 		}
-		base := max(c.due[i], c.accepted[i])
+		base := max(due, c.accepted[i].Load())
 		lat := int64(0)
 		if base != 0 {
 			lat = max(at-base, 0)

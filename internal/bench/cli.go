@@ -42,6 +42,8 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		progress = fs.String("progress", ProgressAuto, "progress on stderr: auto (bar on a terminal, a line every 10 s otherwise), bar, plain, off")
 		scen     = fs.String("scenario", "", "scenarios, comma-separated ("+strings.Join(Scenarios, ", ")+", all); may also be the first argument")
 		seed     = fs.Uint64("seed", 1, "seed of the payload filler and the mixed scenario's delays")
+		trFile   = fs.String("trace", "", "lateness, mixed: write a runtime trace (go tool trace) of the seconds before the first message released --trace-late or more late to this file; an in-process target (embedded, memory) shows the engine, an HTTP target the client only")
+		trLate   = fs.Duration("trace-late", 5*time.Millisecond, "with --trace: how late a release triggers the trace")
 	)
 	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, pending 200000)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "messages per send call (send 100, drain/pending fill 1000, lateness fill 100, mixed 10)")
@@ -131,6 +133,24 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(facs) == 0 {
 		fmt.Fprintf(stderr, "%s: name at least one --target\n", c.Name)
 		return 2
+	}
+	if *trFile != "" {
+		lt, err := StartLateTrace(*trLate, *trFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
+			return 2
+		}
+		for i := range cfgs {
+			cfgs[i].LateTrace = lt
+		}
+		defer func() {
+			msg, err := lt.Stop()
+			if err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
+				return
+			}
+			fmt.Fprintf(stderr, "%s: %s\n", c.Name, msg)
+		}()
 	}
 	var pw io.Writer = stderr
 	if c.Stderr != nil && stderr == io.Writer(c.Stderr) {

@@ -59,6 +59,9 @@ type Config struct {
 	Durable bool
 	// Seed of the payload filler and the mixed scenario's delays.
 	Seed uint64
+	// LateTrace, when set, writes a trace around the first late release
+	// of the lateness and mixed scenarios.
+	LateTrace *LateTrace
 }
 
 // Defaults returns the default configuration of a scenario.

@@ -320,6 +320,7 @@ func runDrain(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 func runLateness(ctx context.Context, c Config, t Target, p *Progress) (RunResult, error) {
 	var r RunResult
 	ck := NewChecker(c.N)
+	ck.TraceLate(c.LateTrace)
 	start := time.Now()
 	t0 := msTrunc(start.Add(c.Lead))
 	step := float64(c.Window) / float64(c.N)
@@ -370,6 +371,7 @@ func runMixed(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	n := int(c.Rate*c.Duration.Seconds()) + c.Batch
 	n = (n + c.Batch - 1) / c.Batch * c.Batch
 	ck := NewChecker(n)
+	ck.TraceLate(c.LateTrace)
 	var sent atomic.Int64
 	sentFlag := make([]atomic.Bool, n)
 	start := time.Now()
@@ -436,7 +438,7 @@ func runMixed(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	}
 	cut := endSend.UnixNano()
 	res := ck.Result(func(seq uint64) bool {
-		return sentFlag[seq].Load() && ck.due[seq] <= cut
+		return sentFlag[seq].Load() && ck.due[seq].Load() <= cut
 	})
 	r.set("send_msgs_per_s", float64(sent.Load())/sendEl.Seconds())
 	r.set("checked", float64(res.Expected))
