@@ -120,16 +120,20 @@ func (s *scheduler) armExpire(until int64) {
 	s.arm(expireID, (until+expireGrain-1)/expireGrain*expireGrain)
 }
 
-// arm sets id's timer to due unless it is already armed earlier.
+// arm sets id's timer to due unless it is already armed earlier. The
+// timer is set under s.mu, in the order armed changes: two arms racing
+// outside it could set the timers in the other order, leaving the timer
+// at the later due while armed says the earlier one, which then swallows
+// every later arm. (The wheel's fire callback takes s.mu only after
+// releasing the runner's locks, so this cannot deadlock.)
 func (s *scheduler) arm(id uint64, due int64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	cur, ok := s.armed[id]
 	if ok && cur <= due {
-		s.mu.Unlock()
 		return
 	}
 	s.armed[id] = due
-	s.mu.Unlock()
 	s.tm.Set(id, due)
 }
 
