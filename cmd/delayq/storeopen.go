@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,14 +30,9 @@ func openStore(ctx context.Context, o *serveOpts, log *slog.Logger) (store.Store
 	return st, "data " + o.data, nil
 }
 
-// redactURL hides a password in a Redis URL for logs and errors.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// redactURL hides passwords in a Redis URL for logs and errors (also
+// sentinel_password= and the host lists url.Parse refuses).
+func redactURL(raw string) string { return redisstore.RedactURL(raw) }
 
 // slogRedis routes go-redis's own log lines (reconnects, pool errors)
 // through our logger instead of raw stderr.

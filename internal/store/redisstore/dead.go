@@ -151,7 +151,9 @@ return out
 `)
 
 // DeadReplay implements store.Store.
-func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*store.Record, error) {
+func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) (_ []*store.Record, err error) {
+	ctx, end := s.bound(ctx, 1) // peek, replay, notify
+	defer end(&err)
 	cmds, rank, err := s.deadOp(ctx, "dead replay", deadReplayScript, p.Topic, p.ID, p.Now, p.Max)
 	if err != nil || cmds == nil {
 		return nil, err
@@ -205,7 +207,9 @@ return {NOW, 'ok', #ms}
 `)
 
 // DeadDelete implements store.Store.
-func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int, error) {
+func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (_ int, err error) {
+	ctx, end := s.bound(ctx, 1) // peek, delete
+	defer end(&err)
 	cmds, _, err := s.deadOp(ctx, "dead delete", deadDeleteScript, p.Topic, p.ID, 0, p.Max)
 	if err != nil {
 		return 0, err
@@ -294,7 +298,10 @@ return {NOW, #ms}
 // partition's share of Max. Before is compared with AckedAt, which was
 // stamped by the time source (Redis TIME by default); the contract gives
 // no Now here, so a skewed engine clock shifts the window by the skew.
-func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int, error) {
+// Like LeaseExpire, it is bounded by sweepRounds × Timeout.
+func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (_ int, err error) {
+	ctx, end := s.bound(ctx, sweepRounds)
+	defer end(&err)
 	targets, err := s.allTargets(ctx, "dedup purge", int(store.StateAcked))
 	if err != nil || len(targets) == 0 || p.Max <= 0 {
 		return 0, err

@@ -10,11 +10,41 @@
 //
 //	redis://[user:pass@]host:port[/db][?opts]          one server (rediss:// for TLS)
 //	redis+cluster://[user:pass@]h1:p1[,h2:p2…][?opts]   Cluster seeds (rediss+cluster://)
+//	redis+sentinel://[user:pass@]s1:p1[,s2:p2…]/MASTERNAME[/db][?opts]
+//	                                                   Sentinels (rediss+sentinel://)
 //
 // where opts are go-redis URL parameters (dial_timeout, pool_size, …;
-// for clusters also addr=host:port). Or pass a ready client in
-// Options.Client (a Sentinel FailoverClient, say); the store does not
-// close it.
+// for clusters and Sentinels also addr=host:port). Or pass a ready
+// client in Options.Client; the store does not close it.
+//
+// With redis+sentinel the hosts are Sentinels (port 26379 when left
+// out) and MASTERNAME is the name they monitor (sentinel monitor
+// MASTERNAME …); every command goes to the current master, which the
+// client asks the Sentinels for whenever it dials. user:pass is the
+// master's ACL user and password (requirepass), as in a redis:// URL;
+// Sentinels that require their own (requirepass in sentinel.conf) take
+// sentinel_username= and sentinel_password=. Error messages and the
+// server's log show both passwords as "xxxxx" (RedactURL). This differs
+// from go-redis's ParseFailoverURL, whose user:pass goes to the
+// Sentinels and whose ?username=/?password= go to the master: here
+// ?username= and ?password= are refused so that neither reading goes
+// unnoticed. Its form redis://s1:p1[/db]?master_name=NAME&addr=s2:p2 is
+// accepted with the redis+sentinel scheme (the path is then only
+// [/db]). rediss+sentinel uses TLS to the Sentinels and to the master
+// alike (go-redis has one TLS config), each verified against the host
+// it dials: the master's certificate must name the address the
+// Sentinels announce (an IP unless they announce hostnames);
+// skip_verify=true turns verification off.
+//
+// The timeouts and the no-retry rule of "Unavailability" hold for the
+// Sentinel queries as for the master. During a failover (the master
+// down, the Sentinels not yet agreed on a new one: about
+// down-after-milliseconds plus an election, a few seconds) calls fail
+// with store.ErrUnavailable; once a replica is promoted the same Store
+// dials it and carries on. Writes the old master acknowledged but had
+// not yet replicated are lost (see "Durability"). Open's preflight
+// checks the master it reaches, not the replicas: give them the same
+// maxmemory-policy and AOF settings, since one of them becomes master.
 //
 // # Key layout
 //
@@ -175,15 +205,42 @@
 // # Unavailability
 //
 // Dial, read, write and pool waits are bounded by Options.Timeout
-// (default 1 s), so while Redis is down every call fails within about that
-// time with an error wrapping store.ErrUnavailable, never hangs. The
-// client is not allowed to retry (MaxRetries -1): a script retried after
-// an ambiguous failure could apply twice. Every script call is also sent
-// as a NoRetry command, because MaxRetries does not cover everything: a
-// ClusterClient resends on network errors (a read timeout included) up to
-// MaxRedirects times, and Options.Client may have any setting. MOVED and
-// ASK are still followed (the command did not run). When Redis returns,
-// the client reconnects by itself; the Store need not be reopened.
+// (default 1 s), and so is each Store call as a whole: a call derives one
+// context deadline, now + Timeout, at entry (unless the caller's ctx ends
+// sooner), and go-redis applies it to the pool wait, a new connection's
+// handshake and every read and write (ContextTimeoutEnabled). Many calls
+// make several round trips in a row — a send registers the topic and
+// reserves Seq, inserts, then publishes; a lease or promotion peeks, then
+// acts; a new connection first sends HELLO — and with a Timeout for each,
+// a send while Redis hangs (SIGSTOP, a black-holing network) would take
+// 2-3 × Timeout to fail. So every call fails within about one Timeout with
+// an error wrapping store.ErrUnavailable, and never hangs. When the call's
+// own deadline ends it, the error is not a context error: the caller's ctx
+// did not end.
+//
+// The calls that read every topic get one Timeout per round trip instead:
+// LeaseExpire and DedupPurge (three: the registry, the peeks, the
+// changes) and TopicList (two). Each of their rounds is O(topics ×
+// partitions) commands long, the sweeps run in the background where no
+// request waits on them, and a tighter bound could keep a large, healthy
+// keyspace from ever being swept or listed.
+//
+// With a client passed in Options.Client the bound is Options.Timeout, or
+// else that client's ReadTimeout. Without ContextTimeoutEnabled on it
+// (Open warns) the deadline only keeps further round trips from starting:
+// the one in flight runs to the client's own timeouts.
+//
+// A call cut short by its deadline is as ambiguous as any timeout: a
+// script already sent may have run, or may run later (a paused Redis
+// executes what it had buffered when it resumes). Nothing is retried: the
+// client is not allowed to retry (MaxRetries -1), since a script retried
+// after an ambiguous failure could apply twice. Every script call is also
+// sent as a NoRetry command, because MaxRetries does not cover
+// everything: a ClusterClient resends on network errors (a read timeout
+// included) up to MaxRedirects times, and Options.Client may have any
+// setting. MOVED and ASK are still followed (the command did not run).
+// When Redis returns, the client reconnects by itself; the Store need not
+// be reopened.
 //
 // # Several servers
 //

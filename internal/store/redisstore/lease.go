@@ -49,10 +49,12 @@ return out
 // topic's partitions and leases each partition's share of the first Max
 // (see merge.go), so the answer is in (DueAt, Seq) order. Each partition's
 // lease is atomic: two servers never lease one message at once.
-func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1) // up to leaseRounds × (peek, lease)
+	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
 	}
@@ -151,10 +153,12 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 
 // MessageAckMany implements store.Store: one atomic script per partition
 // the items fall in, all in one pipeline.
-func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
+func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) (_ []error, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
 	}
@@ -283,8 +287,15 @@ return out
 // LeaseExpire implements store.Store. It visits every partition of every
 // registered topic (one pipelined peek each: O(topics × partitions) per
 // call), merges the expired heads by (LeaseUntil, Seq) and expires each
-// partition's share of Max. Records come back in that order.
-func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
+// partition's share of Max. Records come back in that order. Its three
+// round trips (the registry, the peeks, the expiries; then the
+// notifications) are each O(topics × partitions) long, so it is bounded
+// by sweepRounds × Timeout rather than one Timeout: it runs in the
+// engines' background sweep, where nobody waits for a 503, and a tighter
+// bound could keep a large but healthy keyspace from ever being swept.
+func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ []*store.Record, err error) {
+	ctx, end := s.bound(ctx, sweepRounds)
+	defer end(&err)
 	targets, err := s.allTargets(ctx, "expire", int(store.StateInflight))
 	if err != nil || len(targets) == 0 || p.Max <= 0 {
 		return nil, err
@@ -333,11 +344,13 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 	slices.SortStableFunc(out, func(a, b *store.Record) int {
 		return cmp.Compare(rankFor(rank, a), rankFor(rank, b))
 	})
-	for topic, due := range readyAt {
-		s.publish(ctx, topic, due)
-	}
+	s.publishMany(ctx, readyAt)
 	return out, nil
 }
+
+// sweepRounds is the whole-call bound, in Timeouts, of the calls that
+// visit every topic (LeaseExpire, DedupPurge): one per pipelined round.
+const sweepRounds = 3
 
 func rankFor(rank map[string]int, r *store.Record) int {
 	if n, ok := rank[r.Topic+"\x00"+r.ID]; ok {

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -205,15 +207,18 @@ func (s *Store) partCall(sc *script, k *partKeys, now string, args ...any) call 
 }
 
 // run executes calls in one pipeline (go-redis splits it per node on a
-// Cluster) with EVALSHA, re-running with EVAL any that found the script
-// cache empty (a restarted Redis): NOSCRIPT means it did not run. No call
-// is ever resent otherwise (noRetry). extra adds plain commands to the
-// same pipeline. The first error fails the whole batch; scripts that did
-// run keep their effect, as with any ambiguous failure.
-func (s *Store) run(ctx context.Context, op string, calls []call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+// Cluster) with EVALSHA, re-running any that found the script cache empty
+// (a restarted Redis): NOSCRIPT means it did not run. No call is ever
+// resent otherwise (noRetry). extra adds plain commands to the same
+// pipeline. The first error fails the whole batch; scripts that did run
+// keep their effect, as with any ambiguous failure. The whole run is
+// bounded by one Timeout unless ctx ends sooner (see Store.bound).
+func (s *Store) run(ctx context.Context, op string, calls []call, extra func(redis.Pipeliner)) (_ []*redis.Cmd, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
 	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 1 && extra == nil {
 		c := calls[0]
@@ -232,10 +237,8 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 		extra(pipe)
 	}
 	_, perr := pipe.Exec(ctx)
-	for i, c := range calls {
-		if err := cmds[i].Err(); err != nil && isNoScript(err) {
-			cmds[i] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
-		}
+	s.rerunNoScript(ctx, calls, cmds)
+	for i := range calls {
 		if err := cmds[i].Err(); err != nil {
 			return nil, s.fail(op, err)
 		}
@@ -244,6 +247,116 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 		return nil, s.fail(op, perr)
 	}
 	return cmds, nil
+}
+
+// rerunNoScript re-runs the calls whose EVALSHA found the script cache
+// empty (NOSCRIPT: they did not run), in pipelines rather than one round
+// trip each, so that the first sweep after a Redis restart is not
+// O(topics × partitions) round trips. In each pipeline the first call of
+// each script is an EVAL (loading the script on that call's server), the
+// others EVALSHA; on a Cluster those on a server the EVAL did not reach
+// answer NOSCRIPT again and go to the next pipeline, which is smaller by
+// at least one call per script, so this ends. Each call is still sent at
+// most once per NOSCRIPT answer.
+func (s *Store) rerunNoScript(ctx context.Context, calls []call, cmds []*redis.Cmd) {
+	for {
+		var redo []int
+		for i := range calls {
+			if isNoScript(cmds[i].Err()) {
+				redo = append(redo, i)
+			}
+		}
+		switch len(redo) {
+		case 0:
+			return
+		case 1:
+			c := calls[redo[0]]
+			cmds[redo[0]] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
+			return
+		}
+		pipe := s.rdb.Pipeline()
+		loaded := map[*script]bool{}
+		for _, i := range redo {
+			c := calls[i]
+			cmds[i] = c.sc.cmd(ctx, loaded[c.sc], c.keys, c.args)
+			loaded[c.sc] = true
+			_ = pipe.Process(ctx, noRetry{cmds[i]})
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+			return // the callers fail on the first error of cmds
+		}
+	}
+}
+
+// bound gives one Store call its whole-call deadline: rounds × the
+// store's timeout from now, unless ctx ends sooner (then ctx is kept).
+// go-redis applies a context deadline to the pool wait, the connection
+// handshake and every read and write (ContextTimeoutEnabled, which Open
+// sets on the clients it makes), so a call that makes several round
+// trips — a send registers the topic and reserves Seq, then inserts, then
+// publishes; a lease peeks, then leases — fails within about one Timeout
+// while Redis hangs, not one per round trip. Nothing is retried: a round
+// trip cut by the deadline is as ambiguous as any timeout (a script may
+// have run), and the call fails as it would on a read timeout. Nested
+// bounds cost nothing: an inner call sees the outer deadline, which is
+// earlier, and keeps it.
+//
+// The returned func cancels the deadline and, when it (not the caller's
+// ctx) ended the call, hides the context error: the caller's context did
+// not end, and callers treat context errors as "the caller gave up". The
+// error still wraps store.ErrUnavailable (and os.ErrDeadlineExceeded).
+func (s *Store) bound(ctx context.Context, rounds int) (context.Context, func(*error)) {
+	d := time.Duration(rounds) * s.timeout
+	if d <= 0 {
+		return ctx, func(*error) {}
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func(*error) {}
+	}
+	bctx, cancel := context.WithTimeoutCause(ctx, d, errCallBound)
+	return bctx, func(errp *error) {
+		own := context.Cause(bctx) == errCallBound
+		cancel()
+		if errp != nil && *errp != nil && own && ctx.Err() == nil && errors.Is(*errp, context.DeadlineExceeded) {
+			*errp = &boundError{err: *errp, d: d}
+		}
+	}
+}
+
+// errCallBound is the cause of a deadline set by Store.bound.
+var errCallBound = errors.New("redisstore: the call's time bound passed")
+
+// boundError is a call that its own time bound ended: store.ErrUnavailable,
+// and not a context error.
+type boundError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *boundError) Error() string {
+	return strings.ReplaceAll(e.err.Error(), context.DeadlineExceeded.Error(),
+		"no answer within "+e.d.String()+" (the call's time bound, Options.Timeout)")
+}
+
+func (e *boundError) Unwrap() []error { return []error{store.ErrUnavailable, os.ErrDeadlineExceeded} }
+
+func (e *boundError) Timeout() bool { return true }
+
+// callTimeout is the whole-call bound of Store.bound: Options.Timeout, or
+// for a client passed in Options.Client without one, that client's
+// ReadTimeout (none when it has no read timeout).
+func callTimeout(o Options) time.Duration {
+	if o.Client == nil || o.Timeout != 0 {
+		return cmpOr(o.Timeout, DefaultTimeout)
+	}
+	rt := DefaultTimeout
+	switch c := o.Client.(type) {
+	case *redis.Client:
+		rt = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	return max(rt, 0)
 }
 
 func isNoScript(err error) bool {

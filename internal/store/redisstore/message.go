@@ -55,11 +55,14 @@ return out
 // messages are inserted by one atomic script. The call is atomic per
 // partition, not across partitions: after an error some partitions may
 // hold their messages, and a retry with the same ids finds them as
-// duplicates.
-func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
+// duplicates. All its round trips (up to four for a new topic, and the
+// notification) share one Timeout (Store.bound).
+func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) (_ []store.InsertResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
 	out := make([]store.InsertResult, len(p.Messages))
 	if len(p.Messages) == 0 {
 		return out, nil
@@ -195,10 +198,12 @@ func (s *Store) assignTopicNumber(ctx context.Context, topic string) (uint64, er
 }
 
 // MessageGet implements store.Store. A single GET: no script.
-func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record, error) {
+func (s *Store) MessageGet(ctx context.Context, topic, id string) (_ *store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1) // a new connection's handshake is a round trip too
+	defer end(&err)
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
@@ -268,10 +273,12 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 // oneMessage runs a script that names one message (ARGV[3] = id, then
 // args) and decodes its status answer; notify publishes the new due time
 // unless the message ended dead.
-func (s *Store) oneMessage(ctx context.Context, op string, sc *script, topic, id string, now int64, notify bool, args ...any) (*store.Record, error) {
+func (s *Store) oneMessage(ctx context.Context, op string, sc *script, topic, id string, now int64, notify bool, args ...any) (_ *store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1) // the script and the notification
+	defer end(&err)
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}

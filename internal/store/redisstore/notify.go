@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -17,9 +19,40 @@ import (
 // would have announced.
 func (s *Store) publish(ctx context.Context, topic string, due int64) {
 	msg := topic + "\t" + strconv.FormatInt(due, 10)
-	if err := s.rdb.Publish(ctx, s.keys.channel(), msg).Err(); err != nil && ctx.Err() == nil && !s.closed.Load() {
-		s.log.Warn("redisstore: publish notification (engines' safety sweep will cover it)", "topic", topic, "err", err)
+	s.publishFailed(ctx, topic, s.rdb.Publish(ctx, s.keys.channel(), msg).Err())
+}
+
+// publishMany publishes the earliest due time of each topic, all in one
+// pipeline (a sweep may touch many topics).
+func (s *Store) publishMany(ctx context.Context, due map[string]int64) {
+	if len(due) <= 1 {
+		for topic, d := range due {
+			s.publish(ctx, topic, d)
+		}
+		return
 	}
+	pipe := s.rdb.Pipeline()
+	cmds := make(map[string]*redis.IntCmd, len(due))
+	for topic, d := range due {
+		cmds[topic] = pipe.Publish(ctx, s.keys.channel(), topic+"\t"+strconv.FormatInt(d, 10))
+	}
+	_, _ = pipe.Exec(ctx)
+	for topic, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			s.publishFailed(ctx, topic, err)
+			return // one warning per call is enough
+		}
+	}
+}
+
+// publishFailed logs a failed publish, unless the caller gave up
+// (cancelled its ctx) or the store is closed. A publish cut short by the
+// call's time bound (Store.bound) is logged: nobody cancelled it.
+func (s *Store) publishFailed(ctx context.Context, topic string, err error) {
+	if err == nil || s.closed.Load() || errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	s.log.Warn("redisstore: publish notification (engines' safety sweep will cover it)", "topic", topic, "err", err)
 }
 
 // Subscribe implements store.Notifier. It blocks, calling fn for each

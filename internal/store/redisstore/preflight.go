@@ -20,10 +20,12 @@ type serverConfig struct {
 
 // preflight checks every master (one server, or each Cluster master):
 // it refuses a maxmemory-policy other than noeviction unless
-// allowEviction, and warns when AOF is off or appendfsync is not always.
+// allowEviction, and warns when AOF is off or appendfsync is not always
+// (and when a caller's client does not apply context deadlines).
 // CONFIG GET may be renamed away (managed Redis); then INFO answers the
 // policy and whether AOF is on, and appendfsync is reported unknown.
 func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, allowEviction bool) error {
+	warnNoContextTimeout(rdb, log)
 	var (
 		mu   sync.Mutex
 		cfgs []serverConfig
@@ -72,11 +74,36 @@ func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 			log.Warn("redisstore: cannot read appendfsync (CONFIG GET unavailable); durability of acknowledged sends is unknown",
 				"redis", c.addr, "appendonly", c.appendonly)
 		case c.appendfsync != "always":
-			log.Warn("redisstore: appendfsync is not always: a machine crash or power loss can lose up to ~1 s (everysec) or ~30 s (no) of acknowledged writes",
+			log.Warn("redisstore: appendfsync is not always: acknowledged writes can be lost — "+
+				"to a Redis process kill, up to ~2 s of them when the disk stalls (Redis then postpones the AOF write); "+
+				"to a machine crash or power loss, ~1-2 s (everysec) or ~30 s (no); use appendfsync always to lose none",
 				"redis", c.addr, "appendfsync", c.appendfsync)
 		}
 	}
 	return nil
+}
+
+// warnNoContextTimeout warns when a client passed in Options.Client does
+// not apply context deadlines to its connections (the clients Open makes
+// always do). The store bounds each call as a whole by a context deadline
+// (see "Unavailability" in the package doc); without
+// ContextTimeoutEnabled that deadline only keeps the next round trip from
+// starting, and the one in flight — a new connection's handshake
+// included — runs to the client's own timeouts.
+func warnNoContextTimeout(rdb redis.UniversalClient, log *slog.Logger) {
+	var enabled bool
+	switch c := rdb.(type) {
+	case *redis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled = c.Options().ContextTimeoutEnabled
+	default:
+		return // unknown: nothing to say
+	}
+	if !enabled {
+		log.Warn("redisstore: Options.Client has ContextTimeoutEnabled off: while Redis hangs a call may take the client's read timeout " +
+			"per round trip instead of about one Options.Timeout in all; set ContextTimeoutEnabled")
+	}
 }
 
 // readServerConfig asks CONFIG GET, falling back to INFO.

@@ -36,10 +36,12 @@ return {NOW, #ms / 2, h[2] or '0'}
 // partition. PromoteResult.Now is the time the scripts judged by: Redis
 // TIME (that of the partition holding NextDue), or 0 (Params.Now) with
 // TimeCaller.
-func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (_ *store.PromoteResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1) // peek, promote, notify
+	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
 	}

@@ -52,9 +52,15 @@ type Options struct {
 	//	redis://[user:pass@]host:port[/db][?opts]    one server (rediss:// for TLS)
 	//	redis+cluster://[user:pass@]host:port[,host:port…][?addr=host:port…&opts]
 	//	                                             Redis Cluster seed nodes (rediss+cluster:// for TLS)
+	//	redis+sentinel://[user:pass@]host:port[,host:port…]/MASTERNAME[/db][?opts]
+	//	                                             Sentinels and the name of the master they
+	//	                                             monitor (rediss+sentinel:// for TLS)
 	//
 	// opts are go-redis's URL parameters (dial_timeout, read_timeout,
-	// pool_size, …); timeouts not given there default to Timeout.
+	// pool_size, …); timeouts not given there default to Timeout. In a
+	// redis+sentinel URL, user:pass authenticates to the Redis master and
+	// sentinel_username= / sentinel_password= to the Sentinels; see
+	// "Connecting" in the package doc.
 	URL string
 	// Client is used instead of URL when set. The store does not close it,
 	// and its timeouts and retries are the caller's: keep MaxRetries at -1
@@ -76,9 +82,11 @@ type Options struct {
 	AllowEviction bool
 	// TimeSource says whose clock judges time. Default TimeRedis.
 	TimeSource TimeSource
-	// Timeout bounds dialing, each read and write, and waiting for a pooled
-	// connection, so that calls fail with store.ErrUnavailable instead of
-	// hanging when Redis is down. Default 1 s.
+	// Timeout bounds dialing, each read and write, waiting for a pooled
+	// connection, and each Store call as a whole (the calls that sweep
+	// every topic: one Timeout per round trip), so that calls fail with
+	// store.ErrUnavailable instead of hanging when Redis is down. Default
+	// 1 s; with Client, the client's ReadTimeout (see "Unavailability").
 	Timeout time.Duration
 }
 
@@ -90,7 +98,8 @@ type Store struct {
 	ownClient bool
 	keys      keyspace
 	log       *slog.Logger
-	callerNow bool // TimeSource == TimeCaller
+	callerNow bool          // TimeSource == TimeCaller
+	timeout   time.Duration // whole-call bound (callTimeout); 0: none
 
 	// regAt is when this Store last added each topic to the registry
 	// (topic -> time.Time); see needsRegister.
@@ -128,6 +137,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb:       opts.Client,
 		log:       log,
 		callerNow: opts.TimeSource == TimeCaller,
+		timeout:   callTimeout(opts),
 		done:      make(chan struct{}),
 	}
 	if s.rdb == nil {
@@ -167,7 +177,7 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return nil, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster:// or rediss+cluster://)", redactURL(rawURL))
+		return nil, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://)", redactURL(rawURL))
 	}
 	switch scheme {
 	case "redis", "rediss":
@@ -198,8 +208,24 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
 		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
+	case "redis+sentinel", "rediss+sentinel":
+		o, err := parseSentinelURL(strings.TrimSuffix(scheme, "+sentinel"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+		}
+		// These bound the Sentinel queries as well as the master's
+		// connections; MaxRetries -1 holds for both.
+		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
+		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
+		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
+		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
+		o.MaxRetries = cmpOr(o.MaxRetries, -1)
+		o.DialerRetries = cmpOr(o.DialerRetries, 2)
+		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
+		o.ContextTimeoutEnabled = true
+		return newFailoverClient(o), nil
 	default:
-		return nil, fmt.Errorf("redisstore: URL scheme %q not supported (want redis, rediss, redis+cluster or rediss+cluster)", scheme)
+		return nil, fmt.Errorf("redisstore: URL scheme %q not supported (want redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)", scheme)
 	}
 }
 
@@ -236,13 +262,52 @@ func parseClusterURL(scheme, rest string) (*redis.ClusterOptions, error) {
 	return redis.ParseClusterURL(u.String())
 }
 
-// redactURL hides a password for error messages.
+// RedactURL returns an Options.URL fit for logs and error messages: the
+// password of user:pass@ and the values of password= and
+// sentinel_password= are replaced by "xxxxx", the rest is kept as given.
+// It works on URLs that net/url cannot parse (a host list, say) and on
+// malformed ones.
+func RedactURL(s string) string { return redactURL(s) }
+
+// redactURL implements RedactURL. The userinfo ends at the last '@'
+// before the query, as in net/url, or earlier: a password holding an
+// unescaped '/' is still hidden.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<unparsable URL>"
+	head, query, hasQuery := strings.Cut(s, "?")
+	query, frag, hasFrag := strings.Cut(query, "#")
+	if !hasQuery {
+		head, frag, hasFrag = strings.Cut(head, "#")
 	}
-	return u.Redacted()
+	start := 0
+	if i := strings.Index(head, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	if at := strings.LastIndex(head, "@"); at >= start {
+		if user, _, ok := strings.Cut(head[start:at], ":"); ok {
+			head = head[:start] + user + ":xxxxx" + head[at:]
+		}
+	}
+	out := head
+	if hasQuery {
+		params := strings.Split(query, "&")
+		for i, p := range params {
+			k, _, _ := strings.Cut(p, "=")
+			if key, err := url.QueryUnescape(k); err != nil || secretParam(key) {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		out += "?" + strings.Join(params, "&")
+	}
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// secretParam says which URL parameters hold a password.
+func secretParam(key string) bool {
+	key = strings.ToLower(key)
+	return key == "password" || strings.HasSuffix(key, "_password")
 }
 
 // fixPartitions records the partition count on first use of the prefix and

@@ -33,10 +33,12 @@ return out
 
 // TopicGet implements store.Store: one pipeline of the topic's meta hash
 // and one info script per partition; cost O(partitions).
-func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord, error) {
+func (s *Store) TopicGet(ctx context.Context, topic string) (_ *store.TopicRecord, err error) {
 	if err := checkTopic(topic); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
 	recs, err := s.topicRecords(ctx, []string{topic})
 	if err != nil {
 		return nil, err
@@ -48,11 +50,14 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord,
 }
 
 // TopicList implements store.Store: the registry, then every topic's
-// record in one pipeline.
-func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+// record in one pipeline. The second round trip is O(topics ×
+// partitions) long, so the call is bounded by one Timeout per round trip.
+func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	ctx, end := s.bound(ctx, 2)
+	defer end(&err)
 	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
 	if err != nil {
 		return nil, s.fail("list topics", err)
@@ -150,10 +155,12 @@ func minInto(dst *int64, v any) {
 // TopicSettingsPut implements store.Store: the settings field of the
 // topic's meta hash and the registry, in one pipeline (two slots; each
 // write idempotent).
-func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) error {
+func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) (err error) {
 	if err := s.check(); err != nil {
 		return err
 	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
 	if err := checkTopic(topic); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@
 //	srv := redistest.Start(t)                        // AOF on, appendfsync always
 //	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
 //	cl  := redistest.StartCluster(t, 3)              // 3 masters, no replicas
+//	sn  := redistest.StartSentinel(t, "mymaster")    // master, replica, 3 Sentinels
 //
 // Servers are killed in t.Cleanup. A Server is safe for use by one test
 // goroutine at a time.
@@ -266,4 +267,225 @@ func tail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// Sentinel is a Redis master with one replica, watched by three Sentinels
+// (quorum 2, down-after-milliseconds 1000, failover-timeout 5000).
+type Sentinel struct {
+	// Name is the monitored master's name.
+	Name string
+	// Master and Replica are the data servers as started; after a
+	// failover their roles are swapped (ask MasterAddr).
+	Master, Replica *Server
+	// Sentinels are the three redis-server --sentinel processes.
+	Sentinels []*Server
+}
+
+// StartSentinel starts a master, a replica of it (--replicaof) and three
+// Sentinels monitoring it as name, all on free loopback ports; args are
+// passed to both data servers (which, like Start's, run with
+// appendonly yes and appendfsync always). It returns once the replica's
+// link is up and every Sentinel reports the master ok with one replica
+// and two other Sentinels, so a failover can start at once.
+func StartSentinel(t testing.TB, name string, args ...string) *Sentinel {
+	t.Helper()
+	bin := lookPath(t, serverBin)
+	s := &Sentinel{Name: name, Master: Start(t, args...)}
+	s.Replica = Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.port)}, args...)...)
+	for range 3 {
+		dir := t.TempDir()
+		port := freePort(t)
+		conf := filepath.Join(dir, "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
+			"sentinel monitor %s 127.0.0.1 %d 2\n"+
+			"sentinel down-after-milliseconds %s 1000\n"+
+			"sentinel failover-timeout %s 5000\n"+
+			"sentinel parallel-syncs %s 1\n",
+			port, dir, filepath.Join(dir, "redis.log"), name, s.Master.port, name, name, name)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatalf("redistest: write %s: %v", conf, err)
+		}
+		sn := &Server{t: t, dir: dir, port: port, args: []string{bin, conf, "--sentinel"}}
+		sn.start()
+		t.Cleanup(sn.Kill)
+		s.Sentinels = append(s.Sentinels, sn)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var problem string
+		if info, err := command(s.Replica.Addr(), "INFO", "replication"); err != nil || !strings.Contains(info, "master_link_status:up") {
+			problem = fmt.Sprintf("replica link not up: %v %s", err, info)
+		}
+		for _, sn := range s.Sentinels {
+			if problem != "" {
+				break
+			}
+			info, err := command(sn.Addr(), "INFO", "sentinel")
+			if err != nil || !strings.Contains(info, "name="+name+",status=ok,") ||
+				!strings.Contains(info, ",slaves=1,") || !strings.Contains(info, ",sentinels=3") {
+				problem = fmt.Sprintf("sentinel %s not ready: %v %s", sn.Addr(), err, info)
+			}
+		}
+		if problem == "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: sentinel setup not ready after 30 s: %s", problem)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Addrs are the Sentinels' addresses.
+func (s *Sentinel) Addrs() []string {
+	out := make([]string, len(s.Sentinels))
+	for i, n := range s.Sentinels {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+// URL is "redis+sentinel://h:p,h:p,h:p/NAME/0", the form
+// redisstore.Options.URL takes.
+func (s *Sentinel) URL() string {
+	return "redis+sentinel://" + strings.Join(s.Addrs(), ",") + "/" + s.Name + "/0"
+}
+
+// MasterAddr asks the Sentinels (the first that answers) for the
+// current master: SENTINEL get-master-addr-by-name.
+func (s *Sentinel) MasterAddr() (string, error) {
+	var err error
+	for _, sn := range s.Sentinels {
+		var reply []string
+		reply, err = commandStrings(sn.Addr(), "SENTINEL", "get-master-addr-by-name", s.Name)
+		if err == nil && len(reply) == 2 {
+			return net.JoinHostPort(reply[0], reply[1]), nil
+		}
+		if err == nil {
+			err = fmt.Errorf("sentinel %s answered %q", sn.Addr(), reply)
+		}
+	}
+	return "", err
+}
+
+// WaitFailover polls the Sentinels until they name a master other than
+// old and that server reports role:master, and returns its address. It
+// fails the test after timeout.
+func (s *Sentinel) WaitFailover(old string, timeout time.Duration) string {
+	s.Master.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		addr, err := s.MasterAddr()
+		if err == nil && addr != old {
+			info, ierr := command(addr, "INFO", "replication")
+			if ierr == nil && strings.Contains(info, "role:master") {
+				return addr
+			}
+		}
+		if time.Now().After(deadline) {
+			s.Master.t.Fatalf("redistest: no failover from %s within %v (sentinels say %q, %v)\n%s", old, timeout, addr, err,
+				tail(filepath.Join(s.Sentinels[0].dir, "redis.log")))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Server returns the data server (Master or Replica) listening on addr,
+// or nil.
+func (s *Sentinel) Server(addr string) *Server {
+	for _, srv := range []*Server{s.Master, s.Replica} {
+		if srv.Addr() == addr {
+			return srv
+		}
+	}
+	return nil
+}
+
+// commandStrings sends one command and reads an array of bulk strings
+// (nil elements as ""), or a null array as nil.
+func commandStrings(addr string, args ...string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(conn)
+	readLine := func() (string, error) {
+		line, err := r.ReadString('\n')
+		return strings.TrimRight(line, "\r\n"), err
+	}
+	line, err := readLine()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.HasPrefix(line, "-"):
+		return nil, fmt.Errorf("%s", line[1:])
+	case !strings.HasPrefix(line, "*"):
+		return nil, fmt.Errorf("unexpected reply %q", line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return nil, fmt.Errorf("bad array header %q", line)
+	}
+	if n < 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, n)
+	for range n {
+		h, err := readLine()
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(h, "$") {
+			return nil, fmt.Errorf("unexpected element %q", h)
+		}
+		size, err := strconv.Atoi(h[1:])
+		if err != nil {
+			return nil, fmt.Errorf("bad bulk header %q", h)
+		}
+		if size < 0 {
+			out = append(out, "")
+			continue
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		out = append(out, string(buf[:size]))
+	}
+	return out, nil
+}
+
+// Pause sends SIGSTOP: the process keeps its port and the kernel still
+// accepts connections and buffers requests, but nothing is answered — a
+// hung Redis. Resume undoes it; Kill works on a paused server too.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused server. Requests buffered meanwhile
+// are then executed, those of clients that gave up included.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redistest: signal %v: server on %s is not running", sig, s.Addr())
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: signal %v to redis-server on %s: %v", sig, s.Addr(), err)
+	}
 }
