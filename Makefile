@@ -23,6 +23,9 @@ lint: ## gofmt and go vet
 vulncheck: ## govulncheck on a local copy of the vulnerability database
 	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) ./scripts/vulncheck.sh
 
+gosec: ## gosec security analyser (pinned; fails on any finding not #nosec'd)
+	./scripts/gosec.sh
+
 fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the current code
 	$(GO) test -count=1 -run TestUpgradeV0 ./test/upgrade -update
 
@@ -32,4 +35,4 @@ bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 build: ## build bin/delayq with the release toolchain
 	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -o bin/delayq ./cmd/delayq
 
-.PHONY: help serve test test/short lint vulncheck fixtures bench/wheel build
+.PHONY: help serve test test/short lint vulncheck gosec fixtures bench/wheel build

@@ -551,7 +551,7 @@ func (c *Client) backoffFor(attempt int, retryAfter time.Duration) time.Duration
 		d = c.maxBackoff
 	}
 	// ±25% jitter, so clients that failed together do not retry together.
-	return time.Duration(float64(d) * (0.75 + rand.Float64()/2))
+	return time.Duration(float64(d) * (0.75 + rand.Float64()/2)) // #nosec G404 -- retry jitter, not a secret: predictability does no harm
 }
 
 // attempt makes one HTTP request. It returns the server's Retry-After, if any.

@@ -54,6 +54,7 @@ Flags:
 // serveOpts are the flags of `delayq serve`.
 type serveOpts struct {
 	addr, data, redis, config      string
+	debugAddr                      string
 	redisPartitions                int
 	redisAllowEviction             bool
 	insecure, noDashboard          bool
@@ -80,12 +81,13 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "listen `address`")
 	fs.StringVar(&o.data, "data", "./delayq-data", "data `directory` of the embedded engine")
-	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, or redis+cluster://h1:p1,h2:p2) instead of --data")
+	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, redis+cluster://h1:p1,h2:p2, or redis+sentinel://s1:p1,s2:p2/MASTERNAME/0; rediss… for TLS) instead of --data")
 	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4)")
 	fs.BoolVar(&o.redisAllowEviction, "redis-allow-eviction", false, "start even if Redis may evict keys (maxmemory-policy other than noeviction): messages can be lost")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
 	fs.BoolVar(&o.noDashboard, "no-dashboard", false, "do not serve the web dashboard at /ui/")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address`; off by default")
 	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
 	fs.StringVar(&o.tokensFile, "tokens-file", "", "`file` of tokens, one per line")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM)")
@@ -179,7 +181,7 @@ func parseServe(args []string, getenv func(string) string) (*serveOpts, error) {
 // readServeConfig reads a JSON object of flag names to strings, numbers,
 // booleans or (for token) arrays of strings, as flag-value strings.
 func readServeConfig(path string) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) // #nosec G304 -- path is the operator's --config flag; reading that file is the point
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -248,6 +250,11 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	}
 	if err := server.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
 		return err
+	}
+	if o.debugAddr != "" {
+		if err := checkLoopback(o.debugAddr); err != nil {
+			return err
+		}
 	}
 	m := metrics.New()
 	st, where, err := openStore(ctx, o, log)
@@ -323,6 +330,12 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopDebug, err := startDebug(o.debugAddr, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDebug()
 	scheme := "http"
 	if o.tlsCert != "" {
 		scheme = "https"

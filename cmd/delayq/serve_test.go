@@ -6,6 +6,7 @@ import (
 	"context"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,6 +78,8 @@ func TestServeBadInputs(t *testing.T) {
 		{"non-loopback without tokens", []string{"--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "never")}, nil, 1, "--insecure"},
 		{"bad token", []string{"--token", "name:short:admin:*"}, nil, 1, "secret of name"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, 1, "--log-level"},
+		{"debug listener not on loopback", []string{"--debug-addr", "0.0.0.0:6060", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"0.0.0.0:6060\": must be a loopback address"},
+		{"debug listener without port", []string{"--debug-addr", "127.0.0.1", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"127.0.0.1\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -219,5 +222,57 @@ func TestServeRedis(t *testing.T) {
 	c, b := post(bases[1]+"/v1/topics/t/lease", `{"wait":"10s"}`)
 	if c != 200 || !strings.Contains(b, `"id":"shared"`) {
 		t.Fatalf("lease on server 1: %d %s", c, b)
+	}
+}
+
+// TestServeDebugAddr: --debug-addr serves the profiling endpoints on their
+// own loopback listener, and the API's address does not serve them.
+func TestServeDebugAddr(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugAddr := ln.Addr().String()
+	ln.Close()
+	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--debug-addr", debugAddr, "--log-level", "error"}
+	ctx, stop := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
+	}
+	go io.Copy(io.Discard, pr)
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	get := func(url string) (int, string) {
+		t.Helper()
+		res, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := get("http://" + debugAddr + "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("debug listener /debug/pprof/: %d %.200q", code, body)
+	}
+	if code, body := get("http://" + debugAddr + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("goroutine dump: %d %.200q", code, body)
+	}
+	base := strings.Fields(line)[2]
+	if code, _ := get(base + "/debug/pprof/"); code == 200 {
+		t.Errorf("the API address serves /debug/pprof/ (%d); it must not", code)
+	}
+	client.CloseIdleConnections()
+	stop()
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, stderr.String())
+	}
+	if _, err := net.DialTimeout("tcp", debugAddr, time.Second); err == nil {
+		t.Error("the debug listener is still open after shutdown")
 	}
 }

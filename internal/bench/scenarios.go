@@ -168,7 +168,7 @@ func (sp sendPlan) run(ctx context.Context, t Target) (*Histogram, error) {
 				msgs := make([]Msg, 0, hi-lo)
 				now := time.Now()
 				for s := lo; s < hi; s++ {
-					seq := uint64(s)
+					seq := uint64(s) // #nosec G115 -- benchmark sequence number: a loop index ≥ 0
 					m := Msg{Seq: seq, Payload: sp.payload.make(seq)}
 					if sp.due != nil {
 						m.DeliverAt = sp.due(seq, now)
@@ -303,7 +303,8 @@ func runDrain(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 		return r, err
 	}
 	var last time.Time
-	for s := range uint64(c.N) {
+	n := uint64(c.N) // #nosec G115 -- benchmark message count, ≥ 1
+	for s := range n {
 		if at, ok := ck.Received(s); ok {
 			last = max64t(last, at)
 		}
@@ -325,10 +326,11 @@ func runLateness(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 	t0 := msTrunc(start.Add(c.Lead))
 	step := float64(c.Window) / float64(c.N)
 	dueOf := func(seq uint64) time.Time { return msTrunc(t0.Add(time.Duration(float64(seq) * step))) }
-	for s := range uint64(c.N) {
+	n := uint64(c.N) // #nosec G115 -- benchmark message count, ≥ 1
+	for s := range n {
 		ck.SetDue(s, dueOf(s))
 	}
-	last := dueOf(uint64(c.N - 1))
+	last := dueOf(n - 1)
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -376,7 +378,7 @@ func runMixed(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	sentFlag := make([]atomic.Bool, n)
 	start := time.Now()
 	endSend := start.Add(c.Duration)
-	rng := rand.New(rand.NewPCG(c.Seed, 0x6d69786564))
+	rng := rand.New(rand.NewPCG(c.Seed, 0x6d69786564)) // #nosec G404 -- seeded benchmark workload, reproducible on purpose
 	delays := make([]time.Duration, n)
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(c.MaxDelay) + 1))
@@ -466,7 +468,7 @@ func runPending(ctx context.Context, c Config, t Target, p *Progress) (RunResult
 	}
 	r.set("fill_msgs_per_s", float64(c.N)/time.Since(fillStart).Seconds())
 	// One message due now: the first one a restarted system must release.
-	probe := uint64(c.N)
+	probe := uint64(c.N) // #nosec G115 -- benchmark message count, ≥ 1
 	pm := []Msg{{Seq: probe, Payload: newPayloadMaker(c.Payload, c.Seed).make(probe)}}
 	if err := t.Send(ctx, pm); err != nil {
 		return r, fmt.Errorf("send the probe: %w", err)

@@ -302,7 +302,7 @@ func (d *Dashboard) render(w http.ResponseWriter, status int, name string, p *pa
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	_, _ = w.Write(buf.Bytes()) // the client went away: nothing left to tell it
 }
 
 // redirect answers a successful action: see-other to a page with a flash

@@ -51,9 +51,9 @@ func newMessageLog(maxMsgs, per int) *messageLog {
 func (l *messageLog) shard(k msgKey) *logShard {
 	var h maphash.Hash
 	h.SetSeed(l.seed)
-	h.WriteString(k.topic)
-	h.WriteByte(0)
-	h.WriteString(k.id)
+	_, _ = h.WriteString(k.topic) // maphash.Hash writes never fail
+	_ = h.WriteByte(0)
+	_, _ = h.WriteString(k.id)
 	return &l.shards[h.Sum64()%uint64(len(l.shards))]
 }
 

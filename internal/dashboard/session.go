@@ -159,6 +159,9 @@ func sameOrigin(r *http.Request) bool {
 }
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	// #nosec G124 -- HttpOnly and SameSite=Strict always; Secure whenever the
+	// request came over TLS (plain HTTP is the loopback default, where a
+	// Secure cookie would never come back).
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: "/ui/", MaxAge: maxAge,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,

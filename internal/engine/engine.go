@@ -135,8 +135,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.bg.Add(2)
-	go e.runJanitor()
-	go e.runScheduleSweep()
+	go e.runJanitor()       // #nosec G118 -- engine-lifetime loop, not request-scoped: Close stops it through e.closing
+	go e.runScheduleSweep() // #nosec G118 -- engine-lifetime loop, not request-scoped: Close stops it through e.closing
 	if n, ok := e.st.(store.Notifier); ok {
 		e.startNotifier(n)
 	}

@@ -38,7 +38,7 @@ func (g *idGen) next(ms int64) string {
 	g.mu.Unlock()
 
 	var raw [16]byte
-	binary.BigEndian.PutUint64(raw[0:8], uint64(ms)<<16|uint64(hi))
+	binary.BigEndian.PutUint64(raw[0:8], uint64(ms)<<16|uint64(hi)) // #nosec G115 -- bit packing of the ULID time field (48 bits of unix ms), no arithmetic on it
 	binary.BigEndian.PutUint64(raw[8:16], lo)
 	return encodeBase32(raw)
 }

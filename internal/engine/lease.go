@@ -215,7 +215,7 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	now := e.now()
 	delay := req.Delay
 	if !req.HasDelay {
-		delay = backoff(set.Backoff, int(cur.Failures)+1, rand.Float64())
+		delay = backoff(set.Backoff, int(cur.Failures)+1, rand.Float64()) // #nosec G404 -- retry jitter, not a secret
 	}
 	retryAt := now + (delay + time.Millisecond - 1).Milliseconds()
 	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryAt: retryAt, Error: truncateReason(req.Reason)})

@@ -122,6 +122,7 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	case attempts < 0 || attempts > MaxMaxAttempts:
 		return m, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	}
+	// #nosec G115 -- attempts is in [1, MaxMaxAttempts] here: checked above, or a validated topic setting
 	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due, MaxAttempts: int32(attempts), Generated: generated}, nil
 }
 

@@ -156,7 +156,7 @@ func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
-	w.Write(b) // copies or sends b before returning: the buffer can be reused
+	_, _ = w.Write(b) // copies or sends b before returning: the buffer can be reused
 	return true
 }
 

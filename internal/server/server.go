@@ -172,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 		s.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 	s.newLimiters()
-	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	s.drainCtx, s.drain = context.WithCancel(context.Background()) // #nosec G118 -- server-lifetime context; s.drain is called when Serve shuts down
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.wrap(rt))
@@ -209,7 +209,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 		if err := CheckExposure(tcp.String(), s.cfg.Tokens.Enabled(), s.cfg.Insecure); err != nil {
-			ln.Close()
+			_ = ln.Close() // the exposure error is the one to report
 			return err
 		}
 	}
@@ -246,7 +246,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := hs.Shutdown(dctx)
 	if err != nil {
-		hs.Close()
+		_ = hs.Close() // force-close after a failed drain; the drain error is reported
 		err = fmt.Errorf("server: drain: %w (connections closed)", err)
 	}
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {

@@ -17,7 +17,7 @@ func before(a, b heapItem) bool {
 
 func (w *Wheel) heapPush(l *list, k int32) {
 	w.queued[bucketLevel(k)]++
-	l.hidx = int32(len(w.heap))
+	l.hidx = int32(len(w.heap)) // #nosec G115 -- the heap holds at most one entry per bucket (a few thousand)
 	w.heap = append(w.heap, heapItem{start: l.start, k: k})
 	w.heapUp(int(l.hidx))
 }
@@ -29,7 +29,7 @@ func (w *Wheel) heapRemove(l *list) {
 	l.hidx = -1
 	if i != last {
 		w.heap[i] = w.heap[last]
-		w.list(w.heap[i].k).hidx = int32(i)
+		w.list(w.heap[i].k).hidx = int32(i) // #nosec G115 -- heap index: at most one entry per bucket
 	}
 	w.heap = w.heap[:last]
 	if i != last {
@@ -41,8 +41,8 @@ func (w *Wheel) heapRemove(l *list) {
 func (w *Wheel) heapSwap(i, j int) {
 	h := w.heap
 	h[i], h[j] = h[j], h[i]
-	w.list(h[i].k).hidx = int32(i)
-	w.list(h[j].k).hidx = int32(j)
+	w.list(h[i].k).hidx = int32(i) // #nosec G115 -- heap index: at most one entry per bucket
+	w.list(h[j].k).hidx = int32(j) // #nosec G115 -- heap index: at most one entry per bucket
 }
 
 func (w *Wheel) heapUp(i int) {

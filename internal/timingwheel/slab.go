@@ -30,11 +30,11 @@ type node struct {
 	gen          uint32 // bumped on release; part of the Handle
 }
 
-func (n *node) due() int64 { return int64(uint64(n.dueLo) | uint64(n.dueHi)<<32) }
+func (n *node) due() int64 { return int64(uint64(n.dueLo) | uint64(n.dueHi)<<32) } // #nosec G115 -- reassembles the halves setDue split: bit reinterpretation
 func (n *node) id() uint64 { return uint64(n.idLo) | uint64(n.idHi)<<32 }
 
-func (n *node) setDue(d int64)  { n.dueLo, n.dueHi = uint32(d), uint32(uint64(d)>>32) }
-func (n *node) setID(id uint64) { n.idLo, n.idHi = uint32(id), uint32(id>>32) }
+func (n *node) setDue(d int64)  { n.dueLo, n.dueHi = uint32(d), uint32(uint64(d)>>32) } // #nosec G115 -- splits d into 32-bit halves: truncation is the point
+func (n *node) setID(id uint64) { n.idLo, n.idHi = uint32(id), uint32(id>>32) }         // #nosec G115 -- splits id into 32-bit halves: truncation is the point
 
 // chunk is a fixed block of slots; 4096*28 B = 112 KiB, a whole number of
 // 8 KiB pages, so the allocator wastes nothing.
@@ -46,9 +46,9 @@ type chunk [chunkSize]node
 // valid.
 type Handle uint64
 
-func makeHandle(i int32, gen uint32) Handle { return Handle(uint64(gen)<<32 | uint64(uint32(i))) }
+func makeHandle(i int32, gen uint32) Handle { return Handle(uint64(gen)<<32 | uint64(uint32(i))) } // #nosec G115 -- slot index 0 ≤ i < maxEntries, packed in the low 32 bits
 
-func (h Handle) index() int32 { return int32(uint32(h)) }
+func (h Handle) index() int32 { return int32(uint32(h)) } // #nosec G115 -- unpacks makeHandle's low 32 bits
 func (h Handle) gen() uint32  { return uint32(h >> 32) }
 
 func (w *Wheel) node(i int32) *node {

@@ -264,7 +264,7 @@ func (w *Wheel) forget(due int64) {
 func (w *Wheel) place(i int32, n *node) {
 	t, level := w.toTick(n.due()), 0
 	if t > w.cur {
-		level = (bits.Len64(uint64(t^w.cur)) - 1) / levelBits
+		level = (bits.Len64(uint64(t^w.cur)) - 1) / levelBits // #nosec G115 -- bit length of the XOR of two ticks: bit reinterpretation
 	} else {
 		t = w.cur // the current bucket
 	}

@@ -120,7 +120,7 @@ func (t *Target) Send(ctx context.Context, msgs []bench.Msg) error {
 			}
 		}
 		if _, err := tube.Put(m.Payload, 1024, delay, ttr); err != nil {
-			c.Close()
+			_ = c.Close() // the Put error is the one to report
 			return err
 		}
 		if ctx.Err() != nil {
@@ -143,7 +143,7 @@ func (t *Target) Consume(ctx context.Context, o bench.ConsumeOptions, handle fun
 		if err != nil {
 			return err
 		}
-		stop := context.AfterFunc(ctx, func() { c.Close() })
+		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -202,7 +202,7 @@ func (t *Target) dropPool() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range t.pool {
-		c.Close()
+		_ = c.Close()
 	}
 	t.pool = nil
 }

@@ -115,7 +115,7 @@ func openServe(ctx context.Context, bin string, o bench.OpenOptions) (bench.Targ
 }
 
 func (t *serveTarget) start(ctx context.Context) (time.Time, error) {
-	cmd := exec.Command(t.bin, "serve", "--addr", t.addr, "--data", t.dir)
+	cmd := exec.Command(t.bin, "serve", "--addr", t.addr, "--data", t.dir) // #nosec G204 -- benchmark harness starting the delayq binary it was told to measure
 	cmd.Stdout, cmd.Stderr = nil, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	began := time.Now()
@@ -136,9 +136,9 @@ func (t *serveTarget) start(ctx context.Context) (time.Time, error) {
 func WaitHTTP(ctx context.Context, url string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get(url)
+		resp, err := http.Get(url) // #nosec G107 -- benchmark readiness probe of the server it started itself
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

@@ -139,7 +139,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) error {
 
 // makeDelays returns n delays in whole ms, uniform in [0, max].
 func makeDelays(n int, max time.Duration, seed uint64) []int64 {
-	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	rng := rand.New(rand.NewPCG(seed, uint64(n))) // #nosec G404 G115 -- seeded benchmark workload, reproducible on purpose; n ≥ 0 is a count
 	d := make([]int64, n)
 	maxMs := max.Milliseconds()
 	for i := range d {
@@ -163,7 +163,7 @@ func heapAlloc() (uint64, uint64) {
 // structure measures insert, memory and remove without firing anything.
 func structure(r *result, delays []int64, max time.Duration) {
 	n := len(delays)
-	order := rand.New(rand.NewPCG(99, uint64(n))).Perm(n) // removal order
+	order := rand.New(rand.NewPCG(99, uint64(n))).Perm(n) // #nosec G404 -- seeded removal order, reproducible on purpose
 	gcQuiet()
 	switch r.impl {
 	case implWheel, implWheelOneShot:
@@ -278,7 +278,7 @@ func fire(ctx context.Context, r *result, delays []int64, max time.Duration) err
 		run := timingwheel.NewRunner(cfg, func(_ uint64, due int64) { rc.record(due) })
 		run.Start()
 		stop = run.Stop
-		insertAll(delays, func(i int, due int64) { run.Add(uint64(i), due) })
+		insertAll(delays, func(i int, due int64) { run.Add(uint64(i), due) }) // #nosec G115 -- i is a slice index ≥ 0
 	case implAfterFunc:
 		insertAll(delays, func(i int, due int64) {
 			time.AfterFunc(time.Until(time.UnixMilli(due)), func() { rc.record(due) })
@@ -287,7 +287,7 @@ func fire(ctx context.Context, r *result, delays []int64, max time.Duration) err
 	case implHeap:
 		hr := newHeapRunner(func(_ uint64, due int64) { rc.record(due) })
 		stop = hr.close
-		insertAll(delays, func(i int, due int64) { hr.add(uint64(i), due) })
+		insertAll(delays, func(i int, due int64) { hr.add(uint64(i), due) }) // #nosec G115 -- i is a slice index ≥ 0
 	}
 	r.insertWall = time.Since(start)
 	deadline := time.NewTimer(max + time.Minute)

@@ -32,9 +32,9 @@ const formatVersion = 1
 
 // orderedTime maps an int64 to a uint64 whose big-endian bytes sort like
 // the int64 (flip the sign bit), so negative times still order correctly.
-func orderedTime(t int64) uint64 { return uint64(t) ^ (1 << 63) }
+func orderedTime(t int64) uint64 { return uint64(t) ^ (1 << 63) } // #nosec G115 -- sign-flip for key order: bit reinterpretation for the on-disk encoding, no arithmetic on the result
 
-func fromOrderedTime(u uint64) int64 { return int64(u ^ (1 << 63)) }
+func fromOrderedTime(u uint64) int64 { return int64(u ^ (1 << 63)) } // #nosec G115 -- inverse of orderedTime: bit reinterpretation for the on-disk encoding, no arithmetic on the result
 
 // topicPrefix is "{p}/{topic}\x00": the common prefix of a topic's keys in a
 // per-topic index (or the message table).

@@ -115,7 +115,7 @@ func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) 
 func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, first uint64, i int) *store.Record {
 	m := &p.Messages[i]
 	r := &store.Record{
-		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i),
+		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i), // #nosec G115 -- i is a slice index (≥ 0) within the n seqs allocSeqs reserved
 		State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
 		DueAt: m.DueAt, CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
 	}

@@ -179,7 +179,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		ballast: cmp.Or(opts.BallastSize, 32<<20),
 		topics:  make(map[string]*topic),
 	}
-	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(dir, 0o750); err != nil { // not world-readable: it holds every payload
 		return nil, fmt.Errorf("pebblestore: create %s: %w: %w", dir, store.ErrUnavailable, err)
 	}
 	fs := s.fs
@@ -196,7 +196,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	// Pebble charges its memtables (the mutable one and one being flushed)
 	// against the block cache: a cache no larger than them caches nothing,
 	// and every dedup lookup then re-reads and re-checksums filter blocks.
-	cache := pebble.NewCache(cmp.Or(opts.CacheSize, 64<<20) + 2*int64(memTable))
+	cache := pebble.NewCache(cmp.Or(opts.CacheSize, 64<<20) + 2*int64(memTable)) // #nosec G115 -- a memtable size is bytes of RAM, far below 2^63
 	defer cache.Unref()
 	po := &pebble.Options{
 		FS:           fs,
@@ -352,17 +352,18 @@ func (s *Store) reserveSeqs(n uint64) error {
 func (s *Store) allocSeqs(n int) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
-	if s.nextSeq+uint64(n) >= s.seqHW {
+	un := uint64(n) // #nosec G115 -- n is a batch length, never negative
+	if s.nextSeq+un >= s.seqHW {
 		if err := s.checkWritable(); err != nil {
 			return 0, err
 		}
-		if err := s.reserveSeqs(uint64(n)); err != nil {
+		if err := s.reserveSeqs(un); err != nil {
 			s.fail(err)
 			return 0, err
 		}
 	}
 	first := s.nextSeq
-	s.nextSeq += uint64(n)
+	s.nextSeq += un
 	return first, nil
 }
 
@@ -589,7 +590,8 @@ func (s *Store) checkSpace() error {
 	last := s.lastSpaceCheck.Load()
 	if now-last > int64(time.Second) && s.lastSpaceCheck.CompareAndSwap(last, now) {
 		du, err := s.fs.GetDiskUsage(s.dir)
-		if err == nil && du.AvailBytes > 2*uint64(s.ballast) && s.makeBallast() == nil {
+		need := 2 * uint64(s.ballast) // #nosec G115 -- diskFull is only set with a ballast > 0 (the OnDiskFull hook is installed only then)
+		if err == nil && du.AvailBytes > need && s.makeBallast() == nil {
 			s.diskFull.Store(false)
 			s.log.Info("pebblestore: disk space available again; accepting new messages")
 			return nil
@@ -669,6 +671,7 @@ func beUint64(b []byte) uint64 {
 }
 
 func beAppend(b []byte, v uint64) []byte {
+	// #nosec G115 -- big-endian bytes of v: truncation to each byte is the point
 	return append(b, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
 		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }

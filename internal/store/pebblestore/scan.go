@@ -141,14 +141,14 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 func appendReadyValue(dst, id []byte, promotedAt int64) []byte {
 	dst = append(dst, id...)
 	dst = append(dst, 0)
-	return binary.BigEndian.AppendUint64(dst, uint64(promotedAt))
+	return binary.BigEndian.AppendUint64(dst, uint64(promotedAt)) // #nosec G115 -- bit reinterpretation for the on-disk encoding, no arithmetic on the result
 }
 
 // parseReadyValue splits an index value into the id and, for an r/ entry
 // written by promotion, the promotion time. Other index values are the id.
 func parseReadyValue(v []byte) (id []byte, promotedAt int64, promoted bool) {
 	if n := len(v) - 9; n >= 0 && v[n] == 0 {
-		return v[:n], int64(binary.BigEndian.Uint64(v[n+1:])), true
+		return v[:n], int64(binary.BigEndian.Uint64(v[n+1:])), true // #nosec G115 -- inverse of appendReadyValue: bit reinterpretation for the on-disk encoding, no arithmetic on the result
 	}
 	return v, 0, false
 }

@@ -29,7 +29,7 @@ func encodeSchedule(sc *store.Schedule) []byte {
 	b := make([]byte, 0, 1+24+len(sc.Spec)+4)
 	b = append(b, scheduleVersion)
 	for _, v := range [...]int64{sc.LastTick, sc.CreatedAt, sc.UpdatedAt} {
-		b = binary.BigEndian.AppendUint64(b, uint64(v))
+		b = binary.BigEndian.AppendUint64(b, uint64(v)) // #nosec G115 -- bit reinterpretation for the on-disk encoding, no arithmetic on the result
 	}
 	b = append(b, sc.Spec...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -43,7 +43,7 @@ func decodeSchedule(name string, v []byte) (*store.Schedule, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, fmt.Errorf("pebblestore: schedule %q: %w: checksum mismatch", name, store.ErrCorrupt)
 	}
-	be := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[1+8*i:])) }
+	be := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[1+8*i:])) } // #nosec G115 -- inverse of encodeSchedule: bit reinterpretation for the on-disk encoding, no arithmetic on the result
 	return &store.Schedule{
 		Name: name, LastTick: be(0), CreatedAt: be(1), UpdatedAt: be(2),
 		Spec: bytes.Clone(body[25:]),

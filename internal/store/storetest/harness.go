@@ -69,9 +69,9 @@ func (h *harness) insertNew(topic string, now int64, msgs ...store.InsertMessage
 	out := make([]*store.Record, len(res))
 	for i, r := range res {
 		if r.Duplicate {
-			h.t.Fatalf("insert %s/%s: unexpected Duplicate", topic, msgs[i].ID)
+			h.t.Fatalf("insert %s/%s: unexpected Duplicate", topic, msgs[i].ID) // #nosec G602 -- h.insert fails the test unless len(res) == len(msgs)
 		}
-		Equal(h.t, fresh(topic, msgs[i], r.Record.Seq, now), r.Record)
+		Equal(h.t, fresh(topic, msgs[i], r.Record.Seq, now), r.Record) // #nosec G602 -- h.insert fails the test unless len(res) == len(msgs)
 		out[i] = r.Record
 	}
 	return out

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// startDebug serves Go's profiling endpoints (/debug/pprof/: CPU and heap
+// profiles, goroutine dumps, execution traces) on their own listener, off
+// the API's mux, so they are never reachable with an API token nor through
+// the API's address. They have no authentication, and a profile or trace
+// reveals internals and costs CPU, so the address must be loopback (reach
+// it remotely through an SSH tunnel or a port-forward). It returns a
+// function that stops the listener.
+func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-addr: %w", err)
+	}
+	// No write timeout: /debug/pprof/profile and /trace stream for
+	// ?seconds=N (30 s by default).
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("debug listener", "err", err)
+		}
+	}()
+	log.Info("profiling endpoints on", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+// checkLoopback refuses an address that is not on a loopback interface.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--debug-addr %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--debug-addr %q: must be a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT); the profiling endpoints have no authentication", addr)
+}
