@@ -71,6 +71,8 @@ type Config struct {
 	// DedupWindow is how long an acked message's id still dedups sends.
 	// Default 24 h.
 	DedupWindow time.Duration
+
+	sweepEvery time.Duration // the safety sweep's period; tests shorten it
 }
 
 // Engine implements delayq.Queue on a store.Store. It is safe for concurrent use.
@@ -83,6 +85,7 @@ type Engine struct {
 	maxPay   int
 	maxDelay time.Duration
 	dedup    time.Duration
+	sweep    time.Duration // safety sweep period
 
 	ids   idGen
 	sched *scheduler
@@ -115,6 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		maxPay:   cmpOr(cfg.MaxPayload, delayq.DefaultMaxPayload),
 		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
 		dedup:    cmpOr(cfg.DedupWindow, DefaultDedupWindow),
+		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
 	}
@@ -138,7 +142,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	go e.runJanitor()       // #nosec G118 -- engine-lifetime loop, not request-scoped: Close stops it through e.closing
 	go e.runScheduleSweep() // #nosec G118 -- engine-lifetime loop, not request-scoped: Close stops it through e.closing
 	if n, ok := e.st.(store.Notifier); ok {
-		e.startNotifier(n)
+		e.startNotifier(n) // starts the safety sweep too
+	} else {
+		e.startSweep()
 	}
 	return e, nil
 }

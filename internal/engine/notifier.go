@@ -10,7 +10,11 @@ import (
 
 // Shared stores (Redis) tell every engine about sends made by others. A
 // notification can be lost while the subscription reconnects, so a slow
-// sweep re-arms every topic from the store as a safety net.
+// sweep re-arms every topic from the store as a safety net. A store of
+// one engine (Pebble) has no notifications to lose, but the sweep runs
+// there too: whatever wake-up a bug might lose (D7 in docs/reliability.md
+// lost one), a due message then waits at most sweepEvery, not for a timer
+// hours away.
 const (
 	sweepEvery     = 5 * time.Second
 	resubscribeMin = 100 * time.Millisecond
@@ -27,7 +31,7 @@ func (e *Engine) startNotifier(n store.Notifier) {
 	var once sync.Once
 	e.bg.Add(2)
 	go e.listen(ctx, n, func() { once.Do(func() { close(first) }) })
-	go e.sweep(ctx)
+	go e.runSweep(ctx)
 	select {
 	case <-first:
 	case <-time.After(firstSubscribeWait):
@@ -73,9 +77,18 @@ func (e *Engine) onNotify(topic string, dueAt int64) {
 	e.sched.armPromote(t, dueAt)
 }
 
-func (e *Engine) sweep(ctx context.Context) {
+// startSweep runs the safety sweep until Close.
+func (e *Engine) startSweep() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-e.closing; cancel() }()
+	e.bg.Add(1)
+	go e.runSweep(ctx)
+}
+
+// runSweep re-arms every topic from the store every e.sweep.
+func (e *Engine) runSweep(ctx context.Context) {
 	defer e.bg.Done()
-	tick := time.NewTicker(sweepEvery)
+	tick := time.NewTicker(e.sweep)
 	defer tick.Stop()
 	for {
 		select {
