@@ -35,9 +35,16 @@ func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--debug-addr: %w", err)
 	}
-	// No write timeout: /debug/pprof/profile and /trace stream for
-	// ?seconds=N (30 s by default).
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	// Limits like the API's listener, but no write timeout:
+	// /debug/pprof/profile and /trace stream for ?seconds=N (30 s by
+	// default).
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    16 << 10,
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("debug listener", "err", err)
