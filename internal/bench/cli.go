@@ -57,7 +57,7 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&cfg.Window, "window", 0, "lateness: messages come due evenly over this window (default 10s)")
 	fs.DurationVar(&cfg.Lead, "lead", 0, "lateness: first message due this long after the fill starts (default 2s + max(0, n/5000 s − window))")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "mixed: how long to send (default 60s)")
-	fs.DurationVar(&cfg.MaxDelay, "max-delay", 0, "mixed: delays are uniform in [0, max-delay] (default 60s)")
+	fs.DurationVar(&cfg.MaxDelay, "max-delay", 0, "mixed: delays are uniform in [0, max-delay] (default 60s); pending: when set, delays are uniform in [delay, max-delay]")
 	fs.DurationVar(&cfg.Grace, "grace", 0, "drain/lateness/pending: give up after no new message for this long once all are due (default 30s); mixed: consume this long after sending ends (default 10s)")
 	durable := fs.Bool("durable", true, "fsync every accepted write (delayq: Pebble sync with group commit; redis: appendfsync always; beanstalkd: -f0); false: logs written, never fsync'd (Pebble NoSync; appendfsync no; beanstalkd -F)")
 	fs.Usage = func() {

@@ -138,6 +138,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--rate must be ≥ 0")
 	case c.Scenario == ScenarioMixed && c.Rate <= 0:
 		return fmt.Errorf("mixed needs --rate > 0")
+	case c.Scenario == ScenarioPending && c.MaxDelay != 0 && c.MaxDelay < c.Delay:
+		return fmt.Errorf("pending: --max-delay %v is below --delay %v (delays are uniform in [delay, max-delay])", c.MaxDelay, c.Delay)
 	case c.Window < 0 || c.Lead < 0 || c.Duration < 0 || c.MaxDelay < 0 || c.Grace <= 0 || c.Wait <= 0:
 		return fmt.Errorf("durations must be positive")
 	}
@@ -193,7 +195,11 @@ func (c Config) Params() []Param {
 	case ScenarioPending:
 		add("n", fmt.Sprint(c.N))
 		add("payload", fmt.Sprintf("%dB", c.Payload))
-		add("delay", c.Delay.String())
+		if c.MaxDelay > c.Delay {
+			add("delays", c.Delay.String()+"–"+c.MaxDelay.String())
+		} else {
+			add("delay", c.Delay.String())
+		}
 	}
 	add("durable", fmt.Sprint(c.Durable))
 	return p

@@ -457,7 +457,7 @@ func runPending(ctx context.Context, c Config, t Target, p *Progress) (RunResult
 	p.Phase("fill far-future", int64(c.N))
 	fillStart := time.Now()
 	sp := sendPlan{n: c.N, batch: c.Batch, conc: c.Concurrency, payload: newPayloadMaker(c.Payload, c.Seed), progress: p,
-		due: func(_ uint64, now time.Time) time.Time { return msTrunc(now.Add(c.Delay)) },
+		due: func(seq uint64, now time.Time) time.Time { return msTrunc(now.Add(pendingDelay(c, seq))) },
 		onSent: func(msgs []Msg, _ time.Time) {
 			for _, m := range msgs {
 				ck.SetDue(m.Seq, m.DeliverAt)
@@ -505,4 +505,21 @@ func runPending(ctx context.Context, c Config, t Target, p *Progress) (RunResult
 	res := ck.Result(func(seq uint64) bool { _, ok := ck.Received(seq); return ok })
 	r.set("early", float64(res.Early))
 	return r, nil
+}
+
+// pendingDelay is the delay of far-future message seq: c.Delay, or with
+// c.MaxDelay set, uniform in [c.Delay, c.MaxDelay] — spread like real
+// timers (30-day reminders beside 1-hour timeouts), which inserts all over
+// the store's time-ordered index rather than at its end. Deterministic in
+// (seed, seq).
+func pendingDelay(c Config, seq uint64) time.Duration {
+	if c.MaxDelay <= c.Delay {
+		return c.Delay
+	}
+	z := seq*0x9e3779b97f4a7c15 + c.Seed // splitmix64
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	span := uint64(c.MaxDelay - c.Delay)       // #nosec G115 -- MaxDelay > Delay ≥ 0 here
+	return c.Delay + time.Duration(z%(span+1)) // #nosec G115 -- z%(span+1) ≤ span, which came from a Duration
 }
