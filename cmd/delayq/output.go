@@ -93,12 +93,18 @@ func toWireTopic(t *delayq.TopicInfo) wire.Topic {
 	return w
 }
 
-// relTime says when t is relative to now: "in 29m59s", "3s ago", "now".
+// relTime says when t is relative to now: "in 30m", "3s ago", "now".
 func relTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := t.Sub(now())
+	return relTimeAt(t, now())
+}
+
+func relTimeAt(t, now time.Time) string {
+	// Rounded, not truncated: a 30m delay read back a few ms later says
+	// "in 30m", not "in 29m59s".
+	d := t.Sub(now).Round(time.Second)
 	switch {
 	case d >= time.Second:
 		return "in " + shortDur(d)
@@ -108,7 +114,7 @@ func relTime(t time.Time) string {
 	return "now"
 }
 
-// when formats t as "in 29m59s (2030-01-02T09:00:00.000Z)".
+// when formats t as "in 30m (2030-01-02T09:00:00.000Z)".
 func when(t time.Time) string {
 	if t.IsZero() {
 		return "-"
