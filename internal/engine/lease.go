@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime/trace"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -46,11 +47,16 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 			return nil, delayq.ErrUnavailable
 		}
 		wake := t.waiter()
+		r := trace.StartRegion(ctx, "delayq.lease")
 		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
+		r.End()
 		if err != nil || len(msgs) > 0 || timeout == nil {
 			return msgs, err
 		}
-		switch err := e.waitLease(ctx, wake, timeout, retry); {
+		r = trace.StartRegion(ctx, "delayq.lease.wait")
+		err = e.waitLease(ctx, wake, timeout, retry)
+		r.End()
+		switch {
 		case errors.Is(err, errWaitOver):
 			return nil, nil
 		case err != nil:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"runtime/trace"
 	"sync"
 )
 
@@ -188,7 +189,7 @@ func (s *scheduler) work() {
 
 func (s *scheduler) run(id uint64) {
 	if id == expireID {
-		s.e.expireLeases(s.ctx)
+		trace.WithRegion(s.ctx, "delayq.expire", func() { s.e.expireLeases(s.ctx) })
 		return
 	}
 	s.mu.Lock()
@@ -197,7 +198,9 @@ func (s *scheduler) run(id uint64) {
 	s.mu.Unlock()
 	switch {
 	case t != nil:
-		s.e.promote(s.ctx, t)
+		// Regions name the engine's steps in an execution trace (delayq
+		// bench --trace, /debug/pprof/trace); free when not tracing.
+		trace.WithRegion(s.ctx, "delayq.promote", func() { s.e.promote(s.ctx, t) })
 	case isSched:
 		s.e.fireSchedule(s.ctx, name)
 	}
