@@ -22,10 +22,6 @@ if ! go version -m "$gosec" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+
   gosec="$gobin/gosec"
 fi
 
-# TEMPORARY: internal/store/redisstore is excluded while it is being
-# reworked; its findings are listed in docs/reliability.md and still have
-# to be fixed or annotated there, then this exclusion removed.
 "$gosec" -quiet -fmt text -color=false \
   -nosec-require-rules -nosec-require-justification \
-  -exclude-dir=internal/store/redisstore \
   ./...

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
 # it can (redis-server, for the Redis engine's tests), then runs go vet,
-# staticcheck and every Go test with the race detector.
+# staticcheck, gosec and every Go test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +34,10 @@ if ! "$staticcheck" -version 2>/dev/null | grep -qF "($staticcheck_version)"; th
   staticcheck="$gobin/staticcheck"
 fi
 "$staticcheck" ./...
+
+# gosec, pinned (installs like staticcheck: ~100 s once); fails on any
+# finding without a justified #nosec.
+bash scripts/gosec.sh
 
 # -p 1 on 2 cores would be slow; the default parallelism is fine but the
 # race detector multiplies memory, so keep the timeout generous.

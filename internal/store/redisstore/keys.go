@@ -108,7 +108,7 @@ func (ks keyspace) channel() string { return ks.prefix + ":notify" }
 func (ks keyspace) partitionOf(id string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(ks.parts))
+	return int(h.Sum32() % uint32(ks.parts)) // #nosec G115 -- parts is in [1, MaxPartitions = 256] (Open rejects others, fixPartitions checks the stored count)
 }
 
 // b62 digits are in ASCII order, so ctr62 preserves numeric order.

@@ -169,7 +169,7 @@ func (s *Store) reserveSeq(ctx context.Context, topic string, n int) (uint64, ui
 	case err != nil || tn < 1 || tn > maxTN:
 		return 0, 0, fmt.Errorf("redisstore: %s tn = %q: %w", meta, tnCmd.Val(), store.ErrCorrupt)
 	}
-	return tn, uint64(last) - uint64(n) + 1, nil
+	return tn, uint64(last) - uint64(n) + 1, nil // #nosec G115 -- n = len(p.Messages) >= 0 and n <= last <= maxCtr, checked above
 }
 
 // assignTopicNumber gives a topic its number, once: a new number from the

@@ -102,7 +102,7 @@ func (s *Server) start() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command(s.args[0], s.args[1:]...)
+	cmd := exec.Command(s.args[0], s.args[1:]...) // #nosec G204 -- test helper: redis-server from PATH with arguments built by Start/StartSentinel
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start %s: %v", s.args[0], err)
@@ -153,7 +153,7 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	}
 	create := append([]string{"--cluster", "create"}, c.Addrs()...)
 	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command(cli, create...).CombinedOutput()
+	out, err := exec.Command(cli, create...).CombinedOutput() // #nosec G204 -- test helper: redis-cli from PATH joining the nodes it just started
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -259,7 +259,7 @@ func command(addr string, args ...string) (string, error) {
 }
 
 func tail(path string) string {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) // #nosec G304 -- test helper: the log file of a server it started, in a t.TempDir()
 	if err != nil {
 		return ""
 	}
