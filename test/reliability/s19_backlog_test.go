@@ -65,6 +65,7 @@ func dirBytes(dir string) int64 {
 
 type s19Results struct {
 	Scenario        string      `json:"scenario"`
+	Engine          string      `json:"engine"` // pebble or redis
 	Tier            string      `json:"tier"`
 	Seed            uint64      `json:"seed"`
 	Date            string      `json:"date"`
@@ -73,7 +74,7 @@ type s19Results struct {
 	NearWindowS     float64     `json:"near_window_s"`
 	SendS           float64     `json:"send_s"`
 	SendsPerSec     float64     `json:"sends_per_sec"`
-	DataMiB         float64     `json:"data_dir_mib_at_kill"`
+	DataMiB         float64     `json:"data_dir_mib_at_kill"` // pebble: the server's data dir; redis: redis-server's dir (AOF)
 	RSSBeforeKill   float64     `json:"rss_mib_before_kill"`
 	HWMBeforeKill   float64     `json:"peak_rss_mib_before_kill"`
 	ReadyMS         float64     `json:"ready_ms"`                    // exec → /healthz and /readyz 200
@@ -87,7 +88,26 @@ type s19Results struct {
 	Drain           s19Diag     `json:"drain"` // how late deliveries cluster, and where the time went
 	Scheduled       int64       `json:"scheduled_after_drain"`
 	Check           checkJSON   `json:"check"`
+	Redis           *s19Redis   `json:"redis,omitempty"` // the Redis engine's own figures
 	DurationS       float64     `json:"duration_s"`
+}
+
+// s19Engine is what the S19 body needs to know of an engine: the
+// sizes, how to make the server, what to size as its data, and hooks
+// for the engine's own figures and checks (nil for none).
+type s19Engine struct {
+	name     string // "pebble" or "redis"
+	scenario string // results "scenario"
+	results  string // results file name, without .json
+	far      int
+	near     int
+	window   time.Duration
+	newProc  func(t *testing.T) *proc // prepared, not started
+	dataDir  func(p *proc) string
+	down     time.Duration                       // how long the server stays dead after the kill (0: restart at once)
+	sent     func(t *testing.T)                  // after the last send is answered, before the kill
+	drained  func(t *testing.T, out *s19Results) // after the drain, before the results are written
+	check    func(t *testing.T, out *s19Results) // extra pass criteria, after the results are written
 }
 
 // TestS19BigBacklogRestart: a backlog of far-future messages (1 h – 30 d)
@@ -98,13 +118,25 @@ type s19Results struct {
 // p99 < 1 s measured from max(due, ready), and all far ones still
 // scheduled.
 func TestS19BigBacklogRestart(t *testing.T) {
-	s := seed(t)
-	t.Logf("tier %s seed %d", tier(), s)
-	const topic = "s19"
 	// Short: a 30 s window keeps the run under a minute on 2 cores.
-	far, near, window := pick(50_000, 1_000_000), pick(5_000, 100_000), pick(30*time.Second, 60*time.Second)
+	runS19(t, s19Engine{
+		name: "pebble", scenario: "S19 big-backlog restart", results: "S19-backlog-restart",
+		far: pick(50_000, 1_000_000), near: pick(5_000, 100_000), window: pick(30*time.Second, 60*time.Second),
+		newProc: func(t *testing.T) *proc { return newProc(t) },
+		dataDir: func(p *proc) string { return p.data },
+	})
+}
+
+// runS19 is S19's body, shared by the engines (TestS19BigBacklogRestart,
+// TestS19RedisBigBacklogRestart): fill, kill -9 the server right after
+// the last send, restart, drain, judge.
+func runS19(t *testing.T, eng s19Engine) {
+	s := seed(t)
+	t.Logf("engine %s tier %s seed %d", eng.name, tier(), s)
+	const topic = "s19"
+	far, near, window := eng.far, eng.near, eng.window
 	const batch = 1000 // delayq.MaxBatch
-	p := newProc(t)
+	p := eng.newProc(t)
 	p.start()
 	c := client(t, p.url(), 60*time.Second)
 	rng := newRand(s)
@@ -165,12 +197,16 @@ func TestS19BigBacklogRestart(t *testing.T) {
 	sendS := time.Since(t0).Seconds()
 	t.Logf("sent %d far + %d near in %.1f s", far, near, sendS)
 
+	if eng.sent != nil {
+		eng.sent(t)
+	}
 	pid := p.pid()
 	rssBefore, _ := procStatusKiB(pid, "VmRSS")
 	hwmBefore, _ := procStatusKiB(pid, "VmHWM")
-	dataMiB := float64(dirBytes(p.data)) / (1 << 20)
+	dataMiB := float64(dirBytes(eng.dataDir(p))) / (1 << 20)
 	killAt := rec.Now()
 	p.kill9()
+	time.Sleep(eng.down)
 	startAt := time.Now()
 	readyD, err := p.tryStart(60 * time.Second)
 	if err != nil {
@@ -325,7 +361,7 @@ func TestS19BigBacklogRestart(t *testing.T) {
 	diag.MaxPollGapMS, diag.MaxLeaseMS, diag.MaxAckMS = ms(maxGap(covered(polls), up, lastDelivery)), ms(maxLease), ms(maxAck)
 	clusterLate(&diag, late, polls)
 	out := s19Results{
-		Scenario: "S19 big-backlog restart", Tier: tier(), Seed: s, Date: time.Now().UTC().Format(time.RFC3339),
+		Scenario: eng.scenario, Engine: eng.name, Tier: tier(), Seed: s, Date: time.Now().UTC().Format(time.RFC3339),
 		Far: far, Near: near, NearWindowS: window.Seconds(), SendS: sendS, SendsPerSec: float64(far+near) / sendS, DataMiB: dataMiB,
 		RSSBeforeKill: float64(rssBefore) / 1024, HWMBeforeKill: float64(hwmBefore) / 1024,
 		ReadyMS: ms(readyD), FirstAnswerMS: ms(firstAnswer), FirstDeliveryMS: ms(firstDelivery),
@@ -333,7 +369,13 @@ func TestS19BigBacklogRestart(t *testing.T) {
 		LateServer: quantiles(lateS), LateClient: quantiles(lateC), CameDueDown: dueBeforeReady, Drain: diag,
 		Scheduled: ti.Counts.Scheduled, Check: toCheckJSON(res, len(firstOp)), DurationS: time.Since(t0).Seconds(),
 	}
-	writeResults(t, "S19-backlog-restart", out)
+	if eng.drained != nil {
+		eng.drained(t, &out)
+	}
+	writeResults(t, eng.results, out)
+	if eng.check != nil {
+		eng.check(t, &out)
+	}
 
 	if readyD >= 10*time.Second {
 		t.Errorf("ready after %v, want < 10s", readyD)
