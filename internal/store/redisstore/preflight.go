@@ -109,6 +109,9 @@ func warnNoContextTimeout(rdb redis.UniversalClient, log *slog.Logger) {
 // readServerConfig asks CONFIG GET, falling back to INFO.
 func readServerConfig(ctx context.Context, c redis.UniversalClient) (serverConfig, error) {
 	sc := serverConfig{addr: addrOf(c)}
+	if sc.addr == failoverAddr {
+		sc.addr = masterAddr(ctx, c)
+	}
 	conf, err := c.ConfigGet(ctx, "*").Result()
 	if err == nil && conf["maxmemory-policy"] != "" {
 		sc.policy = conf["maxmemory-policy"]
@@ -146,6 +149,19 @@ func parseInfo(info string) map[string]string {
 		}
 	}
 	return out
+}
+
+// failoverAddr is what go-redis's Sentinel client reports as its address.
+const failoverAddr = "FailoverClient"
+
+// masterAddr names the server a Sentinel client is connected to, for the
+// warnings: its own address as CLIENT INFO reports it (laddr, Redis ≥ 6.2).
+func masterAddr(ctx context.Context, c redis.UniversalClient) string {
+	info, err := c.ClientInfo(ctx).Result()
+	if err != nil || info.LAddr == "" {
+		return "the Sentinel master"
+	}
+	return "the Sentinel master " + info.LAddr
 }
 
 func addrOf(c redis.UniversalClient) string {

@@ -207,6 +207,8 @@ func TestSentinelFailover(t *testing.T) {
 			_ = s.Close()
 		}
 		t.Fatalf("Open with an evicting master: %v, want a maxmemory-policy refusal", err)
+	} else if want := "the Sentinel master " + sn.Master.Addr(); !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not name %q", err, want)
 	}
 	if err := plain.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
 		t.Fatal(err)
