@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -47,17 +46,7 @@ func TestServeRateLimitEndToEnd(t *testing.T) {
 		"--token", "ops:" + secret + ":admin:*", "--rate-limit-token", "0.001", "--rate-limit-token-burst", "2"}
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	exit := make(chan int, 1)
-	go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
-	}
-	go io.Copy(io.Discard, pr)
+	line, stop := startServe(t, args)
 	base := strings.Fields(line)[2]
 	get := func(path string) *http.Response {
 		t.Helper()
@@ -88,8 +77,7 @@ func TestServeRateLimitEndToEnd(t *testing.T) {
 		t.Fatalf("healthz rate limited: %d", res.StatusCode)
 	}
 	client.CloseIdleConnections()
-	stop()
-	if code := <-exit; code != 0 {
-		t.Fatalf("exit %d; stderr %s", code, stderr.String())
+	if code, stderr := stop(); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, stderr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,16 +133,7 @@ func TestServeEndToEnd(t *testing.T) {
 		return res.StatusCode
 	}
 	for round := 0; round < 2; round++ {
-		ctx, stop := context.WithCancel(context.Background())
-		pr, pw := io.Pipe()
-		var stderr bytes.Buffer
-		exit := make(chan int, 1)
-		go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
-		line, err := bufio.NewReader(pr).ReadString('\n')
-		if err != nil {
-			t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
-		}
-		go io.Copy(io.Discard, pr)
+		line, stop := startServe(t, args)
 		if !strings.Contains(line, data) || !strings.Contains(line, "auth on") {
 			t.Fatalf("startup line %q lacks the data dir or auth state", line)
 		}
@@ -163,11 +155,37 @@ func TestServeEndToEnd(t *testing.T) {
 			t.Fatalf("metrics %d", c)
 		}
 		client.CloseIdleConnections()
-		stop()
-		if code := <-exit; code != 0 {
-			t.Fatalf("exit %d; stderr %s", code, stderr.String())
+		if code, stderr := stop(); code != 0 {
+			t.Fatalf("exit %d; stderr %s", code, stderr)
 		}
 	}
+}
+
+// startServe runs `delayq serve args` in-process and returns its startup
+// line ("delayq serving http://… (…)") once it is listening, and stop,
+// which cancels it as SIGTERM does and returns its exit code and stderr
+// (it also runs at cleanup if the test did not call it).
+func startServe(t *testing.T, args []string) (line string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
+	var once sync.Once
+	var code int
+	stop = func() (int, string) {
+		once.Do(func() { cancel(); code = <-exit })
+		return code, stderr.String()
+	}
+	t.Cleanup(func() { stop() })
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		code, errs := stop()
+		t.Fatalf("no startup line: %v; exit %d, stderr %s", err, code, errs)
+	}
+	go io.Copy(io.Discard, pr)
+	return line, stop
 }
 
 // TestServeRedis runs the server on the Redis engine: two servers on one
@@ -236,16 +254,7 @@ func TestServeDebugAddr(t *testing.T) {
 	debugAddr := ln.Addr().String()
 	ln.Close()
 	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--debug-addr", debugAddr, "--log-level", "error"}
-	ctx, stop := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	exit := make(chan int, 1)
-	go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
-	}
-	go io.Copy(io.Discard, pr)
+	line, stop := startServe(t, args)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	get := func(url string) (int, string) {
 		t.Helper()
@@ -268,9 +277,8 @@ func TestServeDebugAddr(t *testing.T) {
 		t.Errorf("the API address serves /debug/pprof/ (%d); it must not", code)
 	}
 	client.CloseIdleConnections()
-	stop()
-	if code := <-exit; code != 0 {
-		t.Fatalf("exit %d; stderr %s", code, stderr.String())
+	if code, stderr := stop(); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, stderr)
 	}
 	if _, err := net.DialTimeout("tcp", debugAddr, time.Second); err == nil {
 		t.Error("the debug listener is still open after shutdown")
