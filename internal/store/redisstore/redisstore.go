@@ -185,28 +185,16 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
 		}
-		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
-		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
-		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
-		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
-		o.MaxRetries = cmpOr(o.MaxRetries, -1)
-		o.DialerRetries = cmpOr(o.DialerRetries, 2)
-		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
-		o.ContextTimeoutEnabled = true
+		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
 		return redis.NewClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseClusterURL(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
 		}
-		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
-		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
-		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
-		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
-		o.MaxRetries = cmpOr(o.MaxRetries, -1)
-		o.DialerRetries = cmpOr(o.DialerRetries, 2)
-		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
-		o.ContextTimeoutEnabled = true
+		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
 		return redis.NewClusterClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinelURL(strings.TrimSuffix(scheme, "+sentinel"), rest)
@@ -215,18 +203,34 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 		}
 		// These bound the Sentinel queries as well as the master's
 		// connections; MaxRetries -1 holds for both.
-		o.DialTimeout = cmpOr(o.DialTimeout, timeout)
-		o.ReadTimeout = cmpOr(o.ReadTimeout, timeout)
-		o.WriteTimeout = cmpOr(o.WriteTimeout, timeout)
-		o.PoolTimeout = cmpOr(o.PoolTimeout, timeout)
-		o.MaxRetries = cmpOr(o.MaxRetries, -1)
-		o.DialerRetries = cmpOr(o.DialerRetries, 2)
-		o.DialerRetryTimeout = cmpOr(o.DialerRetryTimeout, 50*time.Millisecond)
-		o.ContextTimeoutEnabled = true
+		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
 		return newFailoverClient(o), nil
 	default:
 		return nil, fmt.Errorf("redisstore: URL scheme %q not supported (want redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)", scheme)
 	}
+}
+
+// connLimits points at the connection settings that every scheme's options
+// struct has under the same names (go-redis has no common type for them),
+// so that one place sets them: timeouts not given in the URL default to
+// Options.Timeout, and nothing is retried ("Unavailability" in doc.go).
+type connLimits struct {
+	dial, read, write, pool   *time.Duration
+	maxRetries, dialerRetries *int
+	dialerRetryTimeout        *time.Duration
+	contextTimeout            *bool
+}
+
+func (l connLimits) apply(timeout time.Duration) {
+	*l.dial = cmpOr(*l.dial, timeout)
+	*l.read = cmpOr(*l.read, timeout)
+	*l.write = cmpOr(*l.write, timeout)
+	*l.pool = cmpOr(*l.pool, timeout)
+	*l.maxRetries = cmpOr(*l.maxRetries, -1)
+	*l.dialerRetries = cmpOr(*l.dialerRetries, 2)
+	*l.dialerRetryTimeout = cmpOr(*l.dialerRetryTimeout, 50*time.Millisecond)
+	*l.contextTimeout = true
 }
 
 // parseClusterURL accepts a comma-separated host list in the authority
