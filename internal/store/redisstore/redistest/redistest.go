@@ -212,17 +212,17 @@ func waitPing(addr string, timeout time.Duration) error {
 	return err
 }
 
-// command sends one command in RESP and reads a simple, error or bulk
-// reply: enough for PING and CLUSTER INFO without a client dependency.
-func command(addr string, args ...string) (string, error) {
+// send dials addr and writes one command in RESP, with a 1 s deadline
+// for the whole exchange; the caller reads the reply from r and closes
+// conn.
+func send(addr string, args ...string) (net.Conn, *bufio.Reader, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
@@ -230,9 +230,20 @@ func command(addr string, args ...string) (string, error) {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := conn.Write([]byte(b.String())); err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	return conn, bufio.NewReader(conn), nil
+}
+
+// command sends one command in RESP and reads a simple, error or bulk
+// reply: enough for PING and CLUSTER INFO without a client dependency.
+func command(addr string, args ...string) (string, error) {
+	conn, r, err := send(addr, args...)
+	if err != nil {
 		return "", err
 	}
-	r := bufio.NewReader(conn)
+	defer conn.Close()
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
@@ -404,24 +415,11 @@ func (s *Sentinel) Server(addr string) *Server {
 // commandStrings sends one command and reads an array of bulk strings
 // (nil elements as ""), or a null array as nil.
 func commandStrings(addr string, args ...string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, r, err := send(addr, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		return nil, err
-	}
-	r := bufio.NewReader(conn)
 	readLine := func() (string, error) {
 		line, err := r.ReadString('\n')
 		return strings.TrimRight(line, "\r\n"), err
