@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 )
 
 // bin is the delayq binary under test, built once by TestMain.
@@ -107,14 +107,12 @@ func writeResults(t *testing.T, name string, v any) {
 
 // freeAddr finds a loopback port; the server keeps it across restarts so
 // clients keep their URL.
+// freeAddr is a loopback address for a server that is restarted on it:
+// redistest's ports are outside the ephemeral range and never reused in
+// this process, so nothing takes it while the server is down.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 }
 
 // proc is one `delayq serve` subprocess, restartable on the same address

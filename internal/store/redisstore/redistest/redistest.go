@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -56,7 +57,7 @@ func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin := lookPath(t, serverBin)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := FreePort(t)
 	base := []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
@@ -114,6 +115,15 @@ func (s *Server) start() {
 		s.cmd = nil
 		s.t.Fatalf("redistest: redis-server on %s did not start: %v\n%s", s.Addr(), err, tail(filepath.Join(s.dir, "redis.log")))
 	}
+	// The PONG must come from this process, not from another server that
+	// took the port while this one was down for a restart.
+	if pid, err := pidOf(s.Addr()); err != nil || pid != cmd.Process.Pid {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		s.cmd = nil
+		s.t.Fatalf("redistest: %s answers as process %d (%v), not the redis-server just started (%d): the port was taken\n%s",
+			s.Addr(), pid, err, cmd.Process.Pid, tail(filepath.Join(s.dir, "redis.log")))
+	}
 }
 
 // Cluster is a Redis Cluster of masters without replicas.
@@ -145,7 +155,7 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	cli := lookPath(t, cliBin)
 	c := &Cluster{}
 	for range n {
-		bus := freePort(t)
+		bus := FreePort(t)
 		c.Nodes = append(c.Nodes, Start(t, append([]string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
@@ -185,14 +195,52 @@ func lookPath(t testing.TB, name string) string {
 
 // freePort asks the kernel for a free loopback port. Another process may
 // take it before the server binds it; start then fails loudly.
-func freePort(t testing.TB) int {
+// Ports are drawn at random below Linux's ephemeral range (32768+), so
+// no outgoing connection takes one while its server restarts, and never
+// twice in one process: a server killed for a restart frees its port, and
+// another test asking for a port must not get it in between.
+const portLo, portHi = 20000, 32000
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// FreePort returns a loopback port that is free now, outside the ephemeral
+// range and never handed out before in this process (see portLo).
+func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("redistest: find a free port: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := portLo + rand.IntN(portHi-portLo) // #nosec G404 -- a test port, not a secret
+		if portsUsed[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken by someone else
+		}
+		_ = l.Close()
+		portsUsed[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("redistest: no free port in %d-%d after 1000 tries", portLo, portHi)
+	return 0
+}
+
+// pidOf asks the server on addr for its process id (INFO server).
+func pidOf(addr string) (int, error) {
+	info, err := command(addr, "INFO", "server")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO server has no process_id")
 }
 
 func waitPing(addr string, timeout time.Duration) error {
@@ -305,7 +353,7 @@ func StartSentinel(t testing.TB, name string, args ...string) *Sentinel {
 	s.Replica = Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.port)}, args...)...)
 	for range 3 {
 		dir := t.TempDir()
-		port := freePort(t)
+		port := FreePort(t)
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
 			"sentinel monitor %s 127.0.0.1 %d 2\n"+
