@@ -51,3 +51,19 @@ func (s *Sim) Set(t time.Time) {
 
 // UnixMilli returns t in Unix milliseconds.
 func UnixMilli(c Clock) int64 { return c.Now().UnixMilli() }
+
+// Offset reads Base shifted by By: a server whose clock is off, for tests
+// of several servers sharing one store. Base defaults to Real.
+type Offset struct {
+	Base Clock
+	By   time.Duration
+}
+
+// Now returns Base's time plus By. A Real base keeps its monotonic
+// reading, so durations between readings stay exact.
+func (o Offset) Now() time.Time {
+	if o.Base == nil {
+		return time.Now().Add(o.By)
+	}
+	return o.Base.Now().Add(o.By)
+}

@@ -90,6 +90,7 @@ type Engine struct {
 	ids   idGen
 	sched *scheduler
 	gate  rateGate
+	skew  storeClock // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics
 	lastNow int64
@@ -128,6 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.gate = localGate{}
 	if rl, ok := e.st.(store.RateLimiter); ok {
 		e.gate = storeGate{rl: rl, obs: e.obs}
+	}
+	if err := e.syncClock(ctx); err != nil {
+		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
 	}
 	e.sched = newScheduler(e)
 	if err := e.recover(ctx); err != nil {

@@ -11,23 +11,24 @@ import (
 // a message that keeps killing its consumer ends in dead letters), then
 // re-arms the sweep at the earliest remaining lease expiry.
 func (e *Engine) expireLeases(ctx context.Context) {
+	expired := 0
 	for {
-		now := e.now()
-		recs, err := e.st.LeaseExpire(ctx, &store.LeaseExpireParams{Now: now, Max: expireBatch})
+		recs, err := e.st.LeaseExpire(ctx, &store.LeaseExpireParams{Now: e.now(), Max: expireBatch})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				e.obs.StoreError("expire")
 				e.log.Error("expire leases", "err", err)
-				e.sched.armExpire(now + retryAfterErr)
+				e.sched.armExpireIn(retryAfterErr)
 			}
 			return
 		}
+		expired += len(recs)
 		e.afterExpire(recs)
 		if len(recs) < expireBatch {
 			break
 		}
 	}
-	e.rearmExpire(ctx)
+	e.rearmExpire(ctx, expired == 0)
 }
 
 func (e *Engine) afterExpire(recs []*store.Record) {
@@ -46,13 +47,17 @@ func (e *Engine) afterExpire(recs []*store.Record) {
 }
 
 // rearmExpire finds the earliest lease expiry across topics. It runs at
-// most once per sweep, and sweeps are coalesced to expireGrain.
-func (e *Engine) rearmExpire(ctx context.Context) {
+// most once per sweep, and sweeps are coalesced to expireGrain. After a
+// sweep that expired nothing, the next one waits at least expireGrain: the
+// store judges expiry by its own clock, and if that clock is behind our
+// estimate of it, a lease that looks expired here is not expired there —
+// re-sweeping at once would spin until the store's clock catches up.
+func (e *Engine) rearmExpire(ctx context.Context, idle bool) {
 	recs, err := e.st.TopicList(ctx)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 			e.log.Error("find next lease expiry", "err", err)
-			e.sched.armExpire(e.now() + retryAfterErr)
+			e.sched.armExpireIn(retryAfterErr)
 		}
 		return
 	}
@@ -62,7 +67,11 @@ func (e *Engine) rearmExpire(ctx context.Context) {
 			next = r.NextLeaseExpiry
 		}
 	}
-	if next != 0 {
+	switch {
+	case next == 0:
+	case idle && e.local(next) < e.now()+expireGrain:
+		e.sched.armExpireIn(expireGrain)
+	default:
 		e.sched.armExpire(next)
 	}
 }

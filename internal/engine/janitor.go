@@ -27,10 +27,13 @@ func (e *Engine) runJanitor() {
 
 // purgeDedup deletes acked tombstones older than the dedup window.
 func (e *Engine) purgeDedup(ctx context.Context) int {
-	before := e.now() - e.dedup.Milliseconds()
+	// The store computes the cutoff (now - window) from the clock that
+	// stamped AckedAt, so a server whose clock runs fast cannot shorten
+	// the window for everyone.
+	now, window := e.now(), e.dedup.Milliseconds()
 	total := 0
 	for !e.isClosing() {
-		n, err := e.st.DedupPurge(ctx, &store.DedupPurgeParams{Before: before, Max: purgeBatch})
+		n, err := e.st.DedupPurge(ctx, &store.DedupPurgeParams{Now: now, Window: window, Max: purgeBatch})
 		total += n
 		if err != nil {
 			e.log.Warn("purge dedup tombstones", "err", err)

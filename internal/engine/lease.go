@@ -98,9 +98,8 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		return nil, 0, err
 	}
 	now := e.now()
-	until := now + lease.Milliseconds()
 	take := func(k int) ([]*store.Record, error) {
-		return e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseUntil: until, Token: token()})
+		return e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()})
 	}
 	var recs []*store.Record
 	var since int64 // start of the throttled period, 0 if none
@@ -121,13 +120,18 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	if len(recs) == 0 {
 		return nil, retry, nil
 	}
+	var until int64 // the store computed each lease's end on its clock
+	for _, r := range recs {
+		until = max(until, r.LeaseUntil)
+	}
 	e.sched.armExpire(until)
 	out := make([]*delayq.Message, len(recs))
 	for i, r := range recs {
 		// Lateness counts from the due time, or from the send for messages
 		// sent with a due time in the past (they were never late); the
 		// part the rate limit held the message back is reported apart.
-		from := max64(r.DueAt, r.CreatedAt)
+		// Both are instants of the store's clock; now is ours.
+		from := e.local(max64(r.DueAt, r.CreatedAt))
 		late := time.Duration(now-from) * time.Millisecond
 		if since != 0 {
 			held := time.Duration(now-max64(from, since)) * time.Millisecond
@@ -223,8 +227,9 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	if !req.HasDelay {
 		delay = backoff(set.Backoff, int(cur.Failures)+1, rand.Float64()) // #nosec G404 -- retry jitter, not a secret
 	}
-	retryAt := now + (delay + time.Millisecond - 1).Milliseconds()
-	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryAt: retryAt, Error: truncateReason(req.Reason)})
+	// Rounded up: a sub-millisecond delay never makes the retry early.
+	retryDelay := (delay + time.Millisecond - 1).Milliseconds()
+	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: truncateReason(req.Reason)})
 	if err != nil {
 		return nil, storeErr("nack", msgRef(topic, id), err)
 	}
@@ -237,7 +242,7 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	default:
 		e.sched.armPromote(t, rec.DueAt)
 	}
-	return toMessage(rec, now), nil
+	return toMessage(rec, e.storeNow()), nil
 }
 
 // Extend implements delayq.Queue.
@@ -248,14 +253,12 @@ func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease ti
 	if lease <= 0 || lease > MaxLease {
 		return nil, delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
 	}
-	now := e.now()
-	until := now + lease.Milliseconds()
-	rec, err := e.st.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: now, LeaseUntil: until})
+	rec, err := e.st.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now(), LeaseFor: lease.Milliseconds()})
 	if err != nil {
 		return nil, storeErr("extend", msgRef(topic, id), err)
 	}
-	e.sched.armExpire(until)
-	return toMessage(rec, now), nil
+	e.sched.armExpire(rec.LeaseUntil)
+	return toMessage(rec, e.storeNow()), nil
 }
 
 // backoff is the delay before retry n (n ≥ 1): Initial·Multiplier^(n-1)

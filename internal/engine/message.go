@@ -16,7 +16,7 @@ func (e *Engine) Get(ctx context.Context, topic, id string) (*delayq.Message, er
 	if err != nil {
 		return nil, storeErr("get", msgRef(topic, id), err)
 	}
-	return toMessage(rec, e.now()), nil
+	return toMessage(rec, e.storeNow()), nil
 }
 
 // Cancel implements delayq.Queue.
@@ -30,7 +30,7 @@ func (e *Engine) Cancel(ctx context.Context, topic, id string) (*delayq.Message,
 		return nil, storeErr("cancel", msgRef(topic, id), err)
 	}
 	e.obs.Cancelled(topic, 1)
-	return toMessage(rec, now), nil
+	return toMessage(rec, e.storeNow()), nil
 }
 
 // Reschedule implements delayq.Queue.
@@ -43,7 +43,7 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.W
 	if err != nil {
 		return nil, err
 	}
-	rec, err := e.st.MessageReschedule(ctx, &store.MessageRescheduleParams{Topic: topic, ID: id, DueAt: due, Now: now})
+	rec, err := e.st.MessageReschedule(ctx, &store.MessageRescheduleParams{Topic: topic, ID: id, DueAt: due.at, Relative: due.relative, Delay: due.delay, Now: now})
 	if err != nil {
 		return nil, storeErr("reschedule", msgRef(topic, id), err)
 	}
@@ -53,7 +53,7 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.W
 	} else {
 		e.sched.armPromote(t, rec.DueAt)
 	}
-	return toMessage(rec, now), nil
+	return toMessage(rec, e.storeNow()), nil
 }
 
 func validateMsg(topic, id string) error {
@@ -64,7 +64,8 @@ func validateMsg(topic, id string) error {
 }
 
 // toMessage converts a record for callers. A scheduled record already due
-// by engine time reads as ready: it is, and promotion is about to say so.
+// by now (the store's time) reads as ready: it is, and promotion is about
+// to say so.
 func toMessage(r *store.Record, now int64) *delayq.Message {
 	m := &delayq.Message{
 		Topic:       r.Topic,

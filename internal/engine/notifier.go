@@ -68,13 +68,17 @@ func (e *Engine) listen(ctx context.Context, n store.Notifier, live func()) {
 	}
 }
 
-// onNotify arms the topic's promotion or wakes its long-polls.
+// onNotify wakes the topic's long-polls when messages are ready (dueAt 0:
+// the store says so, whatever our clock reads) or arms its promotion at
+// dueAt, an instant of the store's clock.
 func (e *Engine) onNotify(topic string, dueAt int64) {
 	t := e.topic(topic)
-	if dueAt <= e.now() {
+	if dueAt <= e.storeNow() {
 		t.notify()
 	}
-	e.sched.armPromote(t, dueAt)
+	if dueAt > 0 {
+		e.sched.armPromote(t, dueAt)
+	}
 }
 
 // startSweep runs the safety sweep until Close.
@@ -95,6 +99,9 @@ func (e *Engine) runSweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if err := e.syncClock(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("read the store's clock", "err", err)
+			}
 			if err := e.recover(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("safety sweep", "err", err)
 			}

@@ -14,15 +14,17 @@ import (
 func (e *Engine) promote(ctx context.Context, t *topic) {
 	for {
 		now := e.now()
+		sent := e.clk.Now()
 		res, err := e.st.MessagePromote(ctx, &store.MessagePromoteParams{Topic: t.name, Now: now, Max: promoteBatch})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				e.obs.StoreError("promote")
 				e.log.Error("promote due messages", "topic", t.name, "err", err)
-				e.sched.armPromote(t, now+retryAfterErr)
+				e.sched.armPromoteIn(t, retryAfterErr)
 			}
 			return
 		}
+		e.skew.sample(res.Now, sent, e.clk.Now())
 		if res.Promoted > 0 {
 			t.notify()
 		}
@@ -34,7 +36,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		// or fire late when the two disagree.
 		storeNow := cmpOr(res.Now, now)
 		if res.NextDue > storeNow || res.Promoted < promoteBatch {
-			e.sched.armPromote(t, now+max(res.NextDue-storeNow, 1))
+			e.sched.armPromoteIn(t, max(res.NextDue-storeNow, 1))
 			return
 		}
 	}

@@ -112,13 +112,23 @@ func (s *scheduler) forgetSchedule(name string) {
 	}
 }
 
-// armPromote makes sure the topic's promotion runs no later than due.
-func (s *scheduler) armPromote(t *topic, due int64) { s.arm(t.wheel, due) }
+// armPromote makes sure the topic's promotion runs no later than due, an
+// instant of the store's clock (a record's DueAt).
+func (s *scheduler) armPromote(t *topic, due int64) { s.arm(t.wheel, s.e.local(due)) }
+
+// armPromoteIn makes sure the topic's promotion runs within d ms.
+func (s *scheduler) armPromoteIn(t *topic, d int64) { s.arm(t.wheel, s.e.now()+d) }
 
 // armExpire makes sure the lease-expiry sweep runs no later than a lease
-// ending at until (rounded up to the sweep grain).
-func (s *scheduler) armExpire(until int64) {
-	s.arm(expireID, (until+expireGrain-1)/expireGrain*expireGrain)
+// ending at until, an instant of the store's clock (rounded up to the
+// sweep grain).
+func (s *scheduler) armExpire(until int64) { s.armExpireLocal(s.e.local(until)) }
+
+// armExpireIn makes sure the lease-expiry sweep runs within d ms.
+func (s *scheduler) armExpireIn(d int64) { s.armExpireLocal(s.e.now() + d) }
+
+func (s *scheduler) armExpireLocal(at int64) {
+	s.arm(expireID, (at+expireGrain-1)/expireGrain*expireGrain)
 }
 
 // arm sets id's timer to due unless it is already armed earlier. The

@@ -59,9 +59,10 @@ func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.
 		e.obs.StoreError("send")
 		return nil, storeErr("send", "to topic "+topicName, err)
 	}
-	e.afterInsert(t, now, ins)
+	e.afterInsert(t, ins)
+	sn := e.storeNow()
 	for i, r := range ins {
-		m := toMessage(r.Record, now)
+		m := toMessage(r.Record, sn)
 		m.Duplicate = r.Duplicate
 		results[slot[i]].Message = m
 	}
@@ -70,7 +71,7 @@ func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.
 
 // afterInsert wakes consumers for messages that are ready at once and arms
 // the topic's promotion for the earliest scheduled one.
-func (e *Engine) afterInsert(t *topic, now int64, ins []store.InsertResult) {
+func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 	var sent int
 	var ready bool
 	var earliest int64
@@ -123,36 +124,45 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 		return m, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	}
 	// #nosec G115 -- attempts is in [1, MaxMaxAttempts] here: checked above, or a validated topic setting
-	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due, MaxAttempts: int32(attempts), Generated: generated}, nil
+	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due.at, Relative: due.relative, Delay: due.delay, MaxAttempts: int32(attempts), Generated: generated}, nil
 }
 
-// dueAt resolves a When against engine time. A time in the past means due
-// now, and is kept as given so it sorts before later dues (release order
-// is by due time, then send order).
-func (e *Engine) dueAt(w delayq.When, now int64) (int64, error) {
+// dueTime is a validated due time: absolute (deliver_at) or a delay that the
+// store adds to its own now, so that on a shared store the due time comes
+// from the store's clock rather than this server's.
+type dueTime struct {
+	at       int64
+	relative bool
+	delay    int64 // ms
+}
+
+// dueAt validates a When. A deliver_at in the past means due now, and is
+// kept as given so it sorts before later dues (release order is by due
+// time, then send order).
+func (e *Engine) dueAt(w delayq.When, now int64) (dueTime, error) {
 	hasAt := !w.DeliverAt.IsZero()
 	switch {
 	case hasAt && w.Delay != 0:
-		return 0, delayq.Invalid("delay", "give either a delay or deliver_at, not both")
+		return dueTime{}, delayq.Invalid("delay", "give either a delay or deliver_at, not both")
 	case w.Delay < 0:
-		return 0, delayq.Invalid("delay", "must not be negative, got %s", w.Delay)
+		return dueTime{}, delayq.Invalid("delay", "must not be negative, got %s", w.Delay)
 	case w.Delay > e.maxDelay:
-		return 0, delayq.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
+		return dueTime{}, delayq.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
 	case !hasAt:
 		// Round up so a sub-millisecond delay never makes a message early.
-		return now + (w.Delay + time.Millisecond - 1).Milliseconds(), nil
+		return dueTime{relative: true, delay: (w.Delay + time.Millisecond - 1).Milliseconds()}, nil
 	}
 	at := w.DeliverAt.UnixMilli()
 	if w.DeliverAt.Sub(time.UnixMilli(at)) > 0 {
 		at++ // round up sub-millisecond precision: never early
 	}
 	if at-now > e.maxDelay.Milliseconds() {
-		return 0, delayq.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
+		return dueTime{}, delayq.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
 	}
 	if at < 0 {
-		return 0, delayq.Invalid("deliver_at", "is before 1970")
+		return dueTime{}, delayq.Invalid("deliver_at", "is before 1970")
 	}
-	return at, nil
+	return dueTime{at: at}, nil
 }
 
 func validateHeaders(h map[string]string) error {

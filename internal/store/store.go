@@ -15,7 +15,13 @@
 //
 // Times are Unix milliseconds (int64). "Now" is always passed in; a Store
 // never reads a clock except where a backend documents a single time source
-// of its own (Redis may use TIME).
+// of its own (Redis TIME; see Clock). Instants that follow from "now" are
+// passed as durations (a relative due time, RetryDelay, LeaseFor, the
+// dedup Window) and resolved by the store against the now it judges by, so
+// that on a store shared by several servers every instant comes from one
+// clock: a server whose clock is off by a few ms or seconds then neither
+// releases early nor hands out a lease that has already expired. Absolute
+// due times (deliver_at) are stored as given.
 //
 // Ordering: ready messages are leased in (DueAt, Seq) order, where Seq is
 // a per-store increasing number assigned at insert (send order).
@@ -90,7 +96,7 @@ type Store interface {
 	// MessageInsertMany inserts new messages. A message whose ID exists in
 	// the topic in any state (including an acked tombstone not yet purged)
 	// is not inserted: its result is the existing record with Duplicate set.
-	// Messages with DueAt <= Now go straight to ready.
+	// Messages due at or before now go straight to ready.
 	MessageInsertMany(ctx context.Context, p *MessageInsertManyParams) ([]InsertResult, error)
 
 	// MessageGet returns the record (acked tombstones included) or ErrNotFound.
@@ -102,7 +108,7 @@ type Store interface {
 	MessageCancel(ctx context.Context, p *MessageCancelParams) (*Record, error)
 
 	// MessageReschedule sets DueAt of a scheduled or ready message (ready
-	// when DueAt <= Now, scheduled otherwise) and returns the new record.
+	// when it is due by now, scheduled otherwise) and returns the new record.
 	// Inflight, dead, acked: ErrConflict.
 	MessageReschedule(ctx context.Context, p *MessageRescheduleParams) (*Record, error)
 
@@ -113,7 +119,8 @@ type Store interface {
 	// MessageLease takes up to Max ready messages with DueAt <= Now in
 	// (DueAt, Seq) order and makes them inflight (a ready message due after
 	// Now can exist when a promotion with a later clock reading raced this
-	// call; handing it out would be early by this call's Now): Deliveries+1, LeaseUntil, and a fresh Receipt
+	// call; handing it out would be early by this call's Now): Deliveries+1,
+	// LeaseUntil = now + LeaseFor, and a fresh Receipt
 	// unique per delivery (the store makes it; it must never repeat for a
 	// message, e.g. token + "-" + deliveries). It does not promote.
 	MessageLease(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)
@@ -129,12 +136,12 @@ type Store interface {
 
 	// MessageNack records a failure of an inflight message whose Receipt
 	// matches: Failures+1, LastError; then dead (DeadAt=Now) if Failures
-	// reaches MaxAttempts, else scheduled (or ready) at RetryAt. Returns the
-	// new record. Wrong receipt or not inflight: ErrConflict.
+	// reaches MaxAttempts, else scheduled (or ready) at now + RetryDelay.
+	// Returns the new record. Wrong receipt or not inflight: ErrConflict.
 	MessageNack(ctx context.Context, p *MessageNackParams) (*Record, error)
 
-	// MessageExtend sets LeaseUntil of an inflight message whose Receipt
-	// matches. Wrong receipt or not inflight: ErrConflict.
+	// MessageExtend sets LeaseUntil = now + LeaseFor of an inflight message
+	// whose Receipt matches. Wrong receipt or not inflight: ErrConflict.
 	MessageExtend(ctx context.Context, p *MessageExtendParams) (*Record, error)
 
 	// LeaseExpire treats up to Max inflight messages (of any topic) with
@@ -156,7 +163,8 @@ type Store interface {
 	// dead) or up to Max of the topic. Returns how many were deleted.
 	DeadDelete(ctx context.Context, p *DeadDeleteParams) (int, error)
 
-	// DedupPurge deletes acked tombstones with AckedAt <= Before, up to Max.
+	// DedupPurge deletes acked tombstones with AckedAt <= now - Window, up
+	// to Max.
 	DedupPurge(ctx context.Context, p *DedupPurgeParams) (int, error)
 
 	// TopicGet returns a topic's counts and due times, or ErrNotFound if
@@ -196,12 +204,27 @@ type Store interface {
 // its long-polls without polling.
 type Notifier interface {
 	// Subscribe calls fn(topic, dueAt) for each notification until ctx
-	// ends or the subscription fails; it blocks. dueAt <= now means "ready
-	// now". It calls subscribed once the subscription is live, so the
+	// ends or the subscription fails; it blocks. dueAt == 0 means "ready
+	// now" (stated, not inferred from a clock: a server whose clock lags
+	// would read a ready-now notification as "not yet" and leave its
+	// long-polls asleep); otherwise dueAt is when a message becomes due, by
+	// the store's clock. It calls subscribed once the subscription is live, so the
 	// caller can re-read the store for anything sent before that moment.
 	// Notifications may still be lost (e.g. while reconnecting): engines
 	// also run a slow safety sweep.
 	Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error
+}
+
+// Clock is implemented by stores that judge time by a clock of their own
+// (Redis TIME): they ignore each call's Now where a decision depends on
+// time. The engine reads StoreNow to estimate the offset between its clock
+// and the store's, so that it arms its timers at the store's instants
+// rather than at the same numbers on its own clock.
+type Clock interface {
+	// StoreNow reads the store's time (Unix ms). ok is false when this
+	// store judges time by each call's Now after all (a test mode), and the
+	// engine then uses its own clock.
+	StoreNow(ctx context.Context) (now int64, ok bool, err error)
 }
 
 // RateLimiter is implemented by stores that several engines share
@@ -256,16 +279,30 @@ type ScheduleTickParams struct {
 
 // InsertMessage is one message to insert.
 type InsertMessage struct {
-	ID          string
-	Payload     []byte
-	Headers     map[string]string
+	ID      string
+	Payload []byte
+	Headers map[string]string
+	// DueAt is an absolute due time (deliver_at), used when Relative is
+	// false. With Relative, the due time is the store's now + Delay (ms).
 	DueAt       int64
+	Relative    bool
+	Delay       int64
 	MaxAttempts int32
 	// Generated says the engine made ID (a ULID: ms time, then 80 random
 	// bits incremented within a ms) rather than the sender, so it is new
 	// (a clash needs 80 random bits to repeat in the same ms) and a store
 	// may skip its duplicate lookup. Stores may ignore it.
 	Generated bool
+}
+
+// Due resolves the message's due time against the store's now.
+func (m *InsertMessage) Due(now int64) int64 { return resolveDue(m.DueAt, m.Relative, m.Delay, now) }
+
+func resolveDue(at int64, relative bool, delay, now int64) int64 {
+	if relative {
+		return now + delay
+	}
+	return at
 }
 
 // MessageInsertManyParams are the arguments of MessageInsertMany.
@@ -288,12 +325,20 @@ type MessageCancelParams struct {
 	Now   int64
 }
 
-// MessageRescheduleParams are the arguments of MessageReschedule.
+// MessageRescheduleParams are the arguments of MessageReschedule. The new
+// due time is DueAt, or the store's now + Delay (ms) with Relative.
 type MessageRescheduleParams struct {
-	Topic string
-	ID    string
-	DueAt int64
-	Now   int64
+	Topic    string
+	ID       string
+	DueAt    int64
+	Relative bool
+	Delay    int64
+	Now      int64
+}
+
+// Due resolves the new due time against the store's now.
+func (p *MessageRescheduleParams) Due(now int64) int64 {
+	return resolveDue(p.DueAt, p.Relative, p.Delay, now)
 }
 
 // MessagePromoteParams are the arguments of MessagePromote.
@@ -317,10 +362,11 @@ type PromoteResult struct {
 
 // MessageLeaseParams are the arguments of MessageLease.
 type MessageLeaseParams struct {
-	Topic      string
-	Now        int64
-	Max        int
-	LeaseUntil int64
+	Topic string
+	Now   int64
+	Max   int
+	// LeaseFor is the lease's length (ms, > 0): LeaseUntil = now + LeaseFor.
+	LeaseFor int64
 	// Token is a random string unique to this call, for making receipts.
 	Token string
 }
@@ -352,17 +398,19 @@ type MessageNackParams struct {
 	ID      string
 	Receipt string
 	Now     int64
-	RetryAt int64
-	Error   string
+	// RetryDelay (ms, >= 0): the message is due again at now + RetryDelay.
+	RetryDelay int64
+	Error      string
 }
 
 // MessageExtendParams are the arguments of MessageExtend.
 type MessageExtendParams struct {
-	Topic      string
-	ID         string
-	Receipt    string
-	Now        int64
-	LeaseUntil int64
+	Topic   string
+	ID      string
+	Receipt string
+	Now     int64
+	// LeaseFor (ms, > 0): the lease now ends at now + LeaseFor.
+	LeaseFor int64
 }
 
 // LeaseExpireParams are the arguments of LeaseExpire.
@@ -393,9 +441,11 @@ type DeadDeleteParams struct {
 	Max   int
 }
 
-// DedupPurgeParams are the arguments of DedupPurge.
+// DedupPurgeParams are the arguments of DedupPurge: tombstones acked at
+// or before now - Window go.
 type DedupPurgeParams struct {
-	Before int64
+	Now    int64
+	Window int64 // ms
 	Max    int
 }
 

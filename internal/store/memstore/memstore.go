@@ -310,6 +310,7 @@ func (s *Store) MessageInsertMany(_ context.Context, p *store.MessageInsertManyP
 			continue
 		}
 		s.seq++
+		due := m.Due(p.Now)
 		e := &entry{idx: -1, gidx: -1, rec: store.Record{
 			Topic:       p.Topic,
 			ID:          m.ID,
@@ -317,12 +318,12 @@ func (s *Store) MessageInsertMany(_ context.Context, p *store.MessageInsertManyP
 			State:       store.StateScheduled,
 			Payload:     cloneBytes(m.Payload),
 			Headers:     cloneHeaders(m.Headers),
-			DueAt:       m.DueAt,
+			DueAt:       due,
 			CreatedAt:   p.Now,
 			UpdatedAt:   p.Now,
 			MaxAttempts: m.MaxAttempts,
 		}}
-		if m.DueAt <= p.Now {
+		if due <= p.Now {
 			e.rec.State = store.StateReady
 		}
 		t.msgs[m.ID] = e
@@ -381,9 +382,9 @@ func (s *Store) MessageReschedule(_ context.Context, p *store.MessageRescheduleP
 		return nil, conflict(&e.rec, "cannot reschedule")
 	}
 	s.detach(t, e)
-	e.rec.DueAt = p.DueAt
+	e.rec.DueAt = p.Due(p.Now)
 	e.rec.State = store.StateScheduled
-	if p.DueAt <= p.Now {
+	if e.rec.DueAt <= p.Now {
 		e.rec.State = store.StateReady
 	}
 	e.rec.UpdatedAt = p.Now
@@ -438,7 +439,7 @@ func (s *Store) MessageLease(_ context.Context, p *store.MessageLeaseParams) ([]
 		s.detach(t, e)
 		e.rec.State = store.StateInflight
 		e.rec.Deliveries++
-		e.rec.LeaseUntil = p.LeaseUntil
+		e.rec.LeaseUntil = p.Now + p.LeaseFor
 		e.rec.Receipt = p.Token + "-" + strconv.FormatInt(int64(e.rec.Deliveries), 10)
 		e.rec.UpdatedAt = p.Now
 		s.attach(t, e)
@@ -535,7 +536,7 @@ func (s *Store) MessageNack(_ context.Context, p *store.MessageNackParams) (*sto
 		return nil, err
 	}
 	s.detach(t, e)
-	fail(e, p.Now, p.RetryAt, p.Error)
+	fail(e, p.Now, p.Now+p.RetryDelay, p.Error)
 	s.attach(t, e)
 	return clone(&e.rec), nil
 }
@@ -551,7 +552,7 @@ func (s *Store) MessageExtend(_ context.Context, p *store.MessageExtendParams) (
 		return nil, err
 	}
 	s.detach(t, e)
-	e.rec.LeaseUntil = p.LeaseUntil
+	e.rec.LeaseUntil = p.Now + p.LeaseFor
 	e.rec.UpdatedAt = p.Now
 	s.attach(t, e)
 	return clone(&e.rec), nil
@@ -711,7 +712,7 @@ func (s *Store) DedupPurge(_ context.Context, p *store.DedupPurgeParams) (int, e
 	n := 0
 	for n < p.Max {
 		e := s.acked.min()
-		if e == nil || e.rec.AckedAt > p.Before {
+		if e == nil || e.rec.AckedAt > p.Now-p.Window {
 			break
 		}
 		s.topics[e.rec.Topic].delete(s, e)

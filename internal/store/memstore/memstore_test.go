@@ -58,7 +58,7 @@ func TestLarge(t *testing.T) {
 	var last *store.Record
 	leased := 0
 	for {
-		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: end, Max: 1000, LeaseUntil: end + 1, Token: "x"})
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: end, Max: 1000, LeaseFor: 1, Token: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}

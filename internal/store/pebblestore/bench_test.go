@@ -149,7 +149,7 @@ func BenchmarkLeaseAfterAcks(b *testing.B) {
 				}
 			}
 			leaseAck := func() {
-				ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 1, LeaseUntil: 1e12, Token: "t"})
+				ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 1, LeaseFor: 999999999999, Token: "t"})
 				if err != nil || len(ls) != 1 {
 					b.Fatalf("lease: %v %v", ls, err)
 				}
@@ -203,7 +203,7 @@ func BenchmarkReleaseStep(b *testing.B) {
 			b.Fatalf("promote: %+v %v", r, err)
 		}
 		t1 := time.Now()
-		ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "bench-topic-r0", Now: now, Max: 100, LeaseUntil: now + 60_000, Token: "tok"})
+		ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "bench-topic-r0", Now: now, Max: 100, LeaseFor: 60_000, Token: "tok"})
 		if err != nil || len(ls) != perMS {
 			b.Fatalf("lease: %d %v", len(ls), err)
 		}

@@ -103,7 +103,7 @@ func TestCorruptRecordDetectedOnRead(t *testing.T) {
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), `m/q\x00a`) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 1, LeaseUntil: 2, Token: "t"}); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 1, LeaseFor: 1, Token: "t"}); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("lease over a corrupt record: %v", err)
 	}
 }

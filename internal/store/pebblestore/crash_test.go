@@ -211,7 +211,7 @@ func crashStep(t *testing.T, s *Store, rng *rand.Rand, model *crashModel, now in
 		if _, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "c", Now: now, Max: 10}); err != nil {
 			t.Fatal(err)
 		}
-		ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "c", Now: now, Max: 3, LeaseUntil: now + 5, Token: fmt.Sprint("k", now)})
+		ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "c", Now: now, Max: 3, LeaseFor: 5, Token: fmt.Sprint("k", now)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func crashStep(t *testing.T, s *Store, rng *rand.Rand, model *crashModel, now in
 				st.mayDelete = true
 			}
 		}
-		if _, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Before: now - 3, Max: 5}); err != nil {
+		if _, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Now: now, Window: 3, Max: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}

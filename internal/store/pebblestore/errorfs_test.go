@@ -67,7 +67,7 @@ func TestWALSyncErrorFailsStore(t *testing.T) {
 			if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "q", ID: "ok1", Receipt: "x", Now: 2}); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("ack after a failed sync: err = %v, want ErrUnavailable", err)
 			}
-			if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 2, Max: 1, LeaseUntil: 9, Token: "t"}); !errors.Is(err, store.ErrUnavailable) {
+			if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 2, Max: 1, LeaseFor: 7, Token: "t"}); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("lease after a failed sync: err = %v, want ErrUnavailable", err)
 			}
 			if r, err := s.MessageGet(ctx, "q", "ok3"); err != nil || r.ID != "ok3" {
@@ -130,7 +130,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	defer s.Close()
 	insert(t, s, "q", 1, m("a", 0), m("b", 0), m("c", 0))
-	ls, _ := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 3, LeaseUntil: 9, Token: "t"})
+	ls, _ := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1, Max: 3, LeaseFor: 8, Token: "t"})
 	full.Store(true)
 	// This insert hits ENOSPC; OnDiskFull deletes the ballast and retries.
 	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "q", Now: 1, Messages: []store.InsertMessage{m("d", 0)}}); err != nil {

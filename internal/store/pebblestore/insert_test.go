@@ -105,7 +105,7 @@ func TestPromoteMovesIndexOnly(t *testing.T) {
 		t.Fatalf("reschedule: %+v %v", r, err)
 	}
 	mustVerify(t, s)
-	ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 24, Max: 10, LeaseUntil: 1000, Token: "t"})
+	ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 24, Max: 10, LeaseFor: 976, Token: "t"})
 	if err != nil || len(ls) != 2 || ls[0].ID != "a" || ls[1].ID != "d" || ls[0].State != store.StateInflight {
 		t.Fatalf("lease: %v %v", ls, err)
 	}

@@ -117,9 +117,9 @@ func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, fi
 	r := &store.Record{
 		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i), // #nosec G115 -- i is a slice index (≥ 0) within the n seqs allocSeqs reserved
 		State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
-		DueAt: m.DueAt, CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
+		DueAt: m.Due(p.Now), CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
 	}
-	if m.DueAt <= p.Now {
+	if r.DueAt <= p.Now {
 		r.State = store.StateReady
 	}
 	r = cloneRecord(r) // the answer must not alias the caller's input
@@ -311,9 +311,9 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 			return nil, nil, store.ErrConflict
 		}
 		nw := cloneRecord(r)
-		nw.DueAt, nw.UpdatedAt = p.DueAt, p.Now
+		nw.DueAt, nw.UpdatedAt = p.Due(p.Now), p.Now
 		nw.State = store.StateScheduled
-		if p.DueAt <= p.Now {
+		if nw.DueAt <= p.Now {
 			nw.State = store.StateReady
 		}
 		return nw, cloneRecord(nw), nil
@@ -430,7 +430,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 		if err := checkLease(r, p.Receipt); err != nil {
 			return nil, nil, err
 		}
-		nw := failRecord(r, p.Now, p.RetryAt, p.Error)
+		nw := failRecord(r, p.Now, p.Now+p.RetryDelay, p.Error)
 		return nw, cloneRecord(nw), nil
 	})
 }
@@ -443,7 +443,7 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 			return nil, nil, err
 		}
 		nw := cloneRecord(r)
-		nw.LeaseUntil, nw.UpdatedAt = p.LeaseUntil, p.Now
+		nw.LeaseUntil, nw.UpdatedAt = p.Now+p.LeaseFor, p.Now
 		return nw, cloneRecord(nw), nil
 	})
 }
@@ -455,7 +455,7 @@ func leaseRecord(r *store.Record, p *store.MessageLeaseParams) *store.Record {
 	nw := &c
 	nw.State = store.StateInflight
 	nw.Deliveries++
-	nw.LeaseUntil, nw.UpdatedAt = p.LeaseUntil, p.Now
+	nw.LeaseUntil, nw.UpdatedAt = p.Now+p.LeaseFor, p.Now
 	// Unique per delivery: the token is unique per call and Deliveries
 	// never repeats for a message.
 	nw.Receipt = p.Token + "-" + strconv.Itoa(int(nw.Deliveries))

@@ -64,7 +64,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || pr.Promoted != 1 || pr.NextDue != 300 {
 		t.Fatalf("promote: %+v %v", pr, err)
 	}
-	ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 250, Max: 10, LeaseUntil: 1000, Token: "T"})
+	ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 250, Max: 10, LeaseFor: 750, Token: "T"})
 	if err != nil || len(ls) != 2 || ls[0].ID != "a" || ls[1].ID != "b" || ls[0].Receipt != "T-1" {
 		t.Fatalf("lease: %+v %v", ls, err)
 	}
@@ -74,11 +74,11 @@ func TestLifecycle(t *testing.T) {
 	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "q", ID: "a", Receipt: "T-1", Now: 260}); err != nil {
 		t.Fatal(err)
 	}
-	nr, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "q", ID: "b", Receipt: "T-1", Now: 270, RetryAt: 270, Error: "e1"})
+	nr, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "q", ID: "b", Receipt: "T-1", Now: 270, RetryDelay: 0, Error: "e1"})
 	if err != nil || nr.State != store.StateReady || nr.Failures != 1 {
 		t.Fatalf("nack: %+v %v", nr, err)
 	}
-	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 280, Max: 1, LeaseUntil: 290, Token: "U"})
+	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 280, Max: 1, LeaseFor: 10, Token: "U"})
 	if len(ls) != 1 || ls[0].Receipt != "U-2" {
 		t.Fatalf("second lease: %+v", ls)
 	}
@@ -119,7 +119,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || len(rp) != 1 || rp[0].State != store.StateReady || rp[0].Failures != 0 {
 		t.Fatalf("replay: %+v %v", rp, err)
 	}
-	n, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Before: 1000, Max: 10})
+	n, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Now: 1000, Max: 10})
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
@@ -165,7 +165,7 @@ func TestConcurrentLeaseAckCancel(t *testing.T) {
 			defer wg.Done()
 			for k := 0; ; k++ {
 				ls, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 2, Max: 7,
-					LeaseUntil: 1e6, Token: fmt.Sprintf("g%d.%d", g, k)})
+					LeaseFor: 1e6, Token: fmt.Sprintf("g%d.%d", g, k)})
 				if err != nil {
 					t.Error(err)
 					return
@@ -227,7 +227,7 @@ func TestLowWaterLowered(t *testing.T) {
 	for i := range 50 {
 		insert(t, s, "q", 100, m(fmt.Sprint("a", i), 100))
 	}
-	ls, _ := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 100, Max: 100, LeaseUntil: 500, Token: "t"})
+	ls, _ := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 100, Max: 100, LeaseFor: 400, Token: "t"})
 	if len(ls) != 50 {
 		t.Fatalf("leased %d", len(ls))
 	}
@@ -245,7 +245,7 @@ func TestLowWaterLowered(t *testing.T) {
 	if pr, _ := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "q", Now: 600, Max: 10}); pr.Promoted != 2 {
 		t.Fatalf("promoted %d", pr.Promoted)
 	}
-	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 600, Max: 10, LeaseUntil: 100, Token: "u"})
+	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 600, Max: 10, LeaseFor: -500, Token: "u"})
 	if len(ls) != 3 || ls[0].ID != "early" || ls[1].ID != "late" || ls[2].ID != "mid" {
 		t.Fatalf("lease order: %v", ls)
 	}
@@ -257,7 +257,7 @@ func TestLowWaterLowered(t *testing.T) {
 	if ex, _ := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: 1000, Max: 100}); len(ex) != 50 {
 		t.Fatalf("expired %d", len(ex))
 	}
-	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1000, Max: 1, LeaseUntil: 5, Token: "v"})
+	ls, _ = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "q", Now: 1000, Max: 1, LeaseFor: -995, Token: "v"})
 	if ex, _ := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: 1000, Max: 100}); len(ex) != 1 || ex[0].ID != ls[0].ID {
 		t.Fatalf("expire below the mark: %v", ex)
 	}

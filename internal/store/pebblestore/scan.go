@@ -342,7 +342,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 	defer s.purgeMu.Unlock()
 	var next []byte
 	defer func() { s.ackedLW.endScan(next) }()
-	cands, nextKey, err := s.scanGlobal(pfxAcked, s.ackedLW.startScan(), p.Before, p.Max)
+	cands, nextKey, err := s.scanGlobal(pfxAcked, s.ackedLW.startScan(), p.Now-p.Window, p.Max)
 	if err != nil || len(cands) == 0 {
 		next = nextKey
 		return 0, err

@@ -179,7 +179,7 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) (_ []
 		})
 	}
 	if len(out) > 0 {
-		s.publish(ctx, p.Topic, out[0].DueAt)
+		s.publish(ctx, p.Topic, 0) // replayed messages are ready now
 	}
 	return out, nil
 }
@@ -278,14 +278,14 @@ func (s *Store) deadOp(ctx context.Context, op string, sc *script, topic, id str
 }
 
 // dedupPurgeScript deletes the partition's first n acked tombstones with
-// AckedAt <= before.
+// AckedAt <= now - window.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3] before (Unix ms), ARGV[4] n
+//	ARGV[3] "+-window" (ms, so the cutoff is now - window), ARGV[4] n
 //
 // Returns {now, deleted}.
 var dedupPurgeScript = newScript(flagsState, `
-local ms = redis.call('ZRANGE', IDX[5], '-inf', ARGV[3], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
+local ms = redis.call('ZRANGE', IDX[5], '-inf', istr(at(ARGV[3])), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 for _, m in ipairs(ms) do
   redis.call('ZREM', IDX[5], m)
   redis.call('DEL', mkey(idof(m)))
@@ -295,9 +295,9 @@ return {NOW, #ms}
 
 // DedupPurge implements store.Store: it merges the purgeable tombstones
 // of every partition of every topic by (AckedAt, Seq) and purges each
-// partition's share of Max. Before is compared with AckedAt, which was
-// stamped by the time source (Redis TIME by default); the contract gives
-// no Now here, so a skewed engine clock shifts the window by the skew.
+// partition's share of Max. The cutoff is computed in the scripts from
+// the same time source that stamped AckedAt (Redis TIME by default), so a
+// server whose clock runs fast cannot shorten the dedup window.
 // Like LeaseExpire, it is bounded by sweepRounds × Timeout.
 func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (_ int, err error) {
 	ctx, end := s.bound(ctx, sweepRounds)
@@ -306,8 +306,11 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (_ in
 	if err != nil || len(targets) == 0 || p.Max <= 0 {
 		return 0, err
 	}
-	before := strconv.FormatInt(p.Before, 10)
-	pk, err := s.peek(ctx, "dedup purge", targets, "", before, p.Max)
+	if err := checkTime("Window", p.Window); err != nil {
+		return 0, err
+	}
+	before, now := after(-p.Window), s.nowArg(p.Now)
+	pk, err := s.peek(ctx, "dedup purge", targets, now, before, p.Max)
 	if err != nil {
 		return 0, err
 	}
@@ -315,7 +318,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (_ in
 	var calls []call
 	for i, n := range counts {
 		if n > 0 {
-			calls = append(calls, s.partCall(dedupPurgeScript, targets[i].k, "", before, n))
+			calls = append(calls, s.partCall(dedupPurgeScript, targets[i].k, now, before, n))
 		}
 	}
 	if len(calls) == 0 {

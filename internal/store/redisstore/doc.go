@@ -165,14 +165,15 @@
 // NextDue-Now rather than trusting its own clock. On a Cluster, each
 // partition is judged by the clock of the master that owns its slot.
 //
-// Absolute times the engine computes from its own clock are stored as
-// given: DueAt (now + delay at send), RetryAt, LeaseUntil, and DedupPurge's
-// Before. A server whose clock is off by d therefore schedules relative
-// delays, retries and lease ends off by d, and they are then judged by
-// Redis time; keep servers NTP-synced. The contract gives LeaseExpire no
-// way to report the store's now (PromoteResult has one): an engine whose
-// clock runs ahead of Redis re-arms its expiry sweep early and finds
-// nothing until Redis time catches up.
+// Instants that follow from "now" reach the scripts as durations and are
+// computed there from the same TIME: the due time of a relative delay
+// ("+delay"), a nack's retry time, a lease's end, and DedupPurge's cutoff
+// (now - window). Only an absolute deliver_at is stored as given. A server
+// whose clock is off by milliseconds or seconds therefore neither
+// schedules early nor hands out a lease that is already over. The engine
+// arms its timers by its estimate of Redis TIME (StoreNow, and the Now
+// that promotions report), so it neither sleeps through a due time nor
+// spins while Redis's clock catches up with its own.
 //
 // TimeCaller uses the Now of each call instead. It exists so the
 // conformance suite can drive time, and for a single server that prefers

@@ -82,7 +82,7 @@ func TestHangFailsFast(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leased, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "old", Max: 2, LeaseUntil: time.Now().Add(time.Minute).UnixMilli(), Token: "tok"})
+	leased, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "old", Max: 2, LeaseFor: time.Minute.Milliseconds(), Token: "tok"})
 	if err != nil || len(leased) != 2 {
 		t.Fatalf("lease: %v, %d records", err, len(leased))
 	}
@@ -109,7 +109,7 @@ func TestHangFailsFast(t *testing.T) {
 	}
 	wg.Wait()
 	failsWithin(t, "lease", limit, func() error {
-		_, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "old", Max: 5, LeaseUntil: time.Now().Add(time.Minute).UnixMilli(), Token: "t2"})
+		_, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "old", Max: 5, LeaseFor: time.Minute.Milliseconds(), Token: "t2"})
 		return err
 	})
 	failsWithin(t, "promote", limit, func() error {
@@ -134,7 +134,7 @@ func TestHangFailsFast(t *testing.T) {
 		return err
 	})
 	failsWithin(t, "dedup purge", sweep, func() error {
-		_, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Before: time.Now().UnixMilli(), Max: 10})
+		_, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Max: 10})
 		return err
 	})
 	failsWithin(t, "topic list", sweep, func() error { _, err := s.TopicList(ctx); return err })
@@ -157,7 +157,7 @@ func TestHangFailsFast(t *testing.T) {
 	recovers(t, "send (existing topic)", func() error { return hangSend(s, "old", "h1") })
 	recovers(t, "send (new topic)", func() error { return hangSend(s, "fresh", "h2") })
 	recovers(t, "lease", func() error {
-		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "fresh", Max: 1, LeaseUntil: time.Now().Add(time.Minute).UnixMilli(), Token: "t3"})
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "fresh", Max: 1, LeaseFor: time.Minute.Milliseconds(), Token: "t3"})
 		if err == nil && len(recs) != 1 {
 			err = fmt.Errorf("leased %d, want 1", len(recs))
 		}
@@ -259,7 +259,7 @@ func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
 		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now, Messages: msgs}); err != nil {
 			t.Fatal(err)
 		}
-		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseUntil: now + 1000, Token: "tok"})
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 1000, Token: "tok"})
 		if err != nil || len(recs) != 10 {
 			t.Fatalf("lease %s: %v, %d records", topic, err, len(recs))
 		}

@@ -201,6 +201,28 @@ func checkTime(what string, v int64) error {
 	return nil
 }
 
+// checkDue checks a due time as InsertMessage and MessageRescheduleParams
+// give it: absolute, or a delay after now.
+func checkDue(at int64, relative bool, delay int64) error {
+	if relative {
+		return checkTime("Delay", delay)
+	}
+	return checkTime("DueAt", at)
+}
+
+// dueArg is a script's due argument: absolute ms, or "+delay".
+func dueArg(at int64, relative bool, delay int64) string {
+	if relative {
+		return after(delay)
+	}
+	return strconv.FormatInt(at, 10)
+}
+
+// after is a script's time argument for d ms after the script's now (the
+// prelude's at): the instant is computed from the clock the script judges
+// by, never from the caller's.
+func after(d int64) string { return "+" + strconv.FormatInt(d, 10) }
+
 func checkID(id string) error {
 	if !validID(id) {
 		return fmt.Errorf("redisstore: invalid message id %q", id)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -18,13 +17,14 @@ const leaseRounds = 3
 // leaseScript leases the partition's first n ready messages due by now.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3] n, ARGV[4] LeaseUntil (Unix ms), ARGV[5] token
+//	ARGV[3] n, ARGV[4] "+lease length" (ms after now), ARGV[5] token
 //
-// Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1, the
-// given LeaseUntil and Receipt token-deliveries (unique per delivery since
+// Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1,
+// LeaseUntil = now + the lease length, and Receipt token-deliveries (unique per delivery since
 // the token is unique per call and Deliveries only grows).
 var leaseScript = newScript(flagsState, `
-local lu, token = tonumber(ARGV[4]), ARGV[5]
+local lu, token = at(ARGV[4]), ARGV[5]
+local lus = istr(lu)
 -- Only those due by NOW (scores are due times): never early by this
 -- script's own time, even if a promotion judged by another clock raced it.
 local ms = redis.call('ZRANGE', IDX[2], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
@@ -37,7 +37,7 @@ for _, m in ipairs(ms) do
   if r then
     r.dlv = r.dlv + 1
     r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
-    redis.call('ZADD', IDX[3], ARGV[4], m)
+    redis.call('ZADD', IDX[3], lus, m)
     out[#out+1] = id
     out[#out+1] = save(k, r)
   end
@@ -58,7 +58,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
 	}
-	if err := checkTime("LeaseUntil", p.LeaseUntil); err != nil {
+	if err := checkTime("LeaseFor", p.LeaseFor); err != nil {
 		return nil, err
 	}
 	ks := s.keys.allParts(p.Topic)
@@ -67,7 +67,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
 	}
 	now := s.nowArg(p.Now)
-	until := strconv.FormatInt(p.LeaseUntil, 10)
+	until := after(p.LeaseFor)
 	var out []*store.Record
 	for round := 0; round < leaseRounds && len(out) < p.Max; round++ {
 		want := p.Max - len(out)
@@ -207,10 +207,11 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 
 // nackScript records a failure of an inflight message whose receipt
 // matches: Failures+1 and LastError, then dead (DeadAt = now, DueAt kept)
-// when Failures reaches MaxAttempts, else ready or scheduled at RetryAt.
+// when Failures reaches MaxAttempts, else ready or scheduled at now + the
+// retry delay.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3] id, ARGV[4] receipt, ARGV[5] RetryAt (Unix ms), ARGV[6] error
+//	ARGV[3] id, ARGV[4] receipt, ARGV[5] "+retry delay" (ms), ARGV[6] error
 //
 // Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
 var nackScript = newScript(flagsState, `
@@ -220,24 +221,24 @@ local code, st, r = leased(k, ARGV[4])
 if code ~= 'ok' then return {NOW, code, st} end
 local m = member(r, id)
 redis.call('ZREM', IDX[3], m)
-fail(r, m, tonumber(ARGV[5]), ARGV[6])
+fail(r, m, at(ARGV[5]), ARGV[6])
 return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageNack implements store.Store.
 func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
-	if err := checkTime("RetryAt", p.RetryAt); err != nil {
+	if err := checkTime("RetryDelay", p.RetryDelay); err != nil {
 		return nil, err
 	}
 	return s.oneMessage(ctx, "nack", nackScript, p.Topic, p.ID, p.Now, true,
-		p.Receipt, strconv.FormatInt(p.RetryAt, 10), p.Error)
+		p.Receipt, after(p.RetryDelay), p.Error)
 }
 
-// extendScript sets LeaseUntil of an inflight message whose receipt
-// matches.
+// extendScript sets LeaseUntil = now + the lease length of an inflight
+// message whose receipt matches.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3] id, ARGV[4] receipt, ARGV[5] LeaseUntil (Unix ms)
+//	ARGV[3] id, ARGV[4] receipt, ARGV[5] "+lease length" (ms)
 //
 // Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
 var extendScript = newScript(flagsState, `
@@ -245,18 +246,19 @@ local id = ARGV[3]
 local k = mkey(id)
 local code, st, r = leased(k, ARGV[4])
 if code ~= 'ok' then return {NOW, code, st} end
-redis.call('ZADD', IDX[3], ARGV[5], member(r, id))
-r.t, r.uat = tonumber(ARGV[5]), NOW
+local lu = at(ARGV[5])
+redis.call('ZADD', IDX[3], istr(lu), member(r, id))
+r.t, r.uat = lu, NOW
 return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageExtend implements store.Store.
 func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
-	if err := checkTime("LeaseUntil", p.LeaseUntil); err != nil {
+	if err := checkTime("LeaseFor", p.LeaseFor); err != nil {
 		return nil, err
 	}
 	return s.oneMessage(ctx, "extend", extendScript, p.Topic, p.ID, p.Now, false,
-		p.Receipt, strconv.FormatInt(p.LeaseUntil, 10))
+		p.Receipt, after(p.LeaseFor))
 }
 
 // expireScript fails the partition's first n inflight messages whose
@@ -335,7 +337,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 		}
 		for _, r := range recs {
 			if r.State == store.StateReady {
-				readyAt[topic] = r.DueAt
+				readyAt[topic] = 0 // ready now
 			}
 		}
 		out = append(out, recs...)

@@ -63,6 +63,13 @@ else
 end
 local function istr(n) return string.format('%d', n) end
 local NOW_S = istr(NOW)
+-- at resolves a time argument: '+d' is d ms after NOW (a duration the
+-- engine sent, so the instant comes from this script's clock, not the
+-- caller's), anything else an absolute Unix ms.
+local function at(a)
+  if string.byte(a) == 43 then return NOW + tonumber(string.sub(a, 2)) end
+  return tonumber(a)
+end
 local IDX = KEYS
 local MPFX = ARGV[2]
 local function mkey(id) return MPFX .. id end

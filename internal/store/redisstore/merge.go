@@ -21,8 +21,9 @@ import (
 //
 //	KEYS[1]  the index (a ZSET of ctr62 .. id members)
 //	ARGV[1]  now, ARGV[2] unused (message prefix)
-//	ARGV[3]  upper bound of scores: "now" (the script's now), a number,
-//	         or "" for none; ARGV[4] max entries
+//	ARGV[3]  upper bound of scores: "now" (the script's now), "+d" (d ms
+//	         after it; d may be negative), a number, or "" for none;
+//	         ARGV[4] max entries
 //
 // Returns {now, head score or "", member1, score1, member2, score2, …} in
 // index order; the head is the first entry whatever its score.
@@ -32,7 +33,7 @@ local r
 if bound == '' then
   r = redis.call('ZRANGE', KEYS[1], 0, max - 1, 'WITHSCORES')
 else
-  if bound == 'now' then bound = NOW_S end
+  if bound == 'now' then bound = NOW_S elseif string.byte(bound) == 43 then bound = istr(at(bound)) end
   r = redis.call('ZRANGE', KEYS[1], '-inf', bound, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
 end
 local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -70,7 +71,7 @@ type peekResult struct {
 }
 
 // peek reads up to max head entries of each target with scores up to
-// bound ("" none, "now", or a number).
+// bound ("" none, "now", "+d" after now, or a number).
 func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, bound string, max int) (*peekResult, error) {
 	calls := make([]call, len(targets))
 	for i, t := range targets {

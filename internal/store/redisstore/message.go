@@ -17,7 +17,7 @@ import (
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 6: id, ctr
 //	          (Seq's counter part), payload, headers (encodeHeaders; ""
-//	          for none), due (Unix ms), max attempts
+//	          for none), due (Unix ms, or "+delay" after now), max attempts
 //
 // Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
@@ -36,12 +36,12 @@ for i = 0, n - 1 do
     out[#out+1] = old
   else
     local r = {st = 1, tn = tn, ctr = tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
-      due = tonumber(ARGV[b+4]), max = tonumber(ARGV[b+5]),
+      due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]),
       cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
     if r.due <= NOW then r.st = 2 end
     out[#out+1] = 0
     out[#out+1] = save(k, r)
-    redis.call('ZADD', IDX[r.st], ARGV[b+4], member(r, id))
+    redis.call('ZADD', IDX[r.st], istr(r.due), member(r, id))
   end
 end
 return out
@@ -74,7 +74,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		if err := checkID(m.ID); err != nil {
 			return nil, err
 		}
-		if err := checkTime("DueAt", m.DueAt); err != nil {
+		if err := checkDue(m.DueAt, m.Relative, m.Delay); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +89,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		part := s.keys.partitionOf(m.ID)
 		slots[part] = append(slots[part], i)
 		args[part] = append(args[part], m.ID, first+uint64(i), m.Payload, encodeHeaders(m.Headers),
-			strconv.FormatInt(m.DueAt, 10), strconv.FormatInt(int64(m.MaxAttempts), 10))
+			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10))
 	}
 	var calls []call
 	var used [][]int
@@ -119,8 +119,8 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			}
 			dup := asInt(a[1+2*j]) == 1
 			out[i] = store.InsertResult{Record: r, Duplicate: dup}
-			if !dup && (earliest < 0 || r.DueAt < earliest) {
-				earliest = r.DueAt
+			if !dup && (earliest < 0 || notifyDue(r) < earliest) {
+				earliest = notifyDue(r)
 			}
 		}
 	}
@@ -245,11 +245,11 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 // rescheduleScript sets the due time of a scheduled or ready message.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3] id, ARGV[4] due (Unix ms)
+//	ARGV[3] id, ARGV[4] due (Unix ms, or "+delay" after now)
 //
 // Returns {now, "ok", record} | {now, "nf"} | {now, "conflict", state}.
 var rescheduleScript = newScript(flagsState, `
-local id, due = ARGV[3], tonumber(ARGV[4])
+local id, due = ARGV[3], at(ARGV[4])
 local k = mkey(id)
 local r = load(k)
 if not r then return {NOW, 'nf'} end
@@ -258,16 +258,16 @@ local m = member(r, id)
 redis.call('ZREM', IDX[r.st], m)
 r.st, r.due, r.uat = 1, due, NOW
 if due <= NOW then r.st = 2 end
-redis.call('ZADD', IDX[r.st], ARGV[4], m)
+redis.call('ZADD', IDX[r.st], istr(due), m)
 return {NOW, 'ok', save(k, r)}
 `)
 
 // MessageReschedule implements store.Store.
 func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageRescheduleParams) (*store.Record, error) {
-	if err := checkTime("DueAt", p.DueAt); err != nil {
+	if err := checkDue(p.DueAt, p.Relative, p.Delay); err != nil {
 		return nil, err
 	}
-	return s.oneMessage(ctx, "reschedule", rescheduleScript, p.Topic, p.ID, p.Now, true, strconv.FormatInt(p.DueAt, 10))
+	return s.oneMessage(ctx, "reschedule", rescheduleScript, p.Topic, p.ID, p.Now, true, dueArg(p.DueAt, p.Relative, p.Delay))
 }
 
 // oneMessage runs a script that names one message (ARGV[3] = id, then
@@ -305,7 +305,7 @@ func (s *Store) oneMessage(ctx context.Context, op string, sc *script, topic, id
 		return nil, err
 	}
 	if notify && (r.State == store.StateScheduled || r.State == store.StateReady) {
-		s.publish(ctx, topic, r.DueAt)
+		s.publish(ctx, topic, notifyDue(r))
 	}
 	return r, nil
 }

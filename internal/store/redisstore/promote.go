@@ -97,7 +97,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	if res.Promoted > 0 {
 		// Other servers armed the same due time; whichever promotes first
 		// must wake their long-polls too, or they sleep until the sweep.
-		s.publish(ctx, p.Topic, nows[0])
+		s.publish(ctx, p.Topic, 0) // ready now
 	}
 	return res, nil
 }

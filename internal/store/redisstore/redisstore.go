@@ -404,6 +404,29 @@ func (s *Store) nowArg(now int64) string {
 	return ""
 }
 
+// StoreNow implements store.Clock: Redis TIME, which every script judges
+// by (TimeRedis). With TimeCaller, ok is false. On a Cluster each master
+// has its own clock and TIME answers one of them; the engine only uses
+// this to aim its timers, and promotion reports the clock of the
+// partition it judged by (PromoteResult.Now), which corrects the aim.
+func (s *Store) StoreNow(ctx context.Context) (_ int64, ok bool, err error) {
+	if err := s.check(); err != nil {
+		return 0, false, err
+	}
+	if s.callerNow {
+		return 0, false, nil
+	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, false, s.fail("time", err)
+	}
+	return t.UnixMilli(), true, nil
+}
+
+var _ store.Clock = (*Store)(nil)
+
 func cmpOr[T comparable](v, def T) T {
 	var zero T
 	if v == zero {

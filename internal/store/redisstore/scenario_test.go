@@ -79,7 +79,7 @@ func TestClusterSlotHygiene(t *testing.T) {
 	if _, err := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: time.Now().UnixMilli() + 10*3600_000, Max: 1000}); err != nil {
 		t.Fatalf("LeaseExpire: %v", err)
 	}
-	if _, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Before: time.Now().UnixMilli() + 3600_000, Max: 100000}); err != nil {
+	if _, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Window: -3600_000, Max: 100000}); err != nil {
 		t.Fatalf("DedupPurge: %v", err)
 	}
 	if _, err := s.TopicList(ctx); err != nil {
@@ -112,12 +112,12 @@ func exerciseAll(t *testing.T, s *redisstore.Store, topic string, ids []string) 
 	must("reschedule", err)
 	_, err = s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: topic, Now: now, Max: 100})
 	must("promote", err)
-	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: len(ids), LeaseUntil: now + 60_000, Token: "tok"})
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: len(ids), LeaseFor: 60_000, Token: "tok"})
 	must("lease", err)
 	if len(recs) != len(ids) {
 		t.Fatalf("%s: leased %d of %d", topic, len(recs), len(ids))
 	}
-	_, err = s.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: recs[0].ID, Receipt: recs[0].Receipt, Now: now, LeaseUntil: now + 120_000})
+	_, err = s.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: recs[0].ID, Receipt: recs[0].Receipt, Now: now, LeaseFor: 120_000})
 	must("extend", err)
 	must("ack", s.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: recs[0].ID, Receipt: recs[0].Receipt, Now: now}))
 	var items []store.AckItem
@@ -128,7 +128,7 @@ func exerciseAll(t *testing.T, s *redisstore.Store, topic string, ids []string) 
 	must("ack many", err)
 	must("ack many item", errors.Join(errs...))
 	for _, r := range recs[5:10] { // MaxAttempts 1: dead
-		_, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: r.ID, Receipt: r.Receipt, Now: now, RetryAt: now, Error: "boom"})
+		_, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: r.ID, Receipt: r.Receipt, Now: now, Error: "boom"})
 		must("nack", err)
 	}
 	_, _, err = s.DeadList(ctx, &store.DeadListParams{Topic: topic, Limit: 2})
@@ -193,7 +193,7 @@ func TestMultiServerRace(t *testing.T) {
 		s := stores[i%servers]
 		wg.Go(func() {
 			for acked.Load() < total && time.Now().Before(deadline) {
-				recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "hot", Max: 16, LeaseUntil: time.Now().UnixMilli() + 3600_000, Token: fmt.Sprintf("c%d-%d", i, time.Now().UnixNano())})
+				recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "hot", Max: 16, LeaseFor: 3600_000, Token: fmt.Sprintf("c%d-%d", i, time.Now().UnixNano())})
 				if err != nil {
 					t.Errorf("lease: %v", err)
 					return
@@ -524,7 +524,7 @@ func TestConcurrentExpiry(t *testing.T) {
 	if _, err := dying.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Messages: msgs}); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := dying.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: n, LeaseUntil: time.Now().UnixMilli() + 300, Token: "dead-server"})
+	recs, err := dying.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: n, LeaseFor: 300, Token: "dead-server"})
 	if err != nil || len(recs) != n {
 		t.Fatalf("lease: %d, %v", len(recs), err)
 	}
@@ -585,7 +585,7 @@ func TestMaxmemory(t *testing.T) {
 	if err != nil || tr.Counts.Ready != int64(len(ok)) {
 		t.Fatalf("after OOM: %+v, %v; want %d ready", tr, err, len(ok))
 	}
-	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: 1, Max: 100, LeaseUntil: 1000, Token: "c"})
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: 1, Max: 100, LeaseFor: 999, Token: "c"})
 	if err != nil || len(recs) != 100 {
 		t.Fatalf("lease at maxmemory: %d, %v", len(recs), err)
 	}

@@ -236,7 +236,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	lease := func(max int) ([]*store.Record, error) {
 		return s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: time.Now().UnixMilli(), Max: max,
-			LeaseUntil: time.Now().UnixMilli() + 60_000, Token: fmt.Sprintf("tok%d", time.Now().UnixNano())})
+			LeaseFor: 60_000, Token: fmt.Sprintf("tok%d", time.Now().UnixNano())})
 	}
 	if _, err := insert("acked-before"); err != nil {
 		t.Fatal(err)

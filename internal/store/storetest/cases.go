@@ -151,7 +151,8 @@ func testDedupPurge(h *harness) {
 
 	purge := func(before int64, max, want int) {
 		t.Helper()
-		n, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Before: before, Max: max})
+		// The store computes the cutoff as Now - Window.
+		n, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: before + 3600_000, Window: 3600_000, Max: max})
 		noErr(t, "DedupPurge", err)
 		if n != want {
 			t.Errorf("DedupPurge(before=%d, max=%d): %d, want %d", before-now, max, n, want)
@@ -318,7 +319,7 @@ func testLease(h *harness) {
 		t.Errorf("TopicGet: %+v", *tr)
 	}
 	h.counts("other", store.Counts{Ready: 1})
-	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: "nope", Now: now, Max: 5, LeaseUntil: now + 1, Token: h.token()})
+	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: "nope", Now: now, Max: 5, LeaseFor: 1, Token: h.token()})
 	if err != nil || len(recs) != 0 {
 		t.Errorf("lease of unknown topic: %v, %v", recs, err)
 	}
@@ -1068,7 +1069,7 @@ func testClose(h *harness) {
 			return err
 		},
 		"MessageLease": func() error {
-			_, err := h.s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1, LeaseUntil: now + 1, Token: "x"})
+			_, err := h.s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1, LeaseFor: 1, Token: "x"})
 			return err
 		},
 		"MessageAck": func() error {
@@ -1079,11 +1080,11 @@ func testClose(h *harness) {
 			return err
 		},
 		"MessageNack": func() error {
-			_, err := h.s.MessageNack(ctx, &store.MessageNackParams{Topic: "t", ID: "a", Receipt: "r", Now: now, RetryAt: now})
+			_, err := h.s.MessageNack(ctx, &store.MessageNackParams{Topic: "t", ID: "a", Receipt: "r", Now: now})
 			return err
 		},
 		"MessageExtend": func() error {
-			_, err := h.s.MessageExtend(ctx, &store.MessageExtendParams{Topic: "t", ID: "a", Receipt: "r", Now: now, LeaseUntil: now})
+			_, err := h.s.MessageExtend(ctx, &store.MessageExtendParams{Topic: "t", ID: "a", Receipt: "r", Now: now})
 			return err
 		},
 		"LeaseExpire": func() error { _, err := h.s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: now, Max: 1}); return err },
@@ -1100,7 +1101,7 @@ func testClose(h *harness) {
 			return err
 		},
 		"DedupPurge": func() error {
-			_, err := h.s.DedupPurge(ctx, &store.DedupPurgeParams{Before: now, Max: 1})
+			_, err := h.s.DedupPurge(ctx, &store.DedupPurgeParams{Now: now, Max: 1})
 			return err
 		},
 		"TopicGet":         func() error { _, err := h.s.TopicGet(ctx, "t"); return err },

@@ -51,7 +51,7 @@ func testConcurrentLease(h *harness) {
 			for n := 0; ; n++ {
 				finished := done.Load() // read before leasing: then empty means empty
 				recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{
-					Topic: "t", Now: now, Max: 7, LeaseUntil: now + 1_000_000_000, Token: fmt.Sprintf("c%d-%d", c, n),
+					Topic: "t", Now: now, Max: 7, LeaseFor: 1_000_000_000, Token: fmt.Sprintf("c%d-%d", c, n),
 				})
 				if err != nil {
 					t.Errorf("lease: %v", err)

@@ -133,7 +133,7 @@ func (h *harness) token() string {
 
 func (h *harness) lease(topic string, now int64, max int, until int64) []*store.Record {
 	h.t.Helper()
-	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: max, LeaseUntil: until, Token: h.token()})
+	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: max, LeaseFor: until - now, Token: h.token()})
 	if err != nil {
 		h.t.Fatalf("MessageLease(%s): %v", topic, err)
 	}
@@ -163,11 +163,11 @@ func (h *harness) ack(topic, id, receipt string, now int64) error {
 }
 
 func (h *harness) nack(topic, id, receipt string, now, retryAt int64, reason string) (*store.Record, error) {
-	return h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryAt: retryAt, Error: reason})
+	return h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryAt - now, Error: reason})
 }
 
 func (h *harness) extend(topic, id, receipt string, now, until int64) (*store.Record, error) {
-	return h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: now, LeaseUntil: until})
+	return h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: now, LeaseFor: until - now})
 }
 
 func (h *harness) expire(now int64, max int) []*store.Record {

@@ -222,6 +222,15 @@ func (m *model) due(t *rapid.T, label string) int64 {
 	return m.now + rapid.Int64Range(-10, 20).Draw(t, label)
 }
 
+// dueSpec draws a due time as senders give it: absolute (deliver_at, maybe
+// in the past) or a delay the store resolves against its now.
+func (m *model) dueSpec(t *rapid.T, label string) (at int64, relative bool, delay int64) {
+	if rapid.Bool().Draw(t, label+"Relative") {
+		return 0, true, rapid.Int64Range(0, 20).Draw(t, label+"Delay")
+	}
+	return m.due(t, label), false, 0
+}
+
 // --- actions ----------------------------------------------------------
 
 func (m *model) insert(t *rapid.T) {
@@ -242,11 +251,14 @@ func (m *model) insert(t *rapid.T) {
 		case 2:
 			hdr = map[string]string{"k": rapid.StringN(0, 4, -1).Draw(t, "hv")}
 		}
+		at, relative, delay := m.dueSpec(t, "due")
 		msgs[i] = store.InsertMessage{
 			ID:          id,
 			Payload:     rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "payload"),
 			Headers:     hdr,
-			DueAt:       m.due(t, "due"),
+			DueAt:       at,
+			Relative:    relative,
+			Delay:       delay,
 			MaxAttempts: rapid.Int32Range(0, 3).Draw(t, "maxAttempts"),
 		}
 	}
@@ -298,7 +310,8 @@ func (m *model) cancel(t *rapid.T) {
 
 func (m *model) reschedule(t *rapid.T) {
 	topic := m.topic(t)
-	p := store.MessageRescheduleParams{Topic: topic, ID: m.id(t, topic), DueAt: m.due(t, "due"), Now: m.now}
+	at, relative, delay := m.dueSpec(t, "due")
+	p := store.MessageRescheduleParams{Topic: topic, ID: m.id(t, topic), DueAt: at, Relative: relative, Delay: delay, Now: m.now}
 	ref, errR := m.ref.MessageReschedule(m.ctx, &p)
 	sut, errS := m.sut.MessageReschedule(m.ctx, &p)
 	m.sameErr("reschedule", errR, errS)
@@ -318,7 +331,7 @@ func (m *model) promote(t *rapid.T) {
 func (m *model) lease(t *rapid.T) {
 	p := store.MessageLeaseParams{
 		Topic: m.topic(t), Now: m.now, Max: rapid.IntRange(1, 4).Draw(t, "max"),
-		LeaseUntil: m.now + rapid.Int64Range(1, 15).Draw(t, "lease"), Token: m.token(),
+		LeaseFor: rapid.Int64Range(1, 15).Draw(t, "lease"), Token: m.token(),
 	}
 	ref, errR := m.ref.MessageLease(m.ctx, &p)
 	sut, errS := m.sut.MessageLease(m.ctx, &p)
@@ -372,10 +385,10 @@ func (m *model) ackMany(t *rapid.T) {
 func (m *model) nack(t *rapid.T) {
 	topic := m.topic(t)
 	id, rr, sr := m.receipt(t, topic)
-	retry := m.now + rapid.Int64Range(-5, 15).Draw(t, "retry")
+	retry := rapid.Int64Range(-5, 15).Draw(t, "retry")
 	reason := rapid.SampledFrom(modelErrors).Draw(t, "error")
-	ref, errR := m.ref.MessageNack(m.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: rr, Now: m.now, RetryAt: retry, Error: reason})
-	sut, errS := m.sut.MessageNack(m.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: sr, Now: m.now, RetryAt: retry, Error: reason})
+	ref, errR := m.ref.MessageNack(m.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: rr, Now: m.now, RetryDelay: retry, Error: reason})
+	sut, errS := m.sut.MessageNack(m.ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: sr, Now: m.now, RetryDelay: retry, Error: reason})
 	m.sameErr("nack "+id, errR, errS)
 	m.sameRec("nack", ref, sut)
 }
@@ -383,9 +396,9 @@ func (m *model) nack(t *rapid.T) {
 func (m *model) extend(t *rapid.T) {
 	topic := m.topic(t)
 	id, rr, sr := m.receipt(t, topic)
-	until := m.now + rapid.Int64Range(0, 15).Draw(t, "lease")
-	ref, errR := m.ref.MessageExtend(m.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: rr, Now: m.now, LeaseUntil: until})
-	sut, errS := m.sut.MessageExtend(m.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: sr, Now: m.now, LeaseUntil: until})
+	lease := rapid.Int64Range(0, 15).Draw(t, "lease")
+	ref, errR := m.ref.MessageExtend(m.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: rr, Now: m.now, LeaseFor: lease})
+	sut, errS := m.sut.MessageExtend(m.ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: sr, Now: m.now, LeaseFor: lease})
 	m.sameErr("extend "+id, errR, errS)
 	m.sameRec("extend", ref, sut)
 }
@@ -464,7 +477,7 @@ func (m *model) deadDelete(t *rapid.T) {
 }
 
 func (m *model) dedupPurge(t *rapid.T) {
-	p := store.DedupPurgeParams{Before: m.now - rapid.Int64Range(0, 15).Draw(t, "age"), Max: 1 << 20}
+	p := store.DedupPurgeParams{Now: m.now, Window: rapid.Int64Range(0, 15).Draw(t, "age"), Max: 1 << 20}
 	ref, errR := m.ref.DedupPurge(m.ctx, &p)
 	sut, errS := m.sut.DedupPurge(m.ctx, &p)
 	m.sameErr("dedupPurge", errR, errS)
