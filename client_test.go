@@ -72,7 +72,14 @@ func wireErr(w http.ResponseWriter, status int, code, msg, field string) {
 func echoMessage(w http.ResponseWriter, body []byte, status int, dup bool) {
 	var req wire.SendRequest
 	_ = json.Unmarshal(body, &req)
-	writeJSON(w, status, wire.Message{ID: req.ID, Topic: "t", Payload: req.Payload, PayloadBase64: req.PayloadBase64, State: "scheduled", Duplicate: dup})
+	writeJSON(w, status, wire.Message{ID: deref(req.ID), Topic: "t", Payload: req.Payload, PayloadBase64: req.PayloadBase64, State: "scheduled", Duplicate: dup})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func TestClientErrorDecoding(t *testing.T) {
@@ -479,7 +486,7 @@ func sentIDs(t *testing.T, reqs []recorded) []string {
 		if err := json.Unmarshal(r.Body, &w); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, w.ID)
+		ids = append(ids, deref(w.ID))
 	}
 	return ids
 }

@@ -16,7 +16,10 @@ import (
 // internal/wire, as used by Client.
 
 func sendRequestToWire(r SendRequest) (*wire.SendRequest, error) {
-	w := &wire.SendRequest{ID: r.ID, Headers: r.Headers}
+	w := &wire.SendRequest{Headers: r.Headers}
+	if r.ID != "" {
+		w.ID = &r.ID
+	}
 	// Text goes as "payload" so it stays readable in logs and the
 	// dashboard; anything else as "payload_base64".
 	if utf8.Valid(r.Payload) {

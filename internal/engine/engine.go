@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -92,9 +93,14 @@ type Engine struct {
 	gate  rateGate
 	skew  storeClock // offset to the store's clock (stores with their own)
 
-	mu      sync.Mutex // guards lastNow, topics
+	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
 	topics  map[string]*topic
+
+	// settingsEpoch counts SetTopicSettings calls, so that a sweep's
+	// snapshot of the store, taken before a SetTopicSettings, does not
+	// overwrite the newer settings it cached.
+	settingsEpoch atomic.Uint64
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -154,22 +160,31 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 // recover arms every known topic's promotion and the lease expiry sweep.
+// It gives in-memory state only to topics that need it (scheduled
+// messages to arm) or already have it: an idle topic costs no memory.
 func (e *Engine) recover(ctx context.Context) error {
+	epoch := e.settingsEpoch.Load()
 	recs, err := e.st.TopicList(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: list topics: %w", err)
 	}
 	for _, r := range recs {
-		t := e.topic(r.Name)
-		e.refreshSettings(t, r.Settings)
+		if r.NextLeaseExpiry != 0 {
+			e.sched.armExpire(r.NextLeaseExpiry)
+		}
+		t := e.lookup(r.Name)
+		if t == nil && r.NextDue == 0 {
+			continue // nobody here waits on it and nothing is to be armed
+		}
+		if t == nil {
+			t = e.topic(r.Name)
+		}
+		e.refreshSettings(t, r.Settings, epoch)
 		if r.NextDue != 0 {
 			e.sched.armPromote(t, r.NextDue)
 		}
 		if r.OldestReady != 0 {
 			t.notify() // ready messages another engine may have promoted
-		}
-		if r.NextLeaseExpiry != 0 {
-			e.sched.armExpire(r.NextLeaseExpiry)
 		}
 	}
 	return nil
@@ -225,13 +240,22 @@ func (e *Engine) now() int64 {
 }
 
 // topic state kept in memory: the wake-up channel of long-polls and the
-// scheduler's bookkeeping. Created on first use; never removed (topics are few).
+// scheduler's bookkeeping. Created on first use; dropped by the safety
+// sweep once idle (gcTopics), so that names nobody uses any more — a
+// client long-polling random topic names, topics that were emptied —
+// cost no memory.
 type topic struct {
-	name   string
-	wheel  uint64 // scheduler entry id
-	mu     sync.Mutex
-	wake   chan struct{} // closed and replaced when messages may have become ready
-	cached *delayq.TopicSettings
+	name  string
+	wheel uint64 // scheduler entry id
+	// users counts long-polls holding the topic; lastUsed is the engine
+	// time of the last lookup. Both guarded by Engine.mu.
+	users    int
+	lastUsed int64
+
+	mu       sync.Mutex
+	wake     chan struct{} // closed and replaced when messages may have become ready
+	cached   *delayq.TopicSettings
+	setEpoch uint64 // settingsEpoch of the last SetTopicSettings here
 	// throttledSince is the start of the current throttled period (engine
 	// ms), 0 when the rate limit is not holding messages back.
 	throttledSince int64
@@ -240,15 +264,75 @@ type topic struct {
 }
 
 func (e *Engine) topic(name string) *topic {
+	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.topicLocked(name, now)
+}
+
+func (e *Engine) topicLocked(name string, now int64) *topic {
 	t := e.topics[name]
 	if t == nil {
 		t = &topic{name: name, wake: make(chan struct{})}
 		t.wheel = e.sched.register(t)
 		e.topics[name] = t
 	}
+	t.lastUsed = now
 	return t
+}
+
+// lookup returns the topic's state if it has any, without creating it.
+func (e *Engine) lookup(name string) *topic {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.topics[name]
+}
+
+// acquire is topic for callers that hold it for long (long-polls): the
+// topic is not dropped until release.
+func (e *Engine) acquire(name string) *topic {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.topicLocked(name, now)
+	t.users++
+	return t
+}
+
+func (e *Engine) release(t *topic) {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t.users--
+	t.lastUsed = now
+}
+
+// topicIdleAfter is how long a topic's state outlives its last use. Long
+// enough that the short holders (a send or nack between its lookup and
+// arming the topic's timer) are long done; a long-poll counts as a user.
+const topicIdleAfter = 2 * time.Minute
+
+// gcTopics drops the state of topics idle for topicIdleAfter: no
+// long-poll, no timer armed or job pending, not looked up since. What it
+// held is rebuilt on next use: settings are re-read from the store, a
+// local rate limit's bucket starts full (as it would have refilled while
+// idle), and the safety sweep re-arms any scheduled messages.
+func (e *Engine) gcTopics() int {
+	cutoff := e.now() - topicIdleAfter.Milliseconds()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for name, t := range e.topics {
+		if t.users > 0 || t.lastUsed > cutoff {
+			continue
+		}
+		if !e.sched.forgetIdle(t.wheel) {
+			continue // armed or running: in use after all
+		}
+		delete(e.topics, name)
+		n++
+	}
+	return n
 }
 
 // waiter returns the channel that the next wake-up closes. Take it before

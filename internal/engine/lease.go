@@ -27,7 +27,8 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 	case req.Wait < 0 || req.Wait > delayq.MaxWait:
 		return nil, delayq.Invalid("wait", "must be between 0 and %s", delayq.MaxWait)
 	}
-	t := e.topic(topicName)
+	t := e.acquire(topicName)
+	defer e.release(t)
 	lease := req.Lease
 	if lease == 0 {
 		set, err := e.settings(ctx, t)
@@ -42,6 +43,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 		defer tm.Stop()
 		timeout = tm.C
 	}
+	last := false
 	for {
 		if e.isClosing() {
 			return nil, delayq.ErrUnavailable
@@ -50,7 +52,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 		r := trace.StartRegion(ctx, "delayq.lease")
 		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
 		r.End()
-		if err != nil || len(msgs) > 0 || timeout == nil {
+		if err != nil || len(msgs) > 0 || timeout == nil || last {
 			return msgs, err
 		}
 		r = trace.StartRegion(ctx, "delayq.lease.wait")
@@ -58,7 +60,10 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 		r.End()
 		switch {
 		case errors.Is(err, errWaitOver):
-			return nil, nil
+			// One last look before answering "nothing": a wake-up lost
+			// anywhere upstream then costs the wait, not an empty answer
+			// while messages are ready.
+			last = true
 		case err != nil:
 			return nil, err
 		}

@@ -105,6 +105,7 @@ func (e *Engine) runSweep(ctx context.Context) {
 			if err := e.recover(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("safety sweep", "err", err)
 			}
+			e.gcTopics()
 		}
 	}
 }

@@ -38,7 +38,8 @@ type scheduler struct {
 	schedID   map[string]uint64
 	schedName map[uint64]string
 	nextID    uint64
-	pending   map[uint64]bool // jobs queued or running, to coalesce fires
+	pending   map[uint64]bool // jobs queued, to coalesce fires
+	running   map[uint64]bool // jobs a worker runs now
 	jobs      chan uint64
 
 	ctx    context.Context
@@ -57,6 +58,7 @@ func newScheduler(e *Engine) *scheduler {
 		schedName: make(map[uint64]string),
 		nextID:    firstTopicID,
 		pending:   make(map[uint64]bool),
+		running:   make(map[uint64]bool),
 		jobs:      make(chan uint64, 1024),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -98,6 +100,19 @@ func (s *scheduler) armSchedule(name string, due int64) {
 	}
 	s.mu.Unlock()
 	s.arm(id, due)
+}
+
+// forgetIdle unregisters a topic's wheel entry if it is neither armed nor
+// queued or running, and reports whether it did. Called under Engine.mu,
+// which every lookup takes, so no one can arm the entry afterwards.
+func (s *scheduler) forgetIdle(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, armed := s.armed[id]; armed || s.pending[id] || s.running[id] {
+		return false
+	}
+	delete(s.byID, id)
+	return true
 }
 
 // forgetSchedule drops a deleted schedule's entry. A timer still armed
@@ -191,8 +206,12 @@ func (s *scheduler) work() {
 		case id := <-s.jobs:
 			s.mu.Lock()
 			delete(s.pending, id)
+			s.running[id] = true
 			s.mu.Unlock()
 			s.run(id)
+			s.mu.Lock()
+			delete(s.running, id)
+			s.mu.Unlock()
 		}
 	}
 }

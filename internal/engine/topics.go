@@ -215,6 +215,7 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.Top
 	t.mu.Lock()
 	own := s
 	t.cached = &own
+	t.setEpoch = e.settingsEpoch.Add(1)
 	t.mu.Unlock()
 	eff := fillSettings(s, e.defaults)
 	return &eff, nil
@@ -239,13 +240,17 @@ func (e *Engine) ownSettings(ctx context.Context, name string) (delayq.TopicSett
 // refreshSettings replaces a topic's cached settings with what the store
 // holds, so that settings changed through another engine sharing the
 // store take effect here by the next safety sweep.
-func (e *Engine) refreshSettings(t *topic, blob []byte) {
+// epoch is settingsEpoch as it was before blob was read: a
+// SetTopicSettings on this engine since then cached newer settings.
+func (e *Engine) refreshSettings(t *topic, blob []byte, epoch uint64) {
 	own, err := decodeSettings(blob)
 	if err != nil {
 		return // reported by whoever reads the topic
 	}
 	t.mu.Lock()
-	t.cached = &own
+	if t.setEpoch <= epoch {
+		t.cached = &own
+	}
 	t.mu.Unlock()
 }
 

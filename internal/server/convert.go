@@ -13,11 +13,14 @@ import (
 // sendRequest converts and checks one send. prefix names the item in a
 // batch ("messages[3]."), "" for a single send.
 func (s *Server) sendRequest(in *wire.SendRequest, prefix string) (delayq.SendRequest, error) {
-	out := delayq.SendRequest{ID: in.ID, Headers: in.Headers}
-	if in.ID != "" {
-		if err := delayq.ValidateID(in.ID); err != nil {
+	out := delayq.SendRequest{Headers: in.Headers}
+	if in.ID != nil {
+		// Present means meant: "" is refused (ValidateID), not taken as
+		// "make one up".
+		if err := delayq.ValidateID(*in.ID); err != nil {
 			return out, prefixed(prefix, err)
 		}
+		out.ID = *in.ID
 	}
 	switch {
 	case in.Payload != nil && in.PayloadBase64 != nil:

@@ -101,6 +101,8 @@ func TestBadInput(t *testing.T) {
 		{"batch over 1000", "POST", send + ":batch", `{"messages":[` + strings.TrimSuffix(strings.Repeat(`{"payload":""},`, 1001), ",") + `]}`, 400, wire.CodeInvalid, "messages"},
 		{"batch item typo", "POST", send + ":batch", `{"messages":[{"payload":"x"},{"payload":"y","dealy":"1s"}]}`, 400, wire.CodeInvalid, "messages[1].dealy"},
 		{"batch item bare delay", "POST", send + ":batch", `{"messages":[{"payload":"x","delay":5}]}`, 400, wire.CodeInvalid, "messages[0].delay"},
+		{"explicit empty id", "POST", send, `{"id":"","payload":"x"}`, 400, wire.CodeInvalid, "id"},
+		{"batch item empty id", "POST", send + ":batch", `{"messages":[{"payload":"x"},{"id":"","payload":"y"}]}`, 400, wire.CodeInvalid, "messages[1].id"},
 		{"batch item bad id", "POST", send + ":batch", `{"messages":[{"payload":"x"},{"id":"{x}","payload":"y"}]}`, 400, wire.CodeInvalid, "messages[1].id"},
 		{"batch item not object", "POST", send + ":batch", `{"messages":[5]}`, 400, wire.CodeInvalid, "messages[0]"},
 		{"batch dup key in item", "POST", send + ":batch", `{"messages":[{"payload":"x","payload":"y"}]}`, 400, wire.CodeInvalid, "messages[0].payload"},

@@ -75,7 +75,7 @@ func decodeSendField(key, v []byte, in *wire.SendRequest) bool {
 	switch string(key) {
 	case "id":
 		s, ok := plainString(v)
-		in.ID = s
+		in.ID = &s
 		return ok
 	case "payload":
 		s, ok := plainString(v)

@@ -48,9 +48,9 @@ func AppendSendRequest(b []byte, m *SendRequest) ([]byte, bool) {
 		b = append(b, name...)
 		b = append(b, '"', ':')
 	}
-	if m.ID != "" {
+	if m.ID != nil {
 		field("id")
-		b = AppendString(b, m.ID)
+		b = AppendString(b, *m.ID)
 	}
 	if m.Payload != nil {
 		field("payload")

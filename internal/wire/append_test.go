@@ -118,7 +118,8 @@ func randSendRequest(r *rand.Rand) *SendRequest {
 	}
 	s := &SendRequest{}
 	if r.IntN(2) == 0 {
-		s.ID = randText(r)
+		id := randText(r)
+		s.ID = &id
 	}
 	switch r.IntN(3) {
 	case 0:
@@ -176,7 +177,8 @@ func benchRequests() []*SendRequest {
 	for i := range msgs {
 		p := strings.Repeat("x", 256)
 		d := Duration(time.Hour)
-		msgs[i] = &SendRequest{ID: "01JDBENCH0000000000000000" + string(rune('a'+i%26)), Payload: &p, Delay: &d}
+		id := "01JDBENCH0000000000000000" + string(rune('a'+i%26))
+		msgs[i] = &SendRequest{ID: &id, Payload: &p, Delay: &d}
 	}
 	return msgs
 }

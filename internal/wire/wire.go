@@ -48,7 +48,10 @@ func truncate(b []byte) string {
 // of a batch. Exactly one of Payload and PayloadBase64; at most one of Delay,
 // DelayMS and DeliverAt (none: due now).
 type SendRequest struct {
-	ID            string            `json:"id,omitempty"`
+	// ID is nil when absent (the server makes one); an explicit "" is an
+	// error, so that an unset variable in the caller cannot silently turn
+	// off idempotency.
+	ID            *string           `json:"id,omitempty"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
