@@ -87,9 +87,13 @@
 // syncs all records queued since the last sync with one fsync and then
 // wakes every waiter of that sync, so 64 goroutines sending to one hot
 // topic share fsyncs instead of queueing behind one another. Reading a
-// write that is applied but not yet synced is safe: the WAL is recovered
-// as a prefix, so an operation whose own fsync succeeded made every earlier
-// record durable as well.
+// write that is applied but not yet synced is safe for an operation that
+// writes and syncs a batch of its own: the WAL is recovered as a prefix,
+// so its fsync made every earlier record durable as well. A send answered
+// "duplicate" writes nothing, so it passes a sync barrier (Store.syncBarrier:
+// a synced empty LogData record, skipped when no durable batch is
+// unsynced) before answering: the send that wrote the id may still be
+// waiting for its fsync.
 //
 // # Storage faults
 //

@@ -64,6 +64,14 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if err := x.wait(true); err != nil {
 		return nil, err
 	}
+	// Duplicates are answered from records read, maybe written by a send
+	// whose fsync is still pending (it released the ids before its sync):
+	// if nothing of ours was synced after them, wait for theirs.
+	if len(dups) > 0 && !x.applied {
+		if err := s.syncBarrier(); err != nil {
+			return nil, err
+		}
+	}
 	// gofail: var pebbleInsertAfterSync bool
 	// if pebbleInsertAfterSync { go func() { panic("gofail: pebbleInsertAfterSync") }(); select {} }
 	return res, nil

@@ -65,6 +65,9 @@ type Store struct {
 	// every write returns store.ErrUnavailable (never "retry and ack").
 	failed   atomic.Pointer[error]
 	diskFull atomic.Bool
+	// unsynced counts durable batches applied (visible to reads) whose
+	// fsync has not returned yet; see syncBarrier.
+	unsynced atomic.Int64
 	// lastSpaceCheck is the Unix nanos of the last free-space probe.
 	lastSpaceCheck atomic.Int64
 
@@ -487,6 +490,16 @@ func (s *Store) apply(b *pebble.Batch, durable bool) (err error) {
 	if err := s.checkWritable(); err != nil {
 		return err
 	}
+	if durable && !s.noSync {
+		// Counted before the batch can be read; wait uncounts it. This
+		// defer runs after the recover below has set err.
+		s.unsynced.Add(1)
+		defer func() {
+			if err != nil {
+				s.unsynced.Add(-1)
+			}
+		}()
+	}
 	defer func() {
 		// Pebble panics (or calls Logger.Fatalf, which panics with
 		// errFatal) when its WAL writer has a sticky error.
@@ -512,14 +525,41 @@ func (s *Store) apply(b *pebble.Batch, durable bool) (err error) {
 // releases the batch. Call it without locks.
 func (s *Store) wait(b *pebble.Batch, durable bool) error {
 	if durable && !s.noSync {
-		if err := b.SyncWait(); err != nil {
+		err := b.SyncWait()
+		if err != nil {
 			s.fail(err)
+		}
+		// After fail: syncBarrier reads the count, then the failure.
+		s.unsynced.Add(-1)
+		if err != nil {
 			_ = b.Close()
 			return s.failedErr()
 		}
 		s.ack.advanceBatch(b)
 	}
 	return b.Close()
+}
+
+// syncBarrier returns once every write visible now is durable. An answer
+// read from another operation's write and not backed by a write of its own
+// (a duplicate send: the id is there, nothing is written) must wait for
+// that write's fsync: until then a power loss can undo it. The barrier is
+// a synced, empty WAL record (LogData): the WAL is written and synced in
+// order, and a visible batch was written to it before the barrier, so the
+// barrier's fsync covers it (as the first batch's own fsync would). When
+// no durable batch is unsynced, there is nothing to wait for: a
+// decremented count means that batch's fsync returned, or failed and
+// failed the store first.
+func (s *Store) syncBarrier() error {
+	if s.noSync {
+		return nil
+	}
+	if s.unsynced.Load() == 0 {
+		return s.failedErr()
+	}
+	b := s.db.NewBatch()
+	_ = b.LogData(nil, nil)
+	return s.commit(b, true)
 }
 
 // commit is apply+wait, for callers that hold no lock across it.
