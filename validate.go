@@ -1,6 +1,9 @@
 package delayq
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // ValidateTopic checks a topic name: 1–200 chars of [A-Za-z0-9._:-].
 func ValidateTopic(topic string) error {
@@ -51,4 +54,34 @@ func isTopicByte(b byte) bool {
 
 func isIDByte(b byte) bool {
 	return isTopicByte(b) || b == '@' || b == '+' || b == '='
+}
+
+// ValidateHeaders checks message headers: at most MaxHeaders entries and
+// MaxHeaderBytes in all; keys non-empty UTF-8 with no control characters
+// (C0, DEL, C1) and no line or paragraph separator (U+2028, U+2029), so
+// that a key can never forge a log line or a header line where it is
+// printed or forwarded.
+func ValidateHeaders(h map[string]string) error {
+	if len(h) > MaxHeaders {
+		return Invalid("headers", "has %d entries, the limit is %d", len(h), MaxHeaders)
+	}
+	size := 0
+	for k, v := range h {
+		if k == "" {
+			return Invalid("headers", "has an empty key")
+		}
+		if !utf8.ValidString(k) {
+			return Invalid("headers", "key %q is not valid UTF-8", k)
+		}
+		for _, r := range k {
+			if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 {
+				return Invalid("headers", "key %q has a control character or line separator (U+%04X)", k, r)
+			}
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxHeaderBytes {
+		return Invalid("headers", "are %d bytes, the limit is %d", size, MaxHeaderBytes)
+	}
+	return nil
 }

@@ -36,7 +36,20 @@ type cronSpec struct {
 }
 
 // parseCron parses expr in zone tz ("" is UTC).
+const (
+	maxCronLen = 256
+	maxZoneLen = 64
+)
+
 func parseCron(expr, tz string) (*cronSpec, error) {
+	// Five fields of lists and ranges fit easily; the bound keeps an
+	// unbounded string out of the store and out of error messages.
+	if len(expr) > maxCronLen {
+		return nil, delayq.Invalid("cron", "is %d bytes, the limit is %d", len(expr), maxCronLen)
+	}
+	if len(tz) > maxZoneLen {
+		return nil, delayq.Invalid("timezone", "is %d bytes, the limit is %d", len(tz), maxZoneLen)
+	}
 	expr = strings.TrimSpace(expr)
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
 		return nil, delayq.Invalid("cron", "give the zone in timezone, not as a TZ= prefix")

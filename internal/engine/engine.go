@@ -367,6 +367,8 @@ func storeErr(op, what string, err error) error {
 		return nil
 	case errors.Is(err, store.ErrNotFound):
 		return &opError{msg: what + " not found", kind: delayq.ErrNotFound, cause: err}
+	case errors.Is(err, store.ErrBadCursor):
+		return delayq.Invalid("cursor", "is not one this server made")
 	case errors.Is(err, store.ErrConflict):
 		return &opError{msg: fmt.Sprintf("%s %s: %v", op, what, conflictReason(op)), kind: delayq.ErrConflict, cause: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -402,6 +404,7 @@ func (e *opError) Unwrap() error        { return e.cause }
 
 func msgRef(topic, id string) string { return "message " + topic + "/" + id }
 
+// msTime is an optional instant: 0 means unset.
 func msTime(ms int64) time.Time {
 	if ms == 0 {
 		return time.Time{}

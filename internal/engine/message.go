@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -72,7 +73,7 @@ func toMessage(r *store.Record, now int64) *delayq.Message {
 		ID:          r.ID,
 		Payload:     r.Payload,
 		Headers:     r.Headers,
-		DeliverAt:   msTime(r.DueAt),
+		DeliverAt:   time.UnixMilli(r.DueAt).UTC(), // 0 is 1970, not "unset"
 		State:       publicState(r.State),
 		Attempt:     int(r.Deliveries),
 		Failures:    int(r.Failures),

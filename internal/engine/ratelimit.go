@@ -67,8 +67,11 @@ func (localGate) admit(_ context.Context, t *topic, n int, rl delayq.RateLimit, 
 
 // untilToken is how long a bucket holding tokens (< 1) needs to hold 1.
 func untilToken(tokens, perSecond float64) time.Duration {
-	d := time.Duration((1 - tokens) / perSecond * float64(time.Second))
-	return max(d, time.Millisecond)
+	s := (1 - tokens) / perSecond
+	if !(s < float64(time.Hour/time.Second)) { // also NaN
+		return time.Hour // beyond any long-poll's wait
+	}
+	return max(time.Duration(s*float64(time.Second)), time.Millisecond)
 }
 
 // storeGate keeps the buckets in a shared store (Redis), so a topic's

@@ -109,7 +109,7 @@ func (e *Engine) checkSchedule(s *delayq.Schedule) (*storedSchedule, *cronSpec, 
 	case s.Missed != "" && s.Missed != delayq.MissedFireOnce && s.Missed != delayq.MissedSkip:
 		return nil, nil, delayq.Invalid("missed", "must be %q or %q", delayq.MissedFireOnce, delayq.MissedSkip)
 	}
-	if err := validateHeaders(s.Headers); err != nil {
+	if err := delayq.ValidateHeaders(s.Headers); err != nil {
 		return nil, nil, err
 	}
 	return &storedSchedule{

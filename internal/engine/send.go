@@ -103,7 +103,7 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	if len(r.Payload) > e.maxPay {
 		return m, &sizeError{field: "payload", size: len(r.Payload), limit: e.maxPay}
 	}
-	if err := validateHeaders(r.Headers); err != nil {
+	if err := delayq.ValidateHeaders(r.Headers); err != nil {
 		return m, err
 	}
 	due, err := e.dueAt(r.When, now)
@@ -163,23 +163,6 @@ func (e *Engine) dueAt(w delayq.When, now int64) (dueTime, error) {
 		return dueTime{}, delayq.Invalid("deliver_at", "is before 1970")
 	}
 	return dueTime{at: at}, nil
-}
-
-func validateHeaders(h map[string]string) error {
-	if len(h) > delayq.MaxHeaders {
-		return delayq.Invalid("headers", "has %d entries, the limit is %d", len(h), delayq.MaxHeaders)
-	}
-	size := 0
-	for k, v := range h {
-		if k == "" {
-			return delayq.Invalid("headers", "has an empty key")
-		}
-		size += len(k) + len(v)
-	}
-	if size > delayq.MaxHeaderBytes {
-		return delayq.Invalid("headers", "are %d bytes, the limit is %d", size, delayq.MaxHeaderBytes)
-	}
-	return nil
 }
 
 // sizeError is a too-large payload: it matches ErrTooLarge and names the field.

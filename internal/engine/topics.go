@@ -46,6 +46,13 @@ func fillSettings(s, def delayq.TopicSettings) delayq.TopicSettings {
 	return s
 }
 
+// Rate limit bounds: one release an hour up to a million a second.
+const (
+	MinRatePerSecond = 1.0 / 3600
+	MaxRatePerSecond = 1e6
+	MaxRateBurst     = 1_000_000
+)
+
 // defaultBurst is the burst of a rate limit that sets none: one second's
 // worth, at least 1.
 func defaultBurst(perSecond float64) int {
@@ -107,8 +114,15 @@ func validateSettings(s delayq.TopicSettings) error {
 	case s.Backoff.Jitter < 0 || s.Backoff.Jitter > 1 || math.IsNaN(s.Backoff.Jitter):
 		return delayq.Invalid("backoff.jitter", "must be between 0 and 1")
 	}
-	if r := s.RateLimit; r != nil && (r.PerSecond <= 0 || math.IsNaN(r.PerSecond) || math.IsInf(r.PerSecond, 0) || r.Burst < 0 || r.Burst > math.MaxInt32) {
-		return delayq.Invalid("rate_limit", "per_second must be positive and burst not negative")
+	if r := s.RateLimit; r != nil {
+		// Bounded both ways: a rate so small that the wait for a token
+		// overflows a Duration made long-polls spin at 1 ms.
+		if !(r.PerSecond >= MinRatePerSecond && r.PerSecond <= MaxRatePerSecond) {
+			return delayq.Invalid("rate_limit.per_second", "must be between %g and %g", MinRatePerSecond, MaxRatePerSecond)
+		}
+		if r.Burst < 0 || r.Burst > MaxRateBurst {
+			return delayq.Invalid("rate_limit.burst", "must be between 1 and %d", MaxRateBurst)
+		}
 	}
 	if p := s.Push; p != nil {
 		return validatePush(p)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -174,5 +175,22 @@ func TestEndpoints(t *testing.T) {
 	r = b.do(t, "DELETE", "/v1/topics/orders/lease", "")
 	if r.status != 405 || r.err.Code != wire.CodeMethod || r.header.Get("Allow") == "" {
 		t.Fatalf("wrong method: %d %v %s", r.status, r.header, r.raw)
+	}
+}
+
+// TestDeliverAtEpoch: a deliver_at of the Unix epoch is a time in the
+// past (due now), answered as given — not as Go's zero time
+// "0001-01-01T00:00:00Z", which it was because 0 ms meant "unset".
+func TestDeliverAtEpoch(t *testing.T) {
+	b := setup(t, nil)
+	r := b.do(t, "POST", "/v1/topics/t/messages", `{"id":"epoch","payload":"x","deliver_at":"1970-01-01T00:00:00Z"}`)
+	want(t, r, 201)
+	if m := into[wire.Message](t, r); m.State != "ready" || !m.DeliverAt.Equal(time.Unix(0, 0)) {
+		t.Fatalf("send answer %s", r.raw)
+	}
+	r = b.do(t, "GET", "/v1/topics/t/messages/epoch", "")
+	want(t, r, 200)
+	if !strings.Contains(string(r.raw), `"deliver_at":"1970-01-01T00:00:00Z"`) {
+		t.Fatalf("get answer %s", r.raw)
 	}
 }

@@ -109,29 +109,10 @@ func (s *Server) checkDelay(d time.Duration, field string) (delayq.When, error) 
 	return delayq.When{Delay: d}, nil
 }
 
-// checkHeaders applies the per-message header limits; keys must be
-// printable (no control characters, so they can't inject log lines).
+// checkHeaders applies the header rules (delayq.ValidateHeaders, the
+// same the engine applies) with the item's prefix in the field name.
 func checkHeaders(h map[string]string, prefix string) error {
-	field := prefix + "headers"
-	if len(h) > delayq.MaxHeaders {
-		return delayq.Invalid(field, "has %d entries, the limit is %d", len(h), delayq.MaxHeaders)
-	}
-	size := 0
-	for k, v := range h {
-		if k == "" {
-			return delayq.Invalid(field, "has an empty key")
-		}
-		for _, r := range k {
-			if r < 0x20 || r == 0x7f {
-				return delayq.Invalid(field, "key %q has a control character", k)
-			}
-		}
-		size += len(k) + len(v)
-	}
-	if size > delayq.MaxHeaderBytes {
-		return delayq.Invalid(field, "are %d bytes, the limit is %d", size, delayq.MaxHeaderBytes)
-	}
-	return nil
+	return prefixed(prefix, delayq.ValidateHeaders(h))
 }
 
 // toWire converts a message for an answer: times in UTC with millisecond

@@ -25,6 +25,9 @@ func TestSchedulesAPI(t *testing.T) {
 		{`{"topic":"reports","cron":"30 2 * * *"}`, "payload"},
 		{`{"topic":"bad topic","cron":"30 2 * * *","payload":"x"}`, "topic"},
 		{`{"topic":"reports","cron":"30 2 * * *","payload":"x","timezone":"Nowhere/X"}`, "timezone"},
+		{`{"topic":"reports","cron":"` + strings.Repeat("1,", 200) + `1 * * * *","payload":"x"}`, "cron"},
+		{`{"topic":"reports","cron":"30 2 * * *","payload":"x","timezone":"` + strings.Repeat("A/", 40) + `B"}`, "timezone"},
+		{`{"topic":"reports","cron":"30 2 * * *","payload":"x","headers":{"a\u2028":"v"}}`, "headers"},
 		{`{"topic":"reports","cron":"30 2 * * *","payload":"x","delay":5}`, "delay"},
 		{`{"topic":"reports","cron":"30 2 * * *","payload":"x","last_tick":"2030-01-01T00:00:00Z"}`, "last_tick"},
 	} {

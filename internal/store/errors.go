@@ -15,4 +15,7 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrCorrupt: the stored data failed a check; the store refuses to open.
 	ErrCorrupt = errors.New("store corrupt")
+	// ErrBadCursor: a paging cursor this store did not make (the caller's
+	// input is wrong, not the store).
+	ErrBadCursor = errors.New("invalid cursor")
 )

@@ -151,7 +151,8 @@ type Store interface {
 	LeaseExpire(ctx context.Context, p *LeaseExpireParams) ([]*Record, error)
 
 	// DeadList pages dead messages of a topic, oldest DeadAt first. Cursor
-	// is opaque ("" for the first page); the returned cursor is "" at the end.
+	// is opaque ("" for the first page); the returned cursor is "" at the
+	// end. A cursor the store did not make: ErrBadCursor.
 	DeadList(ctx context.Context, p *DeadListParams) ([]*Record, string, error)
 
 	// DeadReplay moves dead messages back to ready (DueAt=Now, Failures=0,

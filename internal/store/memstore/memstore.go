@@ -596,9 +596,7 @@ func parseDeadCursor(c string) (int64, uint64, error) {
 			return deadAt, seq, nil
 		}
 	}
-	// The contract has no "invalid input" error; a cursor naming no
-	// position is a page that does not exist.
-	return 0, 0, fmt.Errorf("memstore: invalid dead-list cursor %q: %w", c, store.ErrNotFound)
+	return 0, 0, fmt.Errorf("memstore: invalid dead-list cursor %q: %w", c, store.ErrBadCursor)
 }
 
 // DeadList implements store.Store.

@@ -375,8 +375,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 func deadCursor(sfx []byte) string { return hex.EncodeToString(sfx) }
 
 // DeadList implements store.Store. Limit <= 0 returns nothing (as
-// memstore). An unparsable cursor is reported as store.ErrNotFound (the
-// contract has no "invalid argument" error).
+// memstore). An unparsable cursor is store.ErrBadCursor.
 func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store.Record, string, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -391,7 +390,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 	if p.Cursor != "" {
 		after, err = hex.DecodeString(p.Cursor)
 		if err != nil || len(after) != 16 {
-			return nil, "", fmt.Errorf("pebblestore: invalid dead-list cursor %q: %w", p.Cursor, store.ErrNotFound)
+			return nil, "", fmt.Errorf("pebblestore: invalid dead-list cursor %q: %w", p.Cursor, store.ErrBadCursor)
 		}
 	}
 	t := s.lookupTopic(p.Topic)

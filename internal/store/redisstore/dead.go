@@ -70,7 +70,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 		at, err1 := strconv.ParseInt(a, 10, 64)
 		seq, err2 := strconv.ParseUint(b, 10, 64)
 		if !ok || err1 != nil || err2 != nil {
-			return nil, "", fmt.Errorf("redisstore: dead list: invalid cursor %q: %w", p.Cursor, store.ErrNotFound)
+			return nil, "", fmt.Errorf("redisstore: dead list: invalid cursor %q: %w", p.Cursor, store.ErrBadCursor)
 		}
 		curAt, curSeq = strconv.FormatInt(at, 10), ctr62(seq&maxCtr)
 	}

@@ -910,6 +910,13 @@ func testDeadList(h *harness) {
 		rest = append(rest, page...)
 	}
 	wantIDs(t, "pages after removals", rest, "d", "g", "a", "c")
+
+	// A cursor the store did not make is the caller's mistake, not a
+	// page that does not exist.
+	for _, bad := range []string{"zz", "not a cursor", "0.", "."} {
+		_, _, err = h.s.DeadList(h.ctx, &store.DeadListParams{Topic: "t", Limit: 2, Cursor: bad})
+		wantErr(t, "DeadList with cursor "+bad, err, store.ErrBadCursor)
+	}
 }
 
 func testDeadReplay(h *harness) {

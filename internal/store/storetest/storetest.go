@@ -47,7 +47,8 @@
 //   - A DeadList cursor is a position, not an offset: removing items already
 //     returned does not make the next page skip any.
 //   - Max and Limit are positive (the engine ensures it); behaviour for
-//     values <= 0 is not tested. Neither is an invalid DeadList cursor.
+//     values <= 0 is not tested.
+//   - A DeadList cursor the store did not make: ErrBadCursor.
 package storetest
 
 import (
