@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# govulncheck (RELIABILITY.md S26) against a local copy of the Go
+# govulncheck (scenario S26 in docs/reliability.md) against a local copy of the Go
 # vulnerability database. vuln.go.dev is not reachable from every build
 # machine, but the module proxy serves golang.org/x/vulndb, whose data/osv
 # holds the same OSV reports; its cmd/indexdb turns them into the v1

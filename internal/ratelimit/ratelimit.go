@@ -1,6 +1,6 @@
 // Package ratelimit keeps one token bucket (golang.org/x/time/rate) per key
 // — a bearer token's name or a client address — in a bounded map, for the
-// server's per-token and per-client-IP request limits (RELIABILITY.md S24).
+// server's per-token and per-client-IP request limits (scenario S24 in docs/reliability.md).
 //
 // Memory is bounded by MaxKeys: when a new key would exceed it, the least
 // recently used key is dropped. Keys idle long enough for their bucket to

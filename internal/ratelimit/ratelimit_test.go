@@ -24,7 +24,7 @@ func TestNilAllowsEverything(t *testing.T) {
 
 // TestEnforcedRate offers 4× the configured rate for 60 s of injected
 // time and counts what is let through: burst + rate × 60 s, within ±10%
-// (token counting exactly; the tolerance is RELIABILITY.md's).
+// (token counting exactly; the tolerance is scenario S24's in docs/reliability.md).
 func TestEnforcedRate(t *testing.T) {
 	for _, tc := range []struct {
 		rate  float64

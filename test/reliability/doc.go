@@ -1,4 +1,4 @@
-// Package reliability holds delayq's scenario tests (RELIABILITY.md §4.2):
+// Package reliability holds delayq's scenario tests (the S1–S29 list in docs/reliability.md):
 // each drives the real `delayq serve` binary as a subprocess — built once
 // in TestMain — through the Go client, records every operation with
 // internal/history, and judges the record with its checker (and, for

@@ -13,7 +13,7 @@ import (
 )
 
 // s2Failpoints are the `// gofail:` points in internal/store/pebblestore,
-// mapped to RELIABILITY.md S2's list. Each one's body kills the process
+// mapped to scenario S2's list in docs/reliability.md. Each one's body kills the process
 // at that point: it panics in a new goroutine (unrecoverable) and blocks
 // the current one, so no reply is sent and no deferred code runs. (A
 // bare `panic` term would be recovered by the server's handler middleware

@@ -1,4 +1,4 @@
-// Package upgrade is RELIABILITY.md S29: data directories written by
+// Package upgrade is scenario S29 of docs/reliability.md: data directories written by
 // earlier versions of delayq, kept under testdata/stores/vN, must open with
 // the current code and read back as they were written.
 //
