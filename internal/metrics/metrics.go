@@ -18,6 +18,7 @@ package metrics
 
 import (
 	"context"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"net/http"
 	"strconv"
 	"time"
@@ -82,7 +83,15 @@ func New() *Metrics {
 			Namespace: "delayq", Name: "http_requests_in_flight", Help: "HTTP requests being served.",
 		}),
 	}
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "delayq", Name: "build_info",
+		Help:        "Always 1; the labels say which build is running.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Short(), "goversion": bi.Go},
+	})
+	build.Set(1)
 	m.reg.MustRegister(
+		build,
 		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
 		m.early, m.lateness, m.throttled, m.storeErrors, m.httpDuration, m.httpInflight,
 		collectors.NewGoCollector(),
