@@ -105,6 +105,11 @@ type Store struct {
 	// (topic -> time.Time); see needsRegister.
 	regAt sync.Map
 
+	// skips counts the partitions that calls on several partitions went
+	// on without; skipsLogged is its value and skipLogAt the time (Unix
+	// ns) of the last log line about them (see skipped).
+	skips, skipsLogged, skipLogAt atomic.Int64
+
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends Subscribe
 	closeOnce sync.Once
@@ -370,6 +375,31 @@ const regTTL = 10 * time.Second
 func (s *Store) needsRegister(topic string) bool {
 	t, ok := s.regAt.Load(topic)
 	return !ok || time.Since(t.(time.Time)) >= regTTL
+}
+
+// skipLogEvery is how often at most a Store logs the partitions its calls
+// went on without.
+const skipLogEvery = 10 * time.Second
+
+// skipped records that a call on several partitions (lease, promote,
+// lease expiry) went on without partition k, which failed with err. It is
+// logged at most once per skipLogEvery, with the number skipped since the
+// last line, so that a master down for an hour does not log every call.
+// Nothing is logged when the caller gave up (its ctx ended) or the store
+// is closed: no partition is at fault then.
+func (s *Store) skipped(ctx context.Context, op string, k *partKeys, err error) {
+	n := s.skips.Add(1)
+	if s.closed.Load() || ctx.Err() != nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.skipLogAt.Load()
+	if now-last < int64(skipLogEvery) || !s.skipLogAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("redisstore: a partition failed and was left out; calls go on with the others (is its Redis master down?)",
+		"op", op, "topic", k.topic, "partition", k.part, "slot_tag", k.tag,
+		"skipped_since_last_warning", n-s.skipsLogged.Swap(n), "err", err)
 }
 
 // check fails fast on a closed store.

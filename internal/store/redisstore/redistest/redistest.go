@@ -167,12 +167,21 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	c.WaitOK(t, 30*time.Second)
+	return c
+}
+
+// WaitOK waits until every node reports cluster_state:ok and knows all
+// the others — after a node was restarted or resumed, say — and fails
+// the test after timeout.
+func (c *Cluster) WaitOK(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for _, node := range c.Nodes {
 		for {
 			info, err := command(node.Addr(), "CLUSTER", "INFO")
 			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -181,7 +190,6 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return c
 }
 
 func lookPath(t testing.TB, name string) string {
