@@ -241,7 +241,12 @@
 // included) up to MaxRedirects times, and Options.Client may have any
 // setting. MOVED and ASK are still followed (the command did not run).
 // When Redis returns, the client reconnects by itself; the Store need not
-// be reopened.
+// be reopened. Every call while Redis is down dials afresh, so the first
+// call after it is back succeeds: a go-redis pool would otherwise stop
+// dialing after PoolSize failed dials in a row and answer with the last
+// dial error until its once-a-second probe got through, which the clients
+// Open makes from a URL prevent (a client passed in Options.Client keeps
+// that behaviour).
 //
 // # Cluster
 //

@@ -192,7 +192,9 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 		}
 		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
-		return redis.NewClient(o), nil
+		rdb := redis.NewClient(o)
+		rdb.AddHook(noDialBreaker{})
+		return rdb, nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseClusterURL(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
@@ -200,7 +202,10 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 		}
 		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
-		return redis.NewClusterClient(o), nil
+		rdb := redis.NewClusterClient(o)
+		// Each node has its own pool; nodes are made on first use, after this.
+		rdb.OnNewNode(func(node *redis.Client) { node.AddHook(noDialBreaker{}) })
+		return rdb, nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinelURL(strings.TrimSuffix(scheme, "+sentinel"), rest)
 		if err != nil {
@@ -220,6 +225,8 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 // struct has under the same names (go-redis has no common type for them),
 // so that one place sets them: timeouts not given in the URL default to
 // Options.Timeout, and nothing is retried ("Unavailability" in doc.go).
+// The dial retries matter only where noDialBreaker is not installed: the
+// Sentinel queries that go-redis makes with clients of its own.
 type connLimits struct {
 	dial, read, write, pool   *time.Duration
 	maxRetries, dialerRetries *int
