@@ -639,3 +639,29 @@ func TestMaxmemory(t *testing.T) {
 		t.Fatalf("cancel at maxmemory: %v", err)
 	}
 }
+
+// TestPreflightClusterFullCoverage: a Cluster whose masters have no
+// replica and require full coverage stops serving every key when one
+// master fails, however well the store isolates that master's partitions:
+// Open says so. With full coverage off, it does not.
+func TestPreflightClusterFullCoverage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{nil, true},
+		{[]string{"--cluster-require-full-coverage", "no"}, false},
+	} {
+		cl := redistest.StartCluster(t, 3, c.args...)
+		var buf bytes.Buffer
+		s, err := redisstore.Open(ctx, redisstore.Options{URL: cl.URL(), Prefix: uniquePrefix(), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatalf("Open %v: %v", c.args, err)
+		}
+		s.Close()
+		if got := strings.Contains(buf.String(), "cluster-require-full-coverage is yes"); got != c.warn {
+			t.Errorf("Open %v: warned %v, want %v; log %q", c.args, got, c.warn, buf.String())
+		}
+	}
+}
