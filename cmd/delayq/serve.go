@@ -44,6 +44,9 @@ scopes produce, consume, admin (admin implies the others); patterns are
 comma-separated topic globs where * matches anything. A tokens file has one
 token per line (# comments). Prefer the file: flags show in ps.
 Without tokens the server listens only on loopback unless --insecure.
+Only loopback Host names and --allowed-hosts are answered (DNS rebinding);
+off loopback with tokens, any Host. Request bodies must be application/json
+(curl: -H 'content-type: application/json').
 /metrics needs a token with admin on "*" when tokens are configured.
 Request rate limits (--rate-limit-token, --rate-limit-ip) are off unless set;
 over a limit the answer is 429 with Retry-After.
@@ -54,6 +57,7 @@ Flags:
 // serveOpts are the flags of `delayq serve`.
 type serveOpts struct {
 	addr, data, redis, config      string
+	allowedHosts                   string
 	debugAddr                      string
 	redisPartitions                int
 	redisAllowEviction             bool
@@ -86,6 +90,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.BoolVar(&o.redisAllowEviction, "redis-allow-eviction", false, "start even if Redis may evict keys (maxmemory-policy other than noeviction): messages can be lost")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
+	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")
 	fs.BoolVar(&o.noDashboard, "no-dashboard", false, "do not serve the web dashboard at /ui/")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address`; off by default")
 	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
@@ -251,6 +256,10 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err := server.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
 		return err
 	}
+	hosts := splitHostList(o.allowedHosts)
+	if err := server.CheckAllowedHosts(hosts); err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
 	if o.debugAddr != "" {
 		if err := checkLoopback(o.debugAddr); err != nil {
 			return err
@@ -317,7 +326,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	}
 	srv, err := server.New(server.Config{
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
-		Addr: o.addr, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
+		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
 		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
 		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
@@ -330,7 +339,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopDebug, err := startDebug(o.debugAddr, log)
+	stopDebug, err := startDebug(o.debugAddr, hosts, log)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -348,6 +357,12 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	err = srv.Serve(ctx, ln)
 	log.Info("shutting down", "err", err)
 	return err
+}
+
+// splitHostList splits --allowed-hosts at commas and spaces (a config
+// file's array arrives space-separated).
+func splitHostList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 }
 
 func serveTokens(o *serveOpts) (*auth.Set, error) {

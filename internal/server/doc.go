@@ -57,6 +57,17 @@
 // Without tokens everything is open, which Serve and ListenAndServe allow
 // only on a loopback address unless Config.Insecure (CheckExposure).
 //
+// # Browsers
+//
+// Every route, the dashboard included, answers only allowed Host names
+// (Config.AllowedHosts; loopback names by default): others are 403 before
+// routing, so a page on a DNS-rebound name learns and changes nothing. A
+// request body must be Content-Type application/json (charset=utf-8 at
+// most), else 415 unsupported_media_type: forms and text/plain are what a
+// page may send cross-site without a preflight. A request a browser marks
+// as cross-origin (Origin other than Host, Sec-Fetch-Site cross-site or
+// same-site) is 403 even without a body.
+//
 // # Long-polls and shutdown
 //
 // POST …/lease waits up to "wait" (≤ 30 s) for a message. The wait ends

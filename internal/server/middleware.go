@@ -41,6 +41,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		if rt.access != open { // health checks are never rate limited
 			err = s.limitIP(r)
 		}
+		if err == nil && crossOrigin(r) {
+			err = errCrossOrigin
+		}
 		if err == nil {
 			err = s.prepare(c, rt)
 		}
@@ -94,6 +97,9 @@ func (s *Server) prepare(c *call, rt route) error {
 		}
 	}
 	if rt.limit > 0 {
+		if err := checkJSONType(r); err != nil {
+			return err
+		}
 		b, err := readBody(c.w, r, rt.limit)
 		if err != nil {
 			return err
@@ -185,6 +191,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if !s.hosts.allows(r.Host) {
+		// Before routing: a rebound page learns nothing, not even which
+		// paths exist.
+		sw.route = "refused host"
+		s.writeError(sw, r, &hostError{host: r.Host})
+		return
+	}
 	s.mux.ServeHTTP(sw, r)
 }
 

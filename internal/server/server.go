@@ -63,6 +63,13 @@ type Config struct {
 	Tokens *auth.Set
 	// Insecure allows a non-loopback address without tokens.
 	Insecure bool
+	// AllowedHosts are the Host header values answered (a DNS-rebinding
+	// defence): names or IPs, optionally with :port, "*.domain", or "*"
+	// for any. Loopback names are always allowed. Other Hosts get 403 on
+	// every route, dashboard included. Empty: loopback names when Addr is
+	// loopback; any Host on another address with Tokens; loopback names
+	// and IP literals on another address without Tokens.
+	AllowedHosts []string
 	// Logger for request logs (debug) and failures. Default slog.Default().
 	Logger *slog.Logger
 
@@ -127,6 +134,7 @@ type Server struct {
 	mux     *http.ServeMux
 
 	tokenLim, ipLim *ratelimit.Limiter // nil: off
+	hosts           *hostPolicy
 
 	drainOnce sync.Once
 	drainCtx  context.Context // cancelled when shutdown begins: ends long-polls
@@ -163,7 +171,11 @@ func New(cfg Config) (*Server, error) {
 	case (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == ""):
 		return nil, errors.New("server: TLS needs both a certificate and a key file")
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
+	hosts, err := newHostPolicy(cfg.AllowedHosts, cfg.Addr, cfg.Tokens.Enabled())
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), hosts: hosts}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
@@ -213,6 +225,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
+	s.log.Info("answering Host headers", "allowed", s.hosts.describe())
 	if s.cfg.MaxConns > 0 {
 		ln = netutil.LimitListener(ln, s.cfg.MaxConns)
 	}
