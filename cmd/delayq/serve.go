@@ -66,7 +66,7 @@ type serveOpts struct {
 	tokensFile, tlsCert, tlsKey    string
 	logFormat, logLevel            string
 	maxPayload, defaultMaxAttempts int
-	maxConns                       int
+	maxConns, maxConnsPerIP        int
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
 	rateToken, rateIP              float64
@@ -104,7 +104,8 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.DurationVar(&o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
 	fs.DurationVar(&o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
-	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap")
+	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -328,7 +329,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
 		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
-		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
+		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, DrainTimeout: o.drainTimeout,
 		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
 		Metrics: m.Handler(), RequestObserver: m,
 	})

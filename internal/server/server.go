@@ -10,9 +10,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
@@ -29,6 +28,7 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxConns          = 4096
+	DefaultMaxConnsPerIP     = 1024
 	DefaultDrainTimeout      = 15 * time.Second
 	DefaultMaxDelay          = 10 * 365 * 24 * time.Hour
 
@@ -97,9 +97,17 @@ type Config struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers (larger: 431). Default 64 KiB.
 	MaxHeaderBytes int
-	// MaxConns caps concurrent connections per listener; more wait in the
-	// kernel's accept queue. Default 4096; negative means no cap.
+	// MaxConns caps concurrent connections per listener. At the cap the
+	// connection idle the longest is closed to let a new one in; when none
+	// is idle, new ones wait in the kernel's accept queue. Default 4096;
+	// negative means no cap.
 	MaxConns int
+	// MaxConnsPerIP caps one client IP's (IPv6: /64's) connections per
+	// listener. At the cap that client's longest-idle connection is closed
+	// for the new one; when none is idle the new one is closed at once.
+	// Behind a proxy or NAT clients share an IP. Default 1024; negative
+	// means no cap.
+	MaxConnsPerIP int
 	// DrainTimeout bounds graceful shutdown: in-flight requests get this
 	// long to finish before connections are closed. Default 15 s.
 	DrainTimeout time.Duration
@@ -135,6 +143,7 @@ type Server struct {
 
 	tokenLim, ipLim *ratelimit.Limiter // nil: off
 	hosts           *hostPolicy
+	lastLimiter     atomic.Pointer[connLimiter] // of the latest Serve (tests)
 
 	drainOnce sync.Once
 	drainCtx  context.Context // cancelled when shutdown begins: ends long-polls
@@ -157,6 +166,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
+	cfg.MaxConnsPerIP = cmp.Or(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -226,8 +236,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	s.log.Info("answering Host headers", "allowed", s.hosts.describe())
-	if s.cfg.MaxConns > 0 {
-		ln = netutil.LimitListener(ln, s.cfg.MaxConns)
+	var lim *connLimiter
+	if s.cfg.MaxConns > 0 || s.cfg.MaxConnsPerIP > 0 {
+		lim = newConnLimiter(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
+		ln = lim
+		s.lastLimiter.Store(lim)
 	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -238,6 +251,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		TLSConfig:         s.tlsConf,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if lim != nil {
+		hs.ConnState = lim.connState
 	}
 	errc := make(chan error, 1)
 	go func() {
