@@ -67,6 +67,7 @@ type serveOpts struct {
 	logFormat, logLevel            string
 	maxPayload, defaultMaxAttempts int
 	maxConns, maxConnsPerIP        int
+	maxBodyMemory                  int64
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
 	rateToken, rateIP              float64
@@ -106,6 +107,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
 	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
+	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -329,7 +331,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
 		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
-		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, DrainTimeout: o.drainTimeout,
+		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
 		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
 		Metrics: m.Handler(), RequestObserver: m,
 	})

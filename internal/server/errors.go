@@ -77,7 +77,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	case http.StatusServiceUnavailable:
-		if r.Context().Err() == nil {
+		if errors.Is(err, errBodyBudget) {
+			s.log.DebugContext(r.Context(), "request body over the memory budget", "method", r.Method, "path", r.URL.Path)
+		} else if r.Context().Err() == nil {
 			s.log.WarnContext(r.Context(), "engine unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
@@ -93,7 +95,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var he *hostError
 	if status == http.StatusRequestEntityTooLarge || (r.ContentLength != 0 &&
-		(errors.As(err, &he) || errors.Is(err, errCrossOrigin) || errors.Is(err, errMediaType))) {
+		(errors.As(err, &he) || errors.Is(err, errCrossOrigin) || errors.Is(err, errMediaType) || errors.Is(err, errBodyBudget))) {
 		// The body was not read to the end; don't reuse the connection
 		// (else net/http reads up to 256 KiB of it before answering).
 		w.Header().Set("Connection", "close")

@@ -21,6 +21,7 @@ type call struct {
 	id    string // validated when the route has {id}
 	token *auth.Token
 	body  []byte
+	held  int64 // body bytes charged to the budget, released after the handler
 }
 
 // handlerFunc answers a call: status and a value to write as JSON, or an
@@ -37,6 +38,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			sw.route = rt.pattern
 		}
 		c := &call{w: w, r: r}
+		defer func() { s.budget.release(c.held) }()
 		var err error
 		if rt.access != open { // health checks are never rate limited
 			err = s.limitIP(r)
@@ -100,11 +102,11 @@ func (s *Server) prepare(c *call, rt route) error {
 		if err := checkJSONType(r); err != nil {
 			return err
 		}
-		b, err := readBody(c.w, r, rt.limit)
+		b, held, err := s.readBody(c.w, r, rt.limit)
 		if err != nil {
 			return err
 		}
-		c.body = b
+		c.body, c.held = b, held
 	}
 	return nil
 }

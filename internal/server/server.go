@@ -29,6 +29,7 @@ const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxConns          = 4096
 	DefaultMaxConnsPerIP     = 1024
+	DefaultMaxBodyMemory     = 256 << 20
 	DefaultDrainTimeout      = 15 * time.Second
 	DefaultMaxDelay          = 10 * 365 * 24 * time.Hour
 
@@ -91,6 +92,14 @@ type Config struct {
 	// 1000 messages but not 1000 × 1 MiB). Default 16 MiB.
 	MaxBatchBodyBytes int64
 
+	// MaxBodyMemory bounds the request body bytes held at once across all
+	// requests (each body's buffer, from the first read until its handler
+	// returns). A request that would exceed it waits up to 1 s for others,
+	// then gets 503 with Retry-After. Default 256 MiB (or twice the
+	// largest body limit, if more); it must be larger than every body
+	// limit; negative means no bound.
+	MaxBodyMemory int64
+
 	// ReadHeaderTimeout default 5 s; ReadTimeout default 30 s;
 	// WriteTimeout default 60 s, and it must exceed delayq.MaxWait (30 s)
 	// by 5 s at least so long-polls can answer; IdleTimeout default 120 s.
@@ -143,6 +152,7 @@ type Server struct {
 
 	tokenLim, ipLim *ratelimit.Limiter // nil: off
 	hosts           *hostPolicy
+	budget          *byteBudget                 // nil: no bound
 	lastLimiter     atomic.Pointer[connLimiter] // of the latest Serve (tests)
 
 	drainOnce sync.Once
@@ -168,6 +178,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
 	cfg.MaxConnsPerIP = cmp.Or(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout)
+	if cfg.MaxBodyMemory == 0 { // room for two of the largest bodies at least (a huge --max-payload)
+		cfg.MaxBodyMemory = max(DefaultMaxBodyMemory, 2*(max(cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes)+1))
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -178,6 +191,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: rate limits must be finite and not negative, bursts not negative")
 	case cfg.WriteTimeout < delayq.MaxWait+5*time.Second:
 		return nil, fmt.Errorf("server: WriteTimeout %s must be at least %s (the longest long-poll plus 5 s)", cfg.WriteTimeout, delayq.MaxWait+5*time.Second)
+	case cfg.MaxBodyMemory > 0 && cfg.MaxBodyMemory <= max(cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes, ackBatchBodyBytes):
+		return nil, fmt.Errorf("server: MaxBodyMemory %d must be larger than every body limit (MaxBodyBytes %d, MaxBatchBodyBytes %d)", cfg.MaxBodyMemory, cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes)
 	case (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == ""):
 		return nil, errors.New("server: TLS needs both a certificate and a key file")
 	}
@@ -186,6 +201,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), hosts: hosts}
+	if cfg.MaxBodyMemory > 0 {
+		s.budget = newByteBudget(cfg.MaxBodyMemory)
+	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
