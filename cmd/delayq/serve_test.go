@@ -304,3 +304,31 @@ func TestServeDebugAddr(t *testing.T) {
 		t.Error("the debug listener is still open after shutdown")
 	}
 }
+
+// TestServeRedisURLHidesPassword: a --redis URL (or DELAYQ_REDIS) that
+// does not parse is reported without its password, also when the password
+// has an unescaped '%', '/' or '?' (the parser then splits it anywhere).
+func TestServeRedisURLHidesPassword(t *testing.T) {
+	for _, u := range []string{
+		"redis://:s3kr1t@127.0.0.1:bad/0",
+		"redis://:s3k%r1t@127.0.0.1:6379/0",
+		"redis://:s3kr1t@[::1:6379/0",
+		"redis://:s3kr1t/x@127.0.0.1:6379/0",
+		"redis://:s3kr1t?x@127.0.0.1:6379/0",
+		"redis+cluster://:s3kr1t@a:bad,b:2",
+		"redis+sentinel://:s3kr1t@a:bad/m/0",
+	} {
+		for _, viaEnv := range []bool{false, true} {
+			args := []string{"--redis", u}
+			if viaEnv {
+				args = nil
+				t.Setenv("DELAYQ_REDIS", u)
+			}
+			var stdout, stderr bytes.Buffer
+			code := runServe(context.Background(), args, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), "bad URL") || strings.Contains(stderr.String(), "kr1t") {
+				t.Errorf("%s (env %v): exit %d, stderr %q; want 1, a bad URL message and no password", u, viaEnv, code, stderr.String())
+			}
+		}
+	}
+}
