@@ -3,10 +3,12 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/delayq/delayq"
@@ -116,12 +118,8 @@ func (p *hostPolicy) describe() string {
 	if p.literals {
 		parts = append(parts, "IP literals")
 	}
-	for n := range p.names {
-		parts = append(parts, n)
-	}
-	for n := range p.ports {
-		parts = append(parts, n)
-	}
+	parts = append(parts, slices.Sorted(maps.Keys(p.names))...)
+	parts = append(parts, slices.Sorted(maps.Keys(p.ports))...)
 	for _, s := range p.suffixes {
 		parts = append(parts, "*"+s)
 	}
