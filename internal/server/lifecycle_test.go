@@ -68,6 +68,7 @@ func TestLongPollClientDisconnect(t *testing.T) {
 	b.spy.leaseDone = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", b.ts.URL+"/v1/topics/t/lease", strings.NewReader(`{"wait":"30s"}`))
+	req.Header.Set("Content-Type", "application/json")
 	clientErr := make(chan error, 1)
 	go func() {
 		res, err := b.ts.Client().Do(req)
@@ -271,7 +272,7 @@ func TestPanicIs500AndLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/topics", nil))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/v1/topics", nil))
 	if rec.Code != 500 || !strings.Contains(rec.Body.String(), `"code":"internal"`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}

@@ -23,8 +23,11 @@
 // client asks the Sentinels for whenever it dials. user:pass is the
 // master's ACL user and password (requirepass), as in a redis:// URL;
 // Sentinels that require their own (requirepass in sentinel.conf) take
-// sentinel_username= and sentinel_password=. Error messages and the
-// server's log show both passwords as "xxxxx" (RedactURL). This differs
+// sentinel_username= and sentinel_password=. The server's log and
+// errors show both passwords as "xxxxx" (RedactURL), and the error for a
+// URL with a password that does not parse names the fault without
+// quoting any of the URL (a password with an unescaped '/', '?' or '%'
+// would be split into the quoted parts). This differs
 // from go-redis's ParseFailoverURL, whose user:pass goes to the
 // Sentinels and whose ?username=/?password= go to the master: here
 // ?username= and ?password= are refused so that neither reading goes
