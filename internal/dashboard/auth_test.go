@@ -263,3 +263,23 @@ func TestSecurityHeaders(t *testing.T) {
 		t.Error("the dashboard must not use scripts")
 	}
 }
+
+// TestStaticNoDirectoryListing: the static directory is not listed (it
+// would reveal the embedded file names), and files are still served.
+func TestStaticNoDirectoryListing(t *testing.T) {
+	b := setup(t, setupOpts{})
+	br := b.browser(t)
+	for _, path := range []string{"/ui/static/", "/ui/static", "/ui/static/.", "/ui/static//", "/ui/static/style.css/"} {
+		p := br.get(path)
+		if p.status == http.StatusOK || strings.Contains(p.body, `href="style.css"`) {
+			t.Errorf("GET %s: %d, a listing of the static files:\n%s", path, p.status, p.body)
+		}
+	}
+	p := br.get("/ui/static/")
+	wantStatus(t, p, http.StatusNotFound)
+	if p.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("a 404 is cached: Cache-Control %q", p.header.Get("Cache-Control"))
+	}
+	wantStatus(t, br.get("/ui/static/style.css"), http.StatusOK)
+	wantStatus(t, br.get("/ui/static/nope.css"), http.StatusNotFound)
+}

@@ -70,6 +70,7 @@ type Dashboard struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	static   http.Handler
+	staticFS fs.FS
 }
 
 // New checks cfg and builds the dashboard.
@@ -95,8 +96,8 @@ func New(cfg Config) (*Dashboard, error) {
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
-	static, _ := fs.Sub(assets, "static")
-	d.static = http.StripPrefix("/ui/static/", http.FileServerFS(static))
+	d.staticFS, _ = fs.Sub(assets, "static")
+	d.static = http.StripPrefix("/ui/static/", http.FileServerFS(d.staticFS))
 	d.mux = http.NewServeMux()
 	d.routes()
 	return d, nil
@@ -163,7 +164,13 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	if strings.HasPrefix(r.URL.Path, "/ui/static/") {
+	if name, ok := strings.CutPrefix(r.URL.Path, "/ui/static/"); ok {
+		// Files only: http.FileServer would list a directory.
+		if fi, err := fs.Stat(d.staticFS, name); err != nil || fi.IsDir() {
+			h.Set("Cache-Control", "no-store")
+			d.renderError(w, r, nil, errPageNotFound)
+			return
+		}
 		h.Set("Cache-Control", "public, max-age=3600")
 		d.static.ServeHTTP(w, r)
 		return
