@@ -283,3 +283,65 @@ func TestStaticNoDirectoryListing(t *testing.T) {
 	wantStatus(t, br.get("/ui/static/style.css"), http.StatusOK)
 	wantStatus(t, br.get("/ui/static/nope.css"), http.StatusNotFound)
 }
+
+// TestLoginFloodKeepsOtherIdentitiesSessions: any token holder can log in
+// again and again; that must not log out the users of other tokens (it
+// used to: enough logins filled the session table, and each new one
+// evicted the session expiring soonest, whoever's it was). The flooder's
+// own oldest sessions go instead.
+func TestLoginFloodKeepsOtherIdentitiesSessions(t *testing.T) {
+	const maxSessions = 150
+	b := setup(t, setupOpts{maxSessions: maxSessions})
+	victim := b.login(t, opsSecret)
+	wantStatus(t, victim.get("/ui/"), http.StatusOK)
+
+	// The flood: logins with the producer token, without a cookie jar, so
+	// each one makes a new session (as many browsers would).
+	vis := b.browser(t)
+	vis.get("/ui/login") // a visitor cookie and its CSRF token
+	u, _ := url.Parse(b.ts.URL + "/ui/")
+	visitor := vis.c.Jar.Cookies(u)
+	login := func() string {
+		form := url.Values{"token": {producerSecret}, "csrf": {vis.csrf}}
+		req, _ := http.NewRequest("POST", b.ts.URL+"/ui/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.ts.URL)
+		for _, c := range visitor {
+			req.AddCookie(c)
+		}
+		res, err := b.ts.Client().Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		for _, c := range res.Cookies() {
+			if c.Name == "delayq_session" && c.Value != "" {
+				return c.Value
+			}
+		}
+		t.Fatalf("login %d: no session cookie", res.StatusCode)
+		return ""
+	}
+	var first, last string
+	for i := range maxSessions + 50 {
+		sid := login()
+		if i == 0 {
+			first = sid
+		}
+		last = sid
+	}
+	withSession := func(sid string) int {
+		br := b.browser(t)
+		br.c.Jar.SetCookies(u, []*http.Cookie{{Name: "delayq_session", Value: sid, Path: "/ui/"}})
+		return br.get("/ui/").status
+	}
+	if s := victim.get("/ui/").status; s != http.StatusOK {
+		t.Errorf("another token's login flood logged the ops user out: GET /ui/ %d, want 200", s)
+	}
+	if s := withSession(last); s != http.StatusOK {
+		t.Errorf("the flooder's newest session: %d, want 200", s)
+	}
+	if s := withSession(first); s != http.StatusSeeOther {
+		t.Errorf("the flooder's oldest session: %d, want 303 to login (evicted)", s)
+	}
+}

@@ -19,8 +19,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL  = 8 * time.Hour
-	DefaultMaxSessions = 10000
+	DefaultSessionTTL          = 8 * time.Hour
+	DefaultMaxSessions         = 10000
+	DefaultMaxSessionsPerToken = 100
 	// formBodyBytes bounds a form post (settings are the largest).
 	formBodyBytes = 64 << 10
 )
@@ -50,9 +51,13 @@ type Config struct {
 	Now func() time.Time
 	// SessionTTL is how long a login lasts. Default 8 h.
 	SessionTTL time.Duration
-	// MaxSessions bounds live sessions (the soonest expiring is dropped
-	// when full). Default 10000.
+	// MaxSessions bounds live sessions; when full, the oldest session of
+	// the token with the most sessions is dropped. Default 10000.
 	MaxSessions int
+	// MaxSessionsPerToken bounds the live sessions of one token (by
+	// name): a login beyond it ends that token's oldest session, never
+	// another token's. Default 100.
+	MaxSessionsPerToken int
 	// Key signs CSRF tokens. Default: 32 random bytes per process.
 	Key []byte
 }
@@ -83,13 +88,14 @@ func New(cfg Config) (*Dashboard, error) {
 	}
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
 	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
+	cfg.MaxSessionsPerToken = cmp.Or(cfg.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
 	if len(cfg.Key) == 0 {
 		cfg.Key = []byte(randomID())
 	}
 	d := &Dashboard{
 		cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
 		q: cfg.Queue, rec: cfg.Recorder,
-		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions),
+		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken),
 	}
 	d.upcoming, d.fallback = findUpcoming(cfg)
 	var err error
