@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -344,4 +345,45 @@ func TestLoginFloodKeepsOtherIdentitiesSessions(t *testing.T) {
 	if s := withSession(first); s != http.StatusSeeOther {
 		t.Errorf("the flooder's oldest session: %d, want 303 to login (evicted)", s)
 	}
+}
+
+// TestPushURLNeedsGlobalAdmin: in the dashboard as in the API, only an
+// admin on "*" may point a topic at a push URL; an admin of billing.*
+// may save the other settings with the URL unchanged.
+func TestPushURLNeedsGlobalAdmin(t *testing.T) {
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	pushURL := func() string {
+		ti, err := b.eng.Topic(ctx, "billing.eu")
+		if err != nil || ti.Settings.Push == nil {
+			return ""
+		}
+		return ti.Settings.Push.URL
+	}
+	billing := b.login(t, billingSecret)
+	billing.get("/ui/topics/billing.eu")
+	p := billing.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://169.254.169.254/latest"}})
+	wantStatus(t, p, http.StatusForbidden)
+	wantBody(t, p, `admin on &#34;*&#34;`)
+	if u := pushURL(); u != "" {
+		t.Fatalf("refused save stored push URL %q", u)
+	}
+
+	ops := b.login(t, opsSecret)
+	ops.get("/ui/topics/billing.eu")
+	wantStatus(t, ops.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://hooks.example/in"}}), http.StatusSeeOther)
+
+	// The form shows billing the URL read-only and it saves unchanged.
+	page := billing.get("/ui/topics/billing.eu")
+	wantBody(t, page, `name="push_url" value="http://hooks.example/in" readonly`)
+	wantStatus(t, billing.post("/ui/topics/billing.eu/settings", url.Values{"max_attempts": {"5"}, "push_url": {"http://hooks.example/in"}}), http.StatusSeeOther)
+	if ti, err := b.eng.Topic(ctx, "billing.eu"); err != nil || ti.Settings.MaxAttempts != 5 || pushURL() != "http://hooks.example/in" {
+		t.Fatalf("topic admin's save: %+v %v", ti, err)
+	}
+	billing.get("/ui/topics/billing.eu")
+	wantStatus(t, billing.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://10.0.0.1/"}}), http.StatusForbidden)
+	if u := pushURL(); u != "http://hooks.example/in" {
+		t.Fatalf("push URL %q after a refused change", u)
+	}
+	wantNotBody(t, ops.get("/ui/topics/billing.eu"), "readonly")
 }

@@ -36,10 +36,11 @@
 //
 // # Security
 //
-// Push URLs are set by admins (PUT /v1/topics/{topic} needs the admin
-// scope) and the server POSTs wherever they point, including loopback and
-// private addresses: whoever may set topic settings may make the server
-// send requests inside its network (SSRF). Only http and https URLs are
+// Push URLs are set by admins on "*" (the HTTP API and the dashboard
+// refuse a new push.url from an admin of some topics only) and the server
+// POSTs wherever they point, including loopback and private addresses:
+// whoever may set them may make the server send requests inside its
+// network (SSRF). Only http and https URLs are
 // accepted. Restrict the admin scope accordingly, or filter egress. What a
 // receiver answers is never read back to API callers: a message's last
 // error holds the status code or a fixed description of the failure, and
