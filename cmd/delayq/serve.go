@@ -67,6 +67,7 @@ type serveOpts struct {
 	logFormat, logLevel            string
 	maxPayload, defaultMaxAttempts int
 	maxConns, maxConnsPerIP        int
+	maxTopics                      int
 	maxBodyMemory                  int64
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
@@ -108,6 +109,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
 	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
+	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -287,7 +289,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	eng, err := engine.Open(ctx, engine.Config{
 		Store: st, Logger: log, Observer: obs,
 		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
-		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
+		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow, MaxTopics: o.maxTopics,
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)

@@ -11,9 +11,13 @@
 //
 // # Caveat
 //
-// Per-topic series grow with the number of topics. Topics are created on
-// first use, so operators with many short-lived topics should drop the
-// topic label at scrape time (metric_relabel_configs).
+// Per-topic series grow with the number of topics. The scrape-time gauges
+// cover topics that hold messages only (an empty topic has none), but the
+// event counters and histograms keep a series for every topic that had
+// traffic since the server started. Topics are created on first use, so
+// bound them (delayq serve --max-topics, default 10000), and operators
+// with many short-lived topics should drop the topic label at scrape time
+// (metric_relabel_configs).
 package metrics
 
 import (

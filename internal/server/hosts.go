@@ -197,6 +197,21 @@ func isLoopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// hstsValue is sent on every answer over TLS: browsers then use HTTPS
+// only for this name for a year, so a network attacker cannot strip TLS
+// from a later visit (to the dashboard, say). Behind a TLS-terminating
+// proxy the server sees plain HTTP; the proxy should send it.
+const hstsValue = "max-age=31536000"
+
+// isLocalhostName reports whether a Host header names localhost (or a
+// subdomain of it): HSTS is per name, not per port, so pinning it would
+// force HTTPS on every other local development server for a year. IP
+// literals need no exception (browsers ignore HSTS for them).
+func isLocalhostName(hostport string) bool {
+	host, _, err := splitHost(strings.ToLower(hostport))
+	return err == nil && (host == "localhost" || strings.HasSuffix(host, ".localhost"))
+}
+
 // isLoopbackAddr reports whether a listen address is on loopback only.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)

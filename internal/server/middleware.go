@@ -193,6 +193,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if r.TLS != nil && !isLocalhostName(r.Host) {
+		h.Set("Strict-Transport-Security", hstsValue)
+	}
 	if !s.hosts.allows(r.Host) {
 		// Before routing: a rebound page learns nothing, not even which
 		// paths exist.

@@ -312,3 +312,51 @@ func TestDashboardRebinding(t *testing.T) {
 		t.Fatalf("own dashboard: GET %d, POST %d; want 200 and 303", get, post)
 	}
 }
+
+// TestHSTS: every answer over TLS tells browsers to use HTTPS only (so a
+// network attacker cannot strip TLS from a later visit), errors and the
+// dashboard included; plain HTTP and "localhost" (a name browsers would
+// then pin to HTTPS for every local port) get no such header.
+func TestHSTS(t *testing.T) {
+	b := setup(t, func(c *Config) {
+		c.Dashboard = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "dashboard") })
+	})
+	ts := httptest.NewTLSServer(b.srv.Handler())
+	defer ts.Close()
+	get := func(base, method, path, host string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		res, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	for _, tc := range []struct{ method, path, host string }{
+		{"GET", "/healthz", ""},
+		{"GET", "/v1/topics", ""},
+		{"GET", "/v1/no-such-route", ""},
+		{"DELETE", "/v1/topics", ""},
+		{"GET", "/ui/", ""},
+		{"GET", "/v1/topics", "127.0.0.1"},
+		{"GET", "/v1/topics", rebindHost}, // refused, still over TLS
+	} {
+		res := get(ts.URL, tc.method, tc.path, tc.host)
+		if got := res.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("%s %s (Host %q): %d, Strict-Transport-Security %q", tc.method, tc.path, tc.host, res.StatusCode, got)
+		}
+	}
+	for _, host := range []string{"localhost", "localhost:7070"} {
+		if got := get(ts.URL, "GET", "/healthz", host).Header.Get("Strict-Transport-Security"); got != "" {
+			t.Errorf("Host %s: Strict-Transport-Security %q, want none", host, got)
+		}
+	}
+	if got := get(b.ts.URL, "GET", "/healthz", "").Header.Get("Strict-Transport-Security"); got != "" {
+		t.Errorf("plain HTTP: Strict-Transport-Security %q, want none", got)
+	}
+}

@@ -269,6 +269,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		TLSConfig:         s.tlsConf,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// "OPTIONS *" reaches our handler (Host check, JSON 404) instead
+		// of net/http's own empty 200. What net/http answers before any
+		// handler (431, 501, 417, 400 for a malformed request) stays its
+		// plain text: http.Server has no hook for those.
+		DisableGeneralOptionsHandler: true,
 	}
 	if lim != nil {
 		hs.ConnState = lim.connState
