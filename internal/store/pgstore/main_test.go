@@ -11,6 +11,9 @@ import (
 
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
+	if admin != nil {
+		admin.Close()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
