@@ -57,9 +57,11 @@ type Server struct {
 	bin  string // directory of initdb and postgres
 	cred *syscall.Credential
 
-	mu  sync.Mutex
-	cmd *exec.Cmd // nil while stopped
-	err error     // why the server could not be started (Shared only)
+	mu    sync.Mutex
+	cmd   *exec.Cmd // the watchdog shell; nil while stopped
+	pid   int       // the postmaster's
+	guard *os.File  // write end of the watchdog's stdin
+	err   error     // why the server could not be started (Shared only)
 }
 
 var schemas atomic.Int64
@@ -186,8 +188,12 @@ func create(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepStale()
 	root, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(root, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return nil, err
 	}
 	s := &Server{root: root, dir: filepath.Join(root, "data"), bin: bin, cred: cred, port: redistest.FreePort(nopTB{})}
@@ -239,6 +245,11 @@ func credential() (*syscall.Credential, int, int, error) {
 
 // start runs postgres and waits until it accepts connections and is the
 // server of this data directory (not another one that took the port).
+//
+// postgres runs under a watchdog shell that reads its stdin from a pipe
+// this process holds: when this process ends in any way — a test binary
+// killed by go test's timeout included, which runs no cleanup — the pipe
+// closes and the shell kills the server, so none is left behind.
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,42 +258,55 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	// fsync off: the tests check behaviour, not crash safety, and the
 	// machine's disk is shared. Sockets off: TCP on loopback only.
-	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.dir, // #nosec G204 -- test helper: postgres found by binDir, arguments built here
+	cmd := exec.Command("/bin/sh", "-c", `"$0" "$@" </dev/null & pid=$!; read _; kill -KILL $pid 2>/dev/null; wait $pid`, // #nosec G204 -- test helper: postgres found by binDir, arguments built here
+		filepath.Join(s.bin, "postgres"), "-D", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(s.port),
 		"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=32MB", "-c", "log_min_messages=warning")
 	cmd.Dir = s.root
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if err := cmd.Start(); err != nil {
+		_ = w.Close()
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	s.cmd = cmd
-	if err := s.waitReady(); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		s.cmd = nil
+	s.cmd, s.guard = cmd, w
+	pid, err := s.waitReady()
+	if err != nil {
+		s.stopLocked(syscall.SIGKILL)
 		return fmt.Errorf("postgres on port %d did not start: %v\n%s", s.port, err, tail(filepath.Join(s.root, "postgres.log")))
 	}
+	s.pid = pid
 	return nil
 }
 
-func (s *Server) waitReady() error {
+// waitReady answers the postmaster's pid once it serves this directory.
+func (s *Server) waitReady() (int, error) {
 	deadline := time.Now().Add(startTimeout)
 	var err error
 	for time.Now().Before(deadline) {
 		var dir string
 		if dir, err = s.query("SHOW data_directory"); err == nil {
 			if dir != s.dir {
-				return fmt.Errorf("port %d is served by another server (data directory %s)", s.port, dir)
+				return 0, fmt.Errorf("port %d is served by another server (data directory %s)", s.port, dir)
 			}
-			return nil
+			b, err := os.ReadFile(filepath.Join(s.dir, "postmaster.pid")) // #nosec G304 -- the server's own pid file
+			if err != nil {
+				return 0, err
+			}
+			first, _, _ := strings.Cut(string(b), "\n")
+			return strconv.Atoi(strings.TrimSpace(first))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return err
+	return 0, err
 }
 
 // query runs one statement answering one text value.
@@ -301,25 +325,54 @@ func (s *Server) query(sql string) (string, error) {
 
 // Stop shuts the server down cleanly (SIGINT: fast shutdown, checkpoint)
 // and waits for it. Idempotent.
-func (s *Server) Stop() { s.signal(syscall.SIGINT) }
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked(syscall.SIGINT)
+}
 
 // Kill sends SIGKILL to the postmaster and waits for it; its backends
 // notice and exit. Idempotent.
-func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
-
-func (s *Server) signal(sig syscall.Signal) {
+func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopLocked(syscall.SIGKILL)
+}
+
+func (s *Server) stopLocked(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(sig)
+	if s.pid != 0 {
+		_ = syscall.Kill(s.pid, sig)
+		// The watchdog's wait returns when the postmaster has exited.
+		if sig != syscall.SIGKILL {
+			s.waitExit(30 * time.Second)
+		}
+	}
+	_ = s.guard.Close() // the watchdog kills whatever is left, then exits
 	_ = s.cmd.Wait()
-	s.cmd = nil
+	s.cmd, s.guard, s.pid = nil, nil, 0
+	// Backends of a killed postmaster exit on their own once they notice;
+	// a restart waits for them through postmaster.pid.
 	if sig == syscall.SIGKILL {
-		// Backends of a killed postmaster exit on their own once they
-		// notice; a restart waits for them through postmaster.pid.
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitExit waits until the postmaster is gone (its pid file removed by a
+// clean shutdown, or the process no longer there).
+func (s *Server) waitExit(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(s.pid, 0); err != nil {
+			return
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, "postmaster.pid")); errors.Is(err, os.ErrNotExist) {
+			time.Sleep(20 * time.Millisecond) // the process exits right after
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -348,8 +401,8 @@ func (s *Server) groupSignal(t testing.TB, sig syscall.Signal) {
 	if s.cmd == nil {
 		t.Fatalf("pgtest: server not running")
 	}
-	pids := []int{s.cmd.Process.Pid}
-	out, err := exec.Command("pgrep", "-P", strconv.Itoa(s.cmd.Process.Pid)).Output() // #nosec G204 -- test helper: the postmaster's own pid
+	pids := []int{s.pid}
+	out, err := exec.Command("pgrep", "-P", strconv.Itoa(s.pid)).Output() // #nosec G204 -- test helper: the postmaster's own pid
 	if err != nil {
 		t.Fatalf("pgtest: list backends: %v", err)
 	}
@@ -360,6 +413,29 @@ func (s *Server) groupSignal(t testing.TB, sig syscall.Signal) {
 	}
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// sweepStale removes the directories of servers whose test process is
+// gone (killed before its cleanup ran; the watchdog killed the server).
+func sweepStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "owner")) // #nosec G304 -- our own marker file
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid")); err == nil { // #nosec G304 -- a pid file of ours
+			first, _, _ := strings.Cut(string(b), "\n")
+			if pm, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(pm, 0) == nil {
+				continue // still running: not ours to kill
+			}
+		}
+		_ = os.RemoveAll(d)
 	}
 }
 
