@@ -785,3 +785,135 @@ SELECT t.name, t.settings,
        SELECT sum(x.scheduled) AS scheduled, sum(x.ready) AS ready, sum(x.inflight) AS inflight,
               sum(x.dead) AS dead, sum(x.acked) AS acked
          FROM __SCHEMA__.topic_count x WHERE x.topic = t.name) c ON true;
+
+-- delayq_send sends one message from SQL, inside the caller's
+-- transaction: the message exists if and only if that transaction
+-- commits, and the running servers are notified at commit (NOTIFY is
+-- transactional). Any language with a PostgreSQL driver can use it:
+--
+--   SELECT * FROM delayq.delayq_send('orders', 'order-42', '\x7b7d'::bytea, 5000);
+--   SELECT * FROM delayq.delayq_send(topic => 'orders', id => NULL, payload => convert_to('{}', 'UTF8'),
+--                                    headers => '{"content-type": "application/json"}',
+--                                    deliver_at => now() + interval '1 hour');
+--
+-- topic: 1-200 chars of [A-Za-z0-9._:-]; id: 1-200 chars of
+-- [A-Za-z0-9._:@+=-], or NULL for a generated one (a UUID). An id the
+-- topic holds (in any state, acked ones during the dedup window
+-- included) is not sent again: duplicate is true and due_at is the
+-- existing message's. payload: at most 1 MiB (delayq's default
+-- --max-payload). delay_ms: 0 to 10 years, or deliver_at instead (not
+-- both; a deliver_at in the past is due now). Due times are the
+-- database's clock plus the delay, as for every send. headers: a JSON
+-- object of strings (at most 64 entries, 8 KiB in all). max_attempts:
+-- 1-1000; NULL takes the topic's setting, else 25 (delayq's default; a
+-- server started with another --default-max-attempts does not tell the
+-- database, so pass it explicitly then).
+--
+-- Bad arguments raise SQLSTATE 22023 (invalid_parameter_value). The
+-- function runs with its owner's rights (SECURITY DEFINER): grant an
+-- application role USAGE on the schema and EXECUTE on this function, and
+-- it needs no rights on the tables.
+CREATE FUNCTION __SCHEMA__.delayq_send(
+    topic        text,
+    id           text,
+    payload      bytea,
+    delay_ms     bigint DEFAULT 0,
+    headers      jsonb DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    deliver_at   timestamptz DEFAULT NULL)
+RETURNS TABLE (message_id text, duplicate boolean, due_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c_max_delay constant bigint := 315360000000; -- 10 years, delayq's default --max-delay
+    v_now bigint := __SCHEMA__.now_ms();
+    v_id text := delayq_send.id;
+    v_payload bytea := coalesce(delayq_send.payload, ''::bytea);
+    v_attempts integer := delayq_send.max_attempts;
+    v_headers bytea;
+    v_due bigint := 0;
+    v_relative boolean := true;
+    v_delay bigint := coalesce(delayq_send.delay_ms, 0);
+    v_n integer;
+    v_size bigint;
+    v_settings bytea;
+    v_ok boolean;
+    r __SCHEMA__.rec;
+BEGIN
+    IF delayq_send.topic IS NULL OR delayq_send.topic !~ '^[A-Za-z0-9._:-]{1,200}$' THEN
+        RAISE EXCEPTION 'delayq_send: topic %: want 1-200 chars of A-Z a-z 0-9 . _ : -', quote_nullable(delayq_send.topic)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_id IS NULL THEN
+        v_id := gen_random_uuid()::text;
+    ELSIF v_id !~ '^[A-Za-z0-9._:@+=-]{1,200}$' THEN
+        RAISE EXCEPTION 'delayq_send: id %: want 1-200 chars of A-Z a-z 0-9 . _ : @ + = -', quote_literal(v_id)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(v_payload) > 1048576 THEN
+        RAISE EXCEPTION 'delayq_send: payload is % bytes, the limit is 1048576', octet_length(v_payload)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF delayq_send.deliver_at IS NOT NULL THEN
+        IF v_delay <> 0 THEN
+            RAISE EXCEPTION 'delayq_send: give either delay_ms or deliver_at, not both'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Rounded up: sub-millisecond precision never makes it early.
+        v_due := ceil(extract(epoch FROM delayq_send.deliver_at) * 1000)::bigint;
+        v_relative := false;
+        v_delay := 0;
+        IF v_due < 0 THEN
+            RAISE EXCEPTION 'delayq_send: deliver_at % is before 1970', delayq_send.deliver_at
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_due - v_now > c_max_delay THEN
+            RAISE EXCEPTION 'delayq_send: deliver_at % is beyond the maximum delay of 10 years', delayq_send.deliver_at
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    ELSIF v_delay < 0 OR v_delay > c_max_delay THEN
+        RAISE EXCEPTION 'delayq_send: delay_ms %: want 0 to % (10 years)', v_delay, c_max_delay
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_attempts IS NULL THEN
+        SELECT t.settings INTO v_settings FROM __SCHEMA__.topic t WHERE t.name = delayq_send.topic;
+        -- The engine's settings blob is JSON; its max_attempts is set
+        -- only when the topic overrides the default.
+        IF v_settings IS NOT NULL AND octet_length(v_settings) > 0 THEN
+            v_attempts := (convert_from(v_settings, 'UTF8')::jsonb ->> 'max_attempts')::integer;
+        END IF;
+        v_attempts := coalesce(nullif(v_attempts, 0), 25);
+    ELSIF v_attempts < 1 OR v_attempts > 1000 THEN
+        RAISE EXCEPTION 'delayq_send: max_attempts %: want 1 to 1000', v_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF delayq_send.headers IS NOT NULL AND delayq_send.headers <> 'null'::jsonb THEN
+        IF jsonb_typeof(delayq_send.headers) <> 'object' THEN
+            RAISE EXCEPTION 'delayq_send: headers must be a JSON object of strings'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT count(*), coalesce(sum(octet_length(convert_to(h.key, 'UTF8')) + octet_length(convert_to(h.value #>> '{}', 'UTF8'))), 0),
+               bool_and(jsonb_typeof(h.value) = 'string') AND bool_and(h.key <> '' AND h.key !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]')
+          INTO v_n, v_size, v_ok
+          FROM jsonb_each(delayq_send.headers) h;
+        IF v_n > 64 OR v_size > 8192 THEN
+            RAISE EXCEPTION 'delayq_send: headers have % entries, % bytes; the limits are 64 and 8192', v_n, v_size
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF v_n > 0 AND NOT v_ok THEN
+            RAISE EXCEPTION 'delayq_send: headers must map non-empty keys without control characters or line separators to strings'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The store's header encoding (codec.go): per key, in key order,
+        -- 4-byte big-endian length and bytes of the key, then of the value.
+        SELECT string_agg(int4send(octet_length(convert_to(h.key, 'UTF8'))) || convert_to(h.key, 'UTF8')
+                          || int4send(octet_length(convert_to(h.value, 'UTF8'))) || convert_to(h.value, 'UTF8'),
+                          ''::bytea ORDER BY convert_to(h.key, 'UTF8'))
+          INTO v_headers FROM jsonb_each_text(delayq_send.headers) h;
+    END IF;
+    SELECT * INTO r FROM __SCHEMA__.op_insert(NULL, delayq_send.topic, ARRAY[v_id], ARRAY[v_payload], ARRAY[v_headers],
+        ARRAY[v_due], ARRAY[v_relative], ARRAY[v_delay], ARRAY[v_attempts], true);
+    message_id := r.id;
+    duplicate := r.status = 1;
+    due_at := to_timestamp(r.due_at / 1000.0);
+    RETURN NEXT;
+END $$;
+REVOKE ALL ON FUNCTION __SCHEMA__.delayq_send(text, text, bytea, bigint, jsonb, integer, timestamptz) FROM PUBLIC;
