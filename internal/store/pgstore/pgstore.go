@@ -250,6 +250,7 @@ func (s *Store) fail(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("pgstore: %s: %w", op, store.ErrClosed)
 	}
+	err = redactErr(err, s.connCfg.ConnString())
 	var be *boundError
 	if errors.As(err, &be) {
 		return fmt.Errorf("pgstore: %s: %w", op, be)

@@ -103,11 +103,15 @@ func secretParam(key string) bool {
 }
 
 // redactErr hides the connection string's secrets wherever they appear in
-// err's text (drivers quote connection strings in some errors); errors.Is
-// and errors.As still see the original.
+// err's text (drivers quote connection strings in some errors) and puts
+// the text on one line (pgx lists each address it tried on a line of its
+// own); errors.Is and errors.As still see the original.
 func redactErr(err error, connString string) error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := err.(*redactedError); ok {
+		return err
 	}
 	_, raw := redact(connString)
 	var secrets []string
@@ -124,7 +128,7 @@ func redactErr(err error, connString string) error {
 			}
 		}
 	}
-	if len(secrets) == 0 {
+	if len(secrets) == 0 && !strings.Contains(err.Error(), "\n") {
 		return err
 	}
 	return &redactedError{err: err, secrets: secrets}
@@ -140,7 +144,9 @@ func (e *redactedError) Error() string {
 	for _, p := range e.secrets {
 		s = strings.ReplaceAll(s, p, "xxxxx")
 	}
-	return s
+	s = strings.ReplaceAll(s, ":\n\t", ": ")
+	s = strings.ReplaceAll(s, "\n\t", "; ")
+	return strings.ReplaceAll(s, "\n", " ")
 }
 
 func (e *redactedError) Unwrap() error { return e.err }
