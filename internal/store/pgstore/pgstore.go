@@ -211,8 +211,9 @@ func (s *Store) check() error {
 }
 
 // bound derives the call's context: it ends Timeout from now unless the
-// caller's ends sooner. end turns a failure caused by that bound (not by
-// the caller's ctx) into an error that is not a context error.
+// caller's ends sooner. end turns a failure caused by a time bound — this
+// one, or the driver's connect timeout, which equals it — into an error
+// that is not a context error, as long as the caller's ctx did not end.
 func (s *Store) bound(ctx context.Context) (context.Context, func(*error)) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
 		return ctx, func(*error) {}
@@ -221,7 +222,10 @@ func (s *Store) bound(ctx context.Context) (context.Context, func(*error)) {
 	return bctx, func(errp *error) {
 		own := context.Cause(bctx) == errCallBound
 		cancel()
-		if errp != nil && *errp != nil && own && ctx.Err() == nil {
+		if errp == nil || *errp == nil || ctx.Err() != nil {
+			return
+		}
+		if own || errors.Is(*errp, context.DeadlineExceeded) {
 			*errp = &boundError{err: *errp, d: s.timeout}
 		}
 	}
