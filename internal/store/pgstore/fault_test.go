@@ -43,8 +43,11 @@ func calls(s *pgstore.Store) map[string]func() error {
 				Messages: []store.InsertMessage{{ID: "x", Relative: true, MaxAttempts: 3}}})
 			return err
 		},
-		"get":   func() error { _, err := s.MessageGet(ctx, "t", "a"); return err },
-		"lease": func() error { _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 1, LeaseFor: 1000, Token: "k"}); return err },
+		"get": func() error { _, err := s.MessageGet(ctx, "t", "a"); return err },
+		"lease": func() error {
+			_, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 1, LeaseFor: 1000, Token: "k"})
+			return err
+		},
 		"promote": func() error {
 			_, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "t", Max: 1})
 			return err
