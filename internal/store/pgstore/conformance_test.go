@@ -36,8 +36,6 @@ func openAt(t testing.TB, srv *pgtest.Server, mod ...func(*pgstore.Options)) *pg
 	return s
 }
 
-func callerTime(o *pgstore.Options) { o.TimeSource = pgstore.TimeCaller }
-
 // TestConformance runs the suite with TimeCaller: the SQL operations
 // judge time by each call's Now.
 func TestConformance(t *testing.T) {

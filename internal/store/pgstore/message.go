@@ -127,13 +127,13 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	n := len(p.Messages)
 	ids, payloads, headers := make([]string, n), make([][]byte, n), make([][]byte, n)
 	dues, delays, attempts := make([]int64, n), make([]int64, n), make([]int32, n)
-	relative := make([]bool, n)
+	relative, generated := make([]bool, n), make([]bool, n)
 	for i, m := range p.Messages {
 		ids[i], payloads[i], headers[i] = m.ID, m.Payload, encodeHeaders(m.Headers)
-		dues[i], relative[i], delays[i], attempts[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts
+		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
 	}
-	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, false)",
-		s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts)
+	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false)",
+		s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated)
 	if err != nil {
 		return nil, err
 	}

@@ -191,3 +191,25 @@ func TestSubscribeEndsOnClose(t *testing.T) {
 		t.Fatalf("Subscribe on a closed store: %v", err)
 	}
 }
+
+// TestGeneratedIDCollision: a send whose id the engine generated skips
+// the duplicate lookups, but an id that exists after all is still
+// answered as a duplicate (the insert conflicts, then looks).
+func TestGeneratedIDCollision(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	first := send(t, s, "t", "g", 60_000)
+	res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Messages: []store.InsertMessage{
+		{ID: "g", Relative: true, MaxAttempts: 9, Generated: true},
+		{ID: "h", Relative: true, MaxAttempts: 9, Generated: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Duplicate || res[0].Record.Seq != first.Seq || res[0].Record.MaxAttempts != 3 || res[1].Duplicate {
+		t.Fatalf("generated ids: %+v %+v", res[0], res[1])
+	}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != (store.Counts{Scheduled: 1, Ready: 1}) {
+		t.Fatalf("counts: %+v %v", tr, err)
+	}
+}

@@ -282,25 +282,30 @@ $$;
 
 -- op_insert inserts messages (store.MessageInsertMany). Arrays are
 -- parallel, one element per message; a due time is p_due[i], or now +
--- p_delay[i] when p_relative[i]. Answers one rec per message, in order:
--- status 0 new, 1 duplicate (the existing message or tombstone). With
--- p_notify it also notifies (at commit) — the path of delayq_send; the
--- engine notifies after its own commits instead (see the package doc).
+-- p_delay[i] when p_relative[i]. p_generated[i] says the id was just
+-- generated (new for sure): no duplicate lookups. Answers one rec per
+-- message, in order: status 0 new, 1 duplicate (the existing message or
+-- tombstone). With p_notify it also notifies (at commit) — the path of
+-- delayq_send; the engine notifies after its own commits instead (see the
+-- package doc).
 CREATE FUNCTION __SCHEMA__.op_insert(
     p_now bigint, p_topic text, p_ids text[], p_payloads bytea[], p_headers bytea[],
-    p_due bigint[], p_relative boolean[], p_delay bigint[], p_max_attempts integer[], p_notify boolean)
+    p_due bigint[], p_relative boolean[], p_delay bigint[], p_max_attempts integer[],
+    p_generated boolean[], p_notify boolean)
 RETURNS SETOF __SCHEMA__.rec LANGUAGE plpgsql AS $$
 DECLARE
     v_now bigint := coalesce(p_now, __SCHEMA__.now_ms());
     n integer := coalesce(array_length(p_ids, 1), 0);
     v_seqs bigint[];
     v_out __SCHEMA__.rec[];
-    v_done boolean[];
+    v_done boolean;
     i integer;
     v_try integer;
     v_due bigint;
     m __SCHEMA__.message;
     t __SCHEMA__.tombstone;
+    v_sched bigint := 0;
+    v_ready bigint := 0;
     v_earliest bigint := -1;
 BEGIN
     IF n = 0 THEN
@@ -314,26 +319,28 @@ BEGIN
     -- Seq in batch order, whatever order the rows are written in.
     FOR i IN 1..n LOOP
         v_seqs[i] := nextval('__SCHEMA__.seq');
-        v_done[i] := false;
     END LOOP;
     -- Ids in sorted order, so that two concurrent inserts sharing ids
     -- wait for each other in one order and cannot deadlock; a repeated
     -- id comes after its first occurrence and finds it.
     FOR i IN SELECT u.o FROM unnest(p_ids) WITH ORDINALITY AS u(id, o) ORDER BY u.id, u.o LOOP
+        v_done := false;
+        v_due := CASE WHEN p_relative[i] THEN v_now + p_delay[i] ELSE p_due[i] END;
         FOR v_try IN 1..10 LOOP
-            SELECT * INTO m FROM __SCHEMA__.message x WHERE x.topic = p_topic AND x.id = p_ids[i];
-            IF FOUND THEN
-                v_out[i] := __SCHEMA__.rec_msg(m, 1);
-                v_done[i] := true;
-                EXIT;
+            IF NOT coalesce(p_generated[i], false) OR v_try > 1 THEN
+                SELECT * INTO m FROM __SCHEMA__.message x WHERE x.topic = p_topic AND x.id = p_ids[i];
+                IF FOUND THEN
+                    v_out[i] := __SCHEMA__.rec_msg(m, 1);
+                    v_done := true;
+                    EXIT;
+                END IF;
+                SELECT * INTO t FROM __SCHEMA__.tombstone x WHERE x.topic = p_topic AND x.id = p_ids[i];
+                IF FOUND THEN
+                    v_out[i] := __SCHEMA__.rec_tomb(t, 1);
+                    v_done := true;
+                    EXIT;
+                END IF;
             END IF;
-            SELECT * INTO t FROM __SCHEMA__.tombstone x WHERE x.topic = p_topic AND x.id = p_ids[i];
-            IF FOUND THEN
-                v_out[i] := __SCHEMA__.rec_tomb(t, 1);
-                v_done[i] := true;
-                EXIT;
-            END IF;
-            v_due := CASE WHEN p_relative[i] THEN v_now + p_delay[i] ELSE p_due[i] END;
             -- A concurrent insert of the same id makes this wait for its
             -- transaction, then do nothing: look again.
             INSERT INTO __SCHEMA__.message (topic, id, seq, state, due_at, created_at, updated_at, max_attempts, headers, payload)
@@ -346,26 +353,34 @@ BEGIN
             END IF;
             -- The previous message of this id may have been acked (moved to
             -- tombstone) between the lookups above and the insert.
-            PERFORM 1 FROM __SCHEMA__.tombstone x WHERE x.topic = p_topic AND x.id = p_ids[i];
-            IF FOUND THEN
-                DELETE FROM __SCHEMA__.message x WHERE x.topic = p_topic AND x.id = p_ids[i];
-                CONTINUE;
+            IF NOT coalesce(p_generated[i], false) THEN
+                PERFORM 1 FROM __SCHEMA__.tombstone x WHERE x.topic = p_topic AND x.id = p_ids[i];
+                IF FOUND THEN
+                    DELETE FROM __SCHEMA__.message x WHERE x.topic = p_topic AND x.id = p_ids[i];
+                    CONTINUE;
+                END IF;
             END IF;
-            PERFORM __SCHEMA__.enqueue(m);
             IF m.state = 2 THEN
+                INSERT INTO __SCHEMA__.q_ready (topic, due_at, seq, id) VALUES (m.topic, m.due_at, m.seq, m.id);
+                v_ready := v_ready + 1;
                 v_earliest := 0;
-            ELSIF v_earliest < 0 OR m.due_at < v_earliest THEN
-                v_earliest := m.due_at;
+            ELSE
+                INSERT INTO __SCHEMA__.q_scheduled (topic, due_at, seq, id) VALUES (m.topic, m.due_at, m.seq, m.id);
+                v_sched := v_sched + 1;
+                IF v_earliest < 0 OR m.due_at < v_earliest THEN
+                    v_earliest := m.due_at;
+                END IF;
             END IF;
             v_out[i] := __SCHEMA__.rec_msg(m, 0);
-            v_done[i] := true;
+            v_done := true;
             EXIT;
         END LOOP;
-        IF NOT v_done[i] THEN
+        IF NOT v_done THEN
             RAISE EXCEPTION 'delayq: insert %/%: the id kept changing under concurrent sends and acks', p_topic, p_ids[i]
                 USING ERRCODE = '40001';
         END IF;
     END LOOP;
+    PERFORM __SCHEMA__.count_add(p_topic, v_sched, v_ready, 0, 0, 0);
     IF p_notify AND v_earliest >= 0 THEN
         PERFORM pg_notify('__CHANNEL__', p_topic || E'\t' || v_earliest);
     END IF;
@@ -910,7 +925,7 @@ BEGIN
           INTO v_headers FROM jsonb_each_text(delayq_send.headers) h;
     END IF;
     SELECT * INTO r FROM __SCHEMA__.op_insert(NULL, delayq_send.topic, ARRAY[v_id], ARRAY[v_payload], ARRAY[v_headers],
-        ARRAY[v_due], ARRAY[v_relative], ARRAY[v_delay], ARRAY[v_attempts], true);
+        ARRAY[v_due], ARRAY[v_relative], ARRAY[v_delay], ARRAY[v_attempts], ARRAY[delayq_send.id IS NULL], true);
     message_id := r.id;
     duplicate := r.status = 1;
     due_at := to_timestamp(r.due_at / 1000.0);
