@@ -248,17 +248,14 @@ func (e *boundError) Error() string {
 func (e *boundError) Is(target error) bool { return target == store.ErrUnavailable }
 
 // fail turns a driver error into a store error: ErrClosed after Close,
-// else ErrUnavailable wrapping the cause. Context errors stay visible to
-// errors.Is, unless the call's own bound caused them (see bound).
+// else ErrUnavailable wrapping the cause (its text redacted and on one
+// line). Context errors stay visible to errors.Is, unless a time bound
+// caused them (see bound).
 func (s *Store) fail(op string, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("pgstore: %s: %w", op, store.ErrClosed)
 	}
 	err = redactErr(err, s.connCfg.ConnString())
-	var be *boundError
-	if errors.As(err, &be) {
-		return fmt.Errorf("pgstore: %s: %w", op, be)
-	}
 	if hint := schemaHint(err); hint != "" {
 		return fmt.Errorf("pgstore: %s: %w: %w (%s)", op, store.ErrUnavailable, err, hint)
 	}
