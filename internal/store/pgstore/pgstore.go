@@ -48,8 +48,10 @@ type Options struct {
 	// logs show it with the password hidden (RedactURL).
 	URL string
 	// Pool is used instead of URL when set; the store does not close it.
-	// Its connections must not run in a transaction pooler (pgbouncer's
-	// transaction mode): LISTEN needs a session of its own.
+	// Its sessions must default to read committed isolation (the
+	// operations' locking relies on a fresh snapshot per statement) and
+	// must not go through a transaction pooler (pgbouncer's transaction
+	// mode): LISTEN needs a session of its own.
 	Pool *pgxpool.Pool
 	// Schema holds the store's tables and functions: 1-48 chars of
 	// [a-z0-9_], not starting with a digit. Default "delayq".
