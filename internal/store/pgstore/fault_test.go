@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
@@ -258,5 +260,37 @@ func TestLongAppTransaction(t *testing.T) {
 	}
 	if tr2, err := s.TopicGet(ctx, "t"); err != nil || tr2.Counts != tr.Counts {
 		t.Fatalf("counts after folding: %+v %v, want %+v", tr2, err, tr.Counts)
+	}
+}
+
+// TestPoolIsolation: a pool passed in whose sessions default to another
+// isolation level is refused; one in read committed is used and not
+// closed by the store.
+func TestPoolIsolation(t *testing.T) {
+	srv := pgtest.Shared(t)
+	for _, c := range []struct {
+		iso string
+		ok  bool
+	}{{"serializable", false}, {"read committed", true}} {
+		cfg, err := pgxpool.ParseConfig(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = c.iso
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := pgstore.Open(ctx, pgstore.Options{Pool: pool, Schema: srv.NewSchema()})
+		if (err == nil) != c.ok {
+			t.Errorf("Open on a %s pool: %v", c.iso, err)
+		}
+		if err == nil {
+			_ = s.Close()
+			if err := pool.Ping(ctx); err != nil {
+				t.Errorf("the store closed the pool it was given: %v", err)
+			}
+		}
+		pool.Close()
 	}
 }

@@ -146,6 +146,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		return nil, err
 	}
+	if err := s.checkIsolation(ctx); err != nil {
+		return fail(err)
+	}
 	if opts.NoMigrate {
 		if err := s.checkVersion(ctx); err != nil {
 			return fail(err)
@@ -154,6 +157,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// checkIsolation refuses sessions that do not default to read committed
+// (a Pool passed in, or a database or role configured otherwise): the
+// operations lock rows and then rely on each statement seeing what
+// committed meanwhile.
+func (s *Store) checkIsolation(ctx context.Context) (err error) {
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	var iso string
+	if err := s.pool.QueryRow(ctx, "SELECT current_setting('transaction_isolation')").Scan(&iso); err != nil {
+		return s.fail("check isolation", err)
+	}
+	if iso != "read committed" {
+		return fmt.Errorf("pgstore: sessions run in %s isolation; the store needs read committed (set default_transaction_isolation on the pool's connections)", iso)
+	}
+	return nil
 }
 
 // poolConfig parses the URL and sets what every connection of the store
