@@ -32,7 +32,17 @@ fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the cu
 bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000
 
-build: ## build bin/delayq with the release toolchain
-	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -o bin/delayq ./cmd/delayq
+build: ## build bin/delayq with the release toolchain (stamped with the VCS revision: delayq version)
+	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -buildvcs=true -o bin/delayq ./cmd/delayq
 
-.PHONY: help serve test test/short lint vulncheck gosec fixtures bench/wheel build
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+release: ## static binaries for $(PLATFORMS) in dist/, with dist/SHA256SUMS
+	rm -rf dist && mkdir -p dist
+	set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) \
+	    $(GO) build -buildvcs=true -trimpath -ldflags='-s -w' -o dist/delayq-$$os-$$arch ./cmd/delayq; \
+	done
+	cd dist && sha256sum delayq-* > SHA256SUMS && cat SHA256SUMS
+
+.PHONY: help serve test test/short lint vulncheck gosec fixtures bench/wheel build release

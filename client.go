@@ -85,9 +85,13 @@ func WithTimeout(d time.Duration) ClientOption { return func(c *Client) { c.time
 // "http://127.0.0.1:7070". A path in baseURL is kept as a prefix (for a
 // server behind a reverse proxy).
 func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
+	// host:port, as `delayq serve --addr` takes it, means http://host:port.
+	if !strings.Contains(baseURL, "://") && baseURL != "" {
+		baseURL = "http://" + baseURL
+	}
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("delayq: parse server URL: %w", err)
+		return nil, fmt.Errorf("delayq: server URL %q: want http://host:port, https://host:port or host:port", baseURL)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("delayq: server URL %q: want http://host:port or https://host:port", baseURL)

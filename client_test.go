@@ -443,12 +443,20 @@ func TestClientValidatesPathNames(t *testing.T) {
 
 func TestNewClientRejectsBadURLs(t *testing.T) {
 	t.Parallel()
-	for _, u := range []string{"", "127.0.0.1:7070", "ftp://x", "http://", "http://h/?q=1", "http://h:%zz"} {
-		if _, err := NewClient(u); err == nil {
+	for _, u := range []string{"", "ftp://x", "http://", "http://h/?q=1", "http://h:%zz", "h:%zz"} {
+		_, err := NewClient(u)
+		if err == nil {
 			t.Errorf("NewClient(%q) succeeded", u)
+		} else if strings.Contains(err.Error(), "parse") {
+			t.Errorf("NewClient(%q): %v; want our words, not the URL parser's", u, err)
 		}
 	}
-	c, err := NewClient("https://example.com/delayq/")
+	// host:port, as serve --addr takes it, is http://host:port.
+	c, err := NewClient("127.0.0.1:7070")
+	if err != nil || c.base != "http://127.0.0.1:7070" {
+		t.Fatalf("host:port: %v %v", c, err)
+	}
+	c, err = NewClient("https://example.com/delayq/")
 	if err != nil || c.base != "https://example.com/delayq" {
 		t.Fatalf("prefix: %v %q", err, c.base)
 	}

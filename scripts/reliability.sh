@@ -68,5 +68,6 @@ fuzz . FuzzClientResponse
 fuzz ./internal/store/pebblestore FuzzRecordCodec
 fuzz ./internal/store/redisstore FuzzKeyBuilder
 fuzz ./internal/store/redisstore FuzzDecodeBlob
+fuzz ./internal/store/redisstore FuzzRedisURLErrors
 
 exit $status

@@ -319,7 +319,7 @@ func TestCLIUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		b.run(t, tt.args...).failed(t, exitUsage, tt.want)
 	}
-	runCLI(t, "get", "t", "id", "--server", "localhost:7070").failed(t, exitUsage, "delayq get: --server: server URL \"localhost:7070\"")
+	runCLI(t, "get", "t", "id", "--server", "ftp://localhost:7070").failed(t, exitUsage, "delayq get: --server: server URL \"ftp://localhost:7070\"")
 	// Invalid input caught by the server is a request error, with its field.
 	b.run(t, "send", "bad topic!", "x").failed(t, exitRequest, "delayq send: invalid topic: ")
 }

@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
+
+	"github.com/delayq/delayq/internal/server"
 )
 
 // startDebug serves Go's profiling endpoints (/debug/pprof/: CPU and heap
@@ -18,19 +19,19 @@ import (
 // reveals internals and costs CPU, so the address must be loopback (reach
 // it remotely through an SSH tunnel or a port-forward). It returns a
 // function that stops the listener.
-func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
+func startDebug(addr string, allowedHosts []string, log *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	if err := checkLoopback(addr); err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Only loopback Host names and --allowed-hosts: a page on a rebound
+	// DNS name must not read profiles.
+	h, err := server.DebugHandler(allowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("--allowed-hosts: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-addr: %w", err)
@@ -39,7 +40,7 @@ func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	// /debug/pprof/profile and /trace stream for ?seconds=N (30 s by
 	// default).
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       time.Minute,

@@ -45,6 +45,9 @@ scopes produce, consume, admin (admin implies the others); patterns are
 comma-separated topic globs where * matches anything. A tokens file has one
 token per line (# comments). Prefer the file: flags show in ps.
 Without tokens the server listens only on loopback unless --insecure.
+Only loopback Host names and --allowed-hosts are answered (DNS rebinding);
+off loopback with tokens, any Host. Request bodies must be application/json
+(curl: -H 'content-type: application/json').
 /metrics needs a token with admin on "*" when tokens are configured.
 Request rate limits (--rate-limit-token, --rate-limit-ip) are off unless set;
 over a limit the answer is 429 with Retry-After.
@@ -55,6 +58,7 @@ Flags:
 // serveOpts are the flags of `delayq serve`.
 type serveOpts struct {
 	addr, data, redis, config      string
+	allowedHosts                   string
 	debugAddr                      string
 	redisPartitions                int
 	redisAllowEviction             bool
@@ -65,7 +69,9 @@ type serveOpts struct {
 	tokensFile, tlsCert, tlsKey    string
 	logFormat, logLevel            string
 	maxPayload, defaultMaxAttempts int
-	maxConns                       int
+	maxConns, maxConnsPerIP        int
+	maxTopics                      int
+	maxBodyMemory                  int64
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
 	rateToken, rateIP              float64
@@ -92,6 +98,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.BoolVar(&o.postgresMigrate, "postgres-migrate", true, "create or upgrade the PostgreSQL schema at startup (false: refuse to start unless `delayq migrate` did)")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
+	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")
 	fs.BoolVar(&o.noDashboard, "no-dashboard", false, "do not serve the web dashboard at /ui/")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address`; off by default")
 	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
@@ -105,7 +112,10 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.DurationVar(&o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
 	fs.DurationVar(&o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
-	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap")
+	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
+	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
+	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -257,6 +267,10 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err := server.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
 		return err
 	}
+	hosts := splitHostList(o.allowedHosts)
+	if err := server.CheckAllowedHosts(hosts); err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
 	if o.debugAddr != "" {
 		if err := checkLoopback(o.debugAddr); err != nil {
 			return err
@@ -281,7 +295,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	eng, err := engine.Open(ctx, engine.Config{
 		Store: st, Logger: log, Observer: obs,
 		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
-		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
+		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow, MaxTopics: o.maxTopics,
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
@@ -323,9 +337,9 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	}
 	srv, err := server.New(server.Config{
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
-		Addr: o.addr, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
+		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
-		MaxConns: o.maxConns, DrainTimeout: o.drainTimeout,
+		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
 		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
 		Metrics: m.Handler(), RequestObserver: m,
 	})
@@ -336,7 +350,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopDebug, err := startDebug(o.debugAddr, log)
+	stopDebug, err := startDebug(o.debugAddr, hosts, log)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -354,6 +368,12 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	err = srv.Serve(ctx, ln)
 	log.Info("shutting down", "err", err)
 	return err
+}
+
+// splitHostList splits --allowed-hosts at commas and spaces (a config
+// file's array arrives space-separated).
+func splitHostList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 }
 
 func serveTokens(o *serveOpts) (*auth.Set, error) {

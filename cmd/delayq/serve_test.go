@@ -81,6 +81,8 @@ func TestServeBadInputs(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, 1, "--log-level"},
 		{"debug listener not on loopback", []string{"--debug-addr", "0.0.0.0:6060", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"0.0.0.0:6060\": must be a loopback address"},
 		{"debug listener without port", []string{"--debug-addr", "127.0.0.1", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"127.0.0.1\""},
+		{"bad allowed host", []string{"--allowed-hosts", "queue.example,http://x", "--data", filepath.Join(dir, "never")}, nil, 1, `--allowed-hosts: allowed host "http://x"`},
+		{"bad allowed host in env", []string{"--data", filepath.Join(dir, "never")}, map[string]string{"DELAYQ_ALLOWED_HOSTS": "a/b"}, 1, `--allowed-hosts: allowed host "a/b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -121,6 +123,7 @@ func TestServeEndToEnd(t *testing.T) {
 	do := func(method, url, body string, withToken bool) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if withToken {
 			req.Header.Set("Authorization", "Bearer "+secret)
 		}
@@ -253,12 +256,17 @@ func TestServeDebugAddr(t *testing.T) {
 	}
 	debugAddr := ln.Addr().String()
 	ln.Close()
+	t.Setenv("DELAYQ_ALLOWED_HOSTS", "queue.test, *.dq.test")
 	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--debug-addr", debugAddr, "--log-level", "error"}
 	line, stop := startServe(t, args)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
-	get := func(url string) (int, string) {
+	get := func(url string, host ...string) (int, string) {
 		t.Helper()
-		res, err := client.Get(url)
+		req, _ := http.NewRequest("GET", url, nil)
+		if len(host) > 0 {
+			req.Host = host[0]
+		}
+		res, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,11 +284,51 @@ func TestServeDebugAddr(t *testing.T) {
 	if code, _ := get(base + "/debug/pprof/"); code == 200 {
 		t.Errorf("the API address serves /debug/pprof/ (%d); it must not", code)
 	}
+	// A foreign Host (a DNS-rebound page) is refused on both listeners;
+	// DELAYQ_ALLOWED_HOSTS' names are answered.
+	for _, u := range []string{"http://" + debugAddr + "/debug/pprof/cmdline", base + "/healthz"} {
+		if code, body := get(u, "rebind.attacker.example"); code != 403 || !strings.Contains(body, `is not allowed; add it with --allowed-hosts`) {
+			t.Errorf("%s with a foreign Host: %d %.200q", u, code, body)
+		}
+		for _, h := range []string{"queue.test", "a.dq.test:7070"} {
+			if code, body := get(u, h); code != 200 {
+				t.Errorf("%s with allowed Host %s: %d %.200q", u, h, code, body)
+			}
+		}
+	}
 	client.CloseIdleConnections()
 	if code, stderr := stop(); code != 0 {
 		t.Fatalf("exit %d; stderr %s", code, stderr)
 	}
 	if _, err := net.DialTimeout("tcp", debugAddr, time.Second); err == nil {
 		t.Error("the debug listener is still open after shutdown")
+	}
+}
+
+// TestServeRedisURLHidesPassword: a --redis URL (or DELAYQ_REDIS) that
+// does not parse is reported without its password, also when the password
+// has an unescaped '%', '/' or '?' (the parser then splits it anywhere).
+func TestServeRedisURLHidesPassword(t *testing.T) {
+	for _, u := range []string{
+		"redis://:s3kr1t@127.0.0.1:bad/0",
+		"redis://:s3k%r1t@127.0.0.1:6379/0",
+		"redis://:s3kr1t@[::1:6379/0",
+		"redis://:s3kr1t/x@127.0.0.1:6379/0",
+		"redis://:s3kr1t?x@127.0.0.1:6379/0",
+		"redis+cluster://:s3kr1t@a:bad,b:2",
+		"redis+sentinel://:s3kr1t@a:bad/m/0",
+	} {
+		for _, viaEnv := range []bool{false, true} {
+			args := []string{"--redis", u}
+			if viaEnv {
+				args = nil
+				t.Setenv("DELAYQ_REDIS", u)
+			}
+			var stdout, stderr bytes.Buffer
+			code := runServe(context.Background(), args, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), "bad URL") || strings.Contains(stderr.String(), "kr1t") {
+				t.Errorf("%s (env %v): exit %d, stderr %q; want 1, a bad URL message and no password", u, viaEnv, code, stderr.String())
+			}
+		}
 	}
 }

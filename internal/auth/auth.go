@@ -109,6 +109,16 @@ func (t *Token) AllowsEverywhere(want Scope) bool {
 	return false
 }
 
+// MaySetPushURL reports whether tok may make a topic push to newURL when
+// it pushes to oldURL now ("" for none). A push URL makes the server send
+// requests from its own network position (SSRF), so pointing a topic at a
+// new URL needs admin on "*"; keeping the URL while changing other
+// settings, or removing it, needs only admin on the topic (checked by
+// the caller). A nil tok means auth is off: everything is allowed.
+func MaySetPushURL(tok *Token, oldURL, newURL string) bool {
+	return tok == nil || newURL == "" || newURL == oldURL || tok.AllowsEverywhere(Admin)
+}
+
 // Has reports whether the token holds any scope of want on some topic.
 func (t *Token) Has(want Scope) bool {
 	eff := t.Scopes

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/auth"
 )
 
 // actTarget reads the topic (from the path or the form) and optional id
@@ -141,10 +143,35 @@ func (d *Dashboard) saveSettings(w http.ResponseWriter, r *http.Request, v *view
 	if err != nil {
 		return err
 	}
+	if err := d.checkPushURL(r, v, topic, s); err != nil {
+		return err
+	}
 	if _, err := d.q.SetTopicSettings(r.Context(), topic, s); err != nil {
 		return err
 	}
 	return redirect(w, r, "/ui/topics/"+url.PathEscape(topic)+"?done=settings")
+}
+
+// checkPushURL refuses a new push URL from a token without admin on "*"
+// (see auth.MaySetPushURL), as the API does; the form shows such a token
+// the URL read-only, so saving it back unchanged passes.
+func (d *Dashboard) checkPushURL(r *http.Request, v *viewer, topic string, s delayq.TopicSettings) error {
+	if v.token == nil || s.Push == nil || v.CanSetPushURL() {
+		return nil
+	}
+	var old string
+	ti, err := d.q.Topic(r.Context(), topic)
+	switch {
+	case errors.Is(err, delayq.ErrNotFound):
+	case err != nil:
+		return err
+	case ti.Settings.Push != nil:
+		old = ti.Settings.Push.URL
+	}
+	if !auth.MaySetPushURL(v.token, old, s.Push.URL) {
+		return fmt.Errorf("%w: setting or changing the push URL needs a token with admin on \"*\"; the other settings may be saved with the URL as it is", delayq.ErrForbidden)
+	}
+	return nil
 }
 
 // parseSettings reads the settings form. An empty field means "server

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -262,4 +263,127 @@ func TestSecurityHeaders(t *testing.T) {
 	if strings.Contains(p.body, "<script") {
 		t.Error("the dashboard must not use scripts")
 	}
+}
+
+// TestStaticNoDirectoryListing: the static directory is not listed (it
+// would reveal the embedded file names), and files are still served.
+func TestStaticNoDirectoryListing(t *testing.T) {
+	b := setup(t, setupOpts{})
+	br := b.browser(t)
+	for _, path := range []string{"/ui/static/", "/ui/static", "/ui/static/.", "/ui/static//", "/ui/static/style.css/"} {
+		p := br.get(path)
+		if p.status == http.StatusOK || strings.Contains(p.body, `href="style.css"`) {
+			t.Errorf("GET %s: %d, a listing of the static files:\n%s", path, p.status, p.body)
+		}
+	}
+	p := br.get("/ui/static/")
+	wantStatus(t, p, http.StatusNotFound)
+	if p.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("a 404 is cached: Cache-Control %q", p.header.Get("Cache-Control"))
+	}
+	wantStatus(t, br.get("/ui/static/style.css"), http.StatusOK)
+	wantStatus(t, br.get("/ui/static/nope.css"), http.StatusNotFound)
+}
+
+// TestLoginFloodKeepsOtherIdentitiesSessions: any token holder can log in
+// again and again; that must not log out the users of other tokens (it
+// used to: enough logins filled the session table, and each new one
+// evicted the session expiring soonest, whoever's it was). The flooder's
+// own oldest sessions go instead.
+func TestLoginFloodKeepsOtherIdentitiesSessions(t *testing.T) {
+	const maxSessions = 150
+	b := setup(t, setupOpts{maxSessions: maxSessions})
+	victim := b.login(t, opsSecret)
+	wantStatus(t, victim.get("/ui/"), http.StatusOK)
+
+	// The flood: logins with the producer token, without a cookie jar, so
+	// each one makes a new session (as many browsers would).
+	vis := b.browser(t)
+	vis.get("/ui/login") // a visitor cookie and its CSRF token
+	u, _ := url.Parse(b.ts.URL + "/ui/")
+	visitor := vis.c.Jar.Cookies(u)
+	login := func() string {
+		form := url.Values{"token": {producerSecret}, "csrf": {vis.csrf}}
+		req, _ := http.NewRequest("POST", b.ts.URL+"/ui/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.ts.URL)
+		for _, c := range visitor {
+			req.AddCookie(c)
+		}
+		res, err := b.ts.Client().Transport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		for _, c := range res.Cookies() {
+			if c.Name == "delayq_session" && c.Value != "" {
+				return c.Value
+			}
+		}
+		t.Fatalf("login %d: no session cookie", res.StatusCode)
+		return ""
+	}
+	var first, last string
+	for i := range maxSessions + 50 {
+		sid := login()
+		if i == 0 {
+			first = sid
+		}
+		last = sid
+	}
+	withSession := func(sid string) int {
+		br := b.browser(t)
+		br.c.Jar.SetCookies(u, []*http.Cookie{{Name: "delayq_session", Value: sid, Path: "/ui/"}})
+		return br.get("/ui/").status
+	}
+	if s := victim.get("/ui/").status; s != http.StatusOK {
+		t.Errorf("another token's login flood logged the ops user out: GET /ui/ %d, want 200", s)
+	}
+	if s := withSession(last); s != http.StatusOK {
+		t.Errorf("the flooder's newest session: %d, want 200", s)
+	}
+	if s := withSession(first); s != http.StatusSeeOther {
+		t.Errorf("the flooder's oldest session: %d, want 303 to login (evicted)", s)
+	}
+}
+
+// TestPushURLNeedsGlobalAdmin: in the dashboard as in the API, only an
+// admin on "*" may point a topic at a push URL; an admin of billing.*
+// may save the other settings with the URL unchanged.
+func TestPushURLNeedsGlobalAdmin(t *testing.T) {
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	pushURL := func() string {
+		ti, err := b.eng.Topic(ctx, "billing.eu")
+		if err != nil || ti.Settings.Push == nil {
+			return ""
+		}
+		return ti.Settings.Push.URL
+	}
+	billing := b.login(t, billingSecret)
+	billing.get("/ui/topics/billing.eu")
+	p := billing.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://169.254.169.254/latest"}})
+	wantStatus(t, p, http.StatusForbidden)
+	wantBody(t, p, `admin on &#34;*&#34;`)
+	if u := pushURL(); u != "" {
+		t.Fatalf("refused save stored push URL %q", u)
+	}
+
+	ops := b.login(t, opsSecret)
+	ops.get("/ui/topics/billing.eu")
+	wantStatus(t, ops.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://hooks.example/in"}}), http.StatusSeeOther)
+
+	// The form shows billing the URL read-only and it saves unchanged.
+	page := billing.get("/ui/topics/billing.eu")
+	wantBody(t, page, `name="push_url" value="http://hooks.example/in" readonly`)
+	wantStatus(t, billing.post("/ui/topics/billing.eu/settings", url.Values{"max_attempts": {"5"}, "push_url": {"http://hooks.example/in"}}), http.StatusSeeOther)
+	if ti, err := b.eng.Topic(ctx, "billing.eu"); err != nil || ti.Settings.MaxAttempts != 5 || pushURL() != "http://hooks.example/in" {
+		t.Fatalf("topic admin's save: %+v %v", ti, err)
+	}
+	billing.get("/ui/topics/billing.eu")
+	wantStatus(t, billing.post("/ui/topics/billing.eu/settings", url.Values{"push_url": {"http://10.0.0.1/"}}), http.StatusForbidden)
+	if u := pushURL(); u != "http://hooks.example/in" {
+		t.Fatalf("push URL %q after a refused change", u)
+	}
+	wantNotBody(t, ops.get("/ui/topics/billing.eu"), "readonly")
 }

@@ -19,8 +19,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL  = 8 * time.Hour
-	DefaultMaxSessions = 10000
+	DefaultSessionTTL          = 8 * time.Hour
+	DefaultMaxSessions         = 10000
+	DefaultMaxSessionsPerToken = 100
 	// formBodyBytes bounds a form post (settings are the largest).
 	formBodyBytes = 64 << 10
 )
@@ -50,9 +51,13 @@ type Config struct {
 	Now func() time.Time
 	// SessionTTL is how long a login lasts. Default 8 h.
 	SessionTTL time.Duration
-	// MaxSessions bounds live sessions (the soonest expiring is dropped
-	// when full). Default 10000.
+	// MaxSessions bounds live sessions; when full, the oldest session of
+	// the token with the most sessions is dropped. Default 10000.
 	MaxSessions int
+	// MaxSessionsPerToken bounds the live sessions of one token (by
+	// name): a login beyond it ends that token's oldest session, never
+	// another token's. Default 100.
+	MaxSessionsPerToken int
 	// Key signs CSRF tokens. Default: 32 random bytes per process.
 	Key []byte
 }
@@ -70,6 +75,7 @@ type Dashboard struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	static   http.Handler
+	staticFS fs.FS
 }
 
 // New checks cfg and builds the dashboard.
@@ -82,21 +88,22 @@ func New(cfg Config) (*Dashboard, error) {
 	}
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
 	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
+	cfg.MaxSessionsPerToken = cmp.Or(cfg.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
 	if len(cfg.Key) == 0 {
 		cfg.Key = []byte(randomID())
 	}
 	d := &Dashboard{
 		cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
 		q: cfg.Queue, rec: cfg.Recorder,
-		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions),
+		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken),
 	}
 	d.upcoming, d.fallback = findUpcoming(cfg)
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
-	static, _ := fs.Sub(assets, "static")
-	d.static = http.StripPrefix("/ui/static/", http.FileServerFS(static))
+	d.staticFS, _ = fs.Sub(assets, "static")
+	d.static = http.StripPrefix("/ui/static/", http.FileServerFS(d.staticFS))
 	d.mux = http.NewServeMux()
 	d.routes()
 	return d, nil
@@ -163,7 +170,13 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	if strings.HasPrefix(r.URL.Path, "/ui/static/") {
+	if name, ok := strings.CutPrefix(r.URL.Path, "/ui/static/"); ok {
+		// Files only: http.FileServer would list a directory.
+		if fi, err := fs.Stat(d.staticFS, name); err != nil || fi.IsDir() {
+			h.Set("Cache-Control", "no-store")
+			d.renderError(w, r, nil, errPageNotFound)
+			return
+		}
 		h.Set("Cache-Control", "public, max-age=3600")
 		d.static.ServeHTTP(w, r)
 		return

@@ -32,7 +32,9 @@
 // dashboard keeps a random 256-bit session id in a cookie (HttpOnly,
 // SameSite=Strict, Path /ui/, Secure over TLS). The server maps the id's
 // SHA-256 to the token's identity and an expiry (Config.SessionTTL); the
-// secret is never stored. Sessions are bounded (Config.MaxSessions).
+// secret is never stored. Sessions are bounded per token
+// (Config.MaxSessionsPerToken: a token's logins beyond it end its own
+// oldest sessions, never another token's) and in all (Config.MaxSessions).
 //
 // Reading needs the scope the API needs for the same data: consume for
 // topic stats, upcoming, timeliness and dead letters; produce or consume

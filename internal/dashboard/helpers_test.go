@@ -74,6 +74,8 @@ type setupOpts struct {
 	// plainQueue hides the engine's own methods (DueCounts) behind the
 	// bare Queue interface, as a remote queue would, to test fallbacks.
 	plainQueue bool
+	// maxSessions is Config.MaxSessions (0: the default).
+	maxSessions int
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -93,7 +95,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if !o.noAuth {
 		tokens = testTokens(t)
 	}
-	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: o.upcoming})
+	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: o.upcoming, MaxSessions: o.maxSessions})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,52 +34,92 @@ type session struct {
 	expires time.Time
 }
 
-// sessionStore maps hashed session ids to sessions. It holds at most max
-// sessions: when full, expired ones are dropped, then the one expiring
-// soonest. Safe for concurrent use.
-type sessionStore struct {
-	now func() time.Time
-	ttl time.Duration
-	max int
+type sessionKey = [sha256.Size]byte
 
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]*session
+// sessionStore maps hashed session ids to sessions. It holds at most
+// perToken sessions per token (by name): a login beyond that ends the
+// token's oldest session, never another token's, so one token holder
+// logging in over and over cannot log everybody else out. It holds at
+// most max sessions in all: when full, expired ones are dropped, then the
+// oldest session of the token holding the most. Safe for concurrent use.
+type sessionStore struct {
+	now      func() time.Time
+	ttl      time.Duration
+	max      int
+	perToken int
+
+	mu      sync.Mutex
+	m       map[sessionKey]*session
+	byToken map[string][]sessionKey // oldest first (one TTL for all: expiry order)
 }
 
-func newSessionStore(now func() time.Time, ttl time.Duration, max int) *sessionStore {
-	return &sessionStore{now: now, ttl: ttl, max: max, m: make(map[[sha256.Size]byte]*session)}
+func newSessionStore(now func() time.Time, ttl time.Duration, max, perToken int) *sessionStore {
+	return &sessionStore{
+		now: now, ttl: ttl, max: max, perToken: perToken,
+		m: make(map[sessionKey]*session), byToken: make(map[string][]sessionKey),
+	}
 }
 
 // create starts a session for tok and returns its id.
 func (s *sessionStore) create(tok *auth.Token) string {
 	id := randomID()
+	k := sha256.Sum256([]byte(id))
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if own := s.byToken[tok.Name]; len(own) > 0 && len(own) >= s.perToken {
+		s.remove(own[0])
+	}
 	if len(s.m) >= s.max {
 		s.evict(now)
 	}
-	s.m[sha256.Sum256([]byte(id))] = &session{token: tok, expires: now.Add(s.ttl)}
+	s.m[k] = &session{token: tok, expires: now.Add(s.ttl)}
+	s.byToken[tok.Name] = append(s.byToken[tok.Name], k)
 	return id
 }
 
-// evict drops expired sessions, and the soonest-expiring one if none
-// was. s.mu held.
+// remove forgets a session. s.mu held.
+func (s *sessionStore) remove(k sessionKey) {
+	ss := s.m[k]
+	if ss == nil {
+		return
+	}
+	delete(s.m, k)
+	name := ss.token.Name
+	own := s.byToken[name]
+	for i, o := range own {
+		if o == k {
+			own = append(own[:i], own[i+1:]...)
+			break
+		}
+	}
+	if len(own) == 0 {
+		delete(s.byToken, name) // names of tokens nobody uses cost nothing
+	} else {
+		s.byToken[name] = own
+	}
+}
+
+// evict drops expired sessions, and if none was, the oldest session of
+// the token holding the most. s.mu held.
 func (s *sessionStore) evict(now time.Time) {
-	var oldest [sha256.Size]byte
-	var oldestExp time.Time
 	n := len(s.m)
 	for k, v := range s.m {
 		if !now.Before(v.expires) {
-			delete(s.m, k)
-			continue
-		}
-		if oldestExp.IsZero() || v.expires.Before(oldestExp) {
-			oldest, oldestExp = k, v.expires
+			s.remove(k)
 		}
 	}
-	if len(s.m) == n && !oldestExp.IsZero() {
-		delete(s.m, oldest)
+	if len(s.m) < n {
+		return
+	}
+	var most []sessionKey
+	for _, own := range s.byToken {
+		if len(own) > len(most) {
+			most = own
+		}
+	}
+	if len(most) > 0 {
+		s.remove(most[0])
 	}
 }
 
@@ -97,7 +137,7 @@ func (s *sessionStore) get(id string) *session {
 		return nil
 	}
 	if !s.now().Before(ss.expires) {
-		delete(s.m, k)
+		s.remove(k)
 		return nil
 	}
 	return ss
@@ -105,7 +145,7 @@ func (s *sessionStore) get(id string) *session {
 
 func (s *sessionStore) delete(id string) {
 	s.mu.Lock()
-	delete(s.m, sha256.Sum256([]byte(id)))
+	s.remove(sha256.Sum256([]byte(id)))
 	s.mu.Unlock()
 }
 

@@ -140,7 +140,7 @@ func TestDueBuckets(t *testing.T) {
 func TestSessions(t *testing.T) {
 	sim := clock.NewSim(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tok, _ := auth.ParseToken("ops:ops-secret-0123456789abcdef:admin:*")
-	s := newSessionStore(sim.Now, time.Hour, 2)
+	s := newSessionStore(sim.Now, time.Hour, 2, 10)
 	a := s.create(tok)
 	sim.Advance(time.Minute)
 	b := s.create(tok)
@@ -157,6 +157,63 @@ func TestSessions(t *testing.T) {
 	}
 	if s.get("") != nil {
 		t.Error("empty id is no session")
+	}
+}
+
+// TestSessionsPerToken: a token's logins beyond its cap end its own
+// oldest sessions; when the table is full, the token holding the most
+// loses its oldest; logout and expiry keep the bookkeeping exact.
+func TestSessionsPerToken(t *testing.T) {
+	sim := clock.NewSim(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	tok := func(spec string) *auth.Token {
+		tk, err := auth.ParseToken(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	ops, flood, third := tok("ops:ops-secret-0123456789abcdef:admin:*"), tok("flood:flood-secret-0123456789ab:produce:*"), tok("third:third-secret-0123456789ab:consume:*")
+	s := newSessionStore(sim.Now, time.Hour, 7, 3)
+	victim := s.create(ops)
+	var ids []string
+	for range 50 {
+		sim.Advance(time.Second)
+		ids = append(ids, s.create(flood))
+	}
+	if s.get(victim) == nil {
+		t.Fatal("another token's logins ended ops's session")
+	}
+	for i, id := range ids {
+		if live := s.get(id) != nil; live != (i >= len(ids)-3) {
+			t.Errorf("flood session %d live=%v; want only the newest 3", i, live)
+		}
+	}
+	if s.len() != 4 || len(s.byToken["flood"]) != 3 {
+		t.Fatalf("len %d, flood holds %d; want 4 and 3", s.len(), len(s.byToken["flood"]))
+	}
+	// Full table (7): the token with the most sessions gives one up.
+	a, b := s.create(ops), s.create(third)
+	c := s.create(third) // 7 sessions now: ops 2, flood 3, third 2
+	d := s.create(third) // full: flood, holding the most, loses its oldest
+	if s.len() != 7 || s.get(ids[len(ids)-3]) != nil || len(s.byToken["flood"]) != 2 {
+		t.Errorf("full table: len %d, flood's oldest live %v, flood holds %d", s.len(), s.get(ids[len(ids)-3]) != nil, len(s.byToken["flood"]))
+	}
+	for _, id := range []string{victim, a, b, c, d} {
+		if s.get(id) == nil {
+			t.Error("a session of a token holding fewer was evicted")
+		}
+	}
+	s.delete(victim)
+	s.delete(a)
+	if _, ok := s.byToken["ops"]; ok {
+		t.Error("a token without sessions still has an entry")
+	}
+	sim.Advance(2 * time.Hour)
+	for _, id := range append(ids, b, c, d) {
+		s.get(id)
+	}
+	if s.len() != 0 || len(s.byToken) != 0 {
+		t.Errorf("after expiry: len %d, byToken %v", s.len(), s.byToken)
 	}
 }
 

@@ -40,6 +40,12 @@ func (v *viewer) CanRead(topic string) bool { return v.allows(readScope, topic) 
 // CanAct reports whether the viewer may change a topic and its messages.
 func (v *viewer) CanAct(topic string) bool { return v.allows(actScope, topic) }
 
+// CanSetPushURL reports whether the viewer may point a topic's push at a
+// new URL: admin on "*" (auth.MaySetPushURL).
+func (v *viewer) CanSetPushURL() bool {
+	return v.authOff || (v.token != nil && v.token.AllowsEverywhere(auth.Admin))
+}
+
 // CanActSomewhere reports whether any topic may be changed (for the badge).
 func (v *viewer) CanActSomewhere() bool {
 	return v.authOff || (v.token != nil && v.token.Has(actScope))

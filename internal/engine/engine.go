@@ -72,6 +72,9 @@ type Config struct {
 	// DedupWindow is how long an acked message's id still dedups sends.
 	// Default 24 h.
 	DedupWindow time.Duration
+	// MaxTopics bounds the topics sends and SetTopicSettings may create
+	// (see topicLimit); existing topics keep working. 0: no limit.
+	MaxTopics int
 
 	sweepEvery time.Duration // the safety sweep's period; tests shorten it
 }
@@ -87,6 +90,7 @@ type Engine struct {
 	maxDelay time.Duration
 	dedup    time.Duration
 	sweep    time.Duration // safety sweep period
+	known    *topicLimit   // nil: no topic limit
 
 	ids   idGen
 	sched *scheduler
@@ -132,6 +136,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := validateSettings(e.defaults); err != nil {
 		return nil, fmt.Errorf("engine: default settings: %w", err)
 	}
+	switch {
+	case cfg.MaxTopics < 0:
+		return nil, errors.New("engine: MaxTopics must not be negative (0: no limit)")
+	case cfg.MaxTopics > 0:
+		e.known = newTopicLimit(cfg.MaxTopics)
+	}
 	e.gate = localGate{}
 	if rl, ok := e.st.(store.RateLimiter); ok {
 		e.gate = storeGate{rl: rl, obs: e.obs}
@@ -164,10 +174,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 // messages to arm) or already have it: an idle topic costs no memory.
 func (e *Engine) recover(ctx context.Context) error {
 	epoch := e.settingsEpoch.Load()
+	mark := e.known.begin()
 	recs, err := e.st.TopicList(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: list topics: %w", err)
 	}
+	e.known.refresh(recs, mark)
 	for _, r := range recs {
 		if r.NextLeaseExpiry != 0 {
 			e.sched.armExpire(r.NextLeaseExpiry)

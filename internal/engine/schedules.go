@@ -326,7 +326,10 @@ func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, 
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		When: delayq.When{DeliverAt: msTime(tick + sp.DelayMS)},
 	}
-	_, err := e.Send(ctx, sp.Topic, req)
+	res, err := e.sendBatch(ctx, sp.Topic, []delayq.SendRequest{req}, false) // no topic limit: an admin on "*" made the schedule
+	if err == nil {
+		err = res[0].Err
+	}
 	if errors.Is(err, delayq.ErrInvalid) || errors.Is(err, delayq.ErrTooLarge) {
 		e.log.Error("schedule tick not sent: the message is invalid", "schedule", name, "tick", msTime(tick), "err", err)
 		return nil

@@ -21,6 +21,12 @@ func (e *Engine) Send(ctx context.Context, topic string, req delayq.SendRequest)
 // SendBatch implements delayq.Queue. Valid items are inserted in one
 // durable store write; invalid ones get their error in place.
 func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.SendRequest) ([]delayq.SendResult, error) {
+	return e.sendBatch(ctx, topicName, reqs, true)
+}
+
+// sendBatch is SendBatch; limit false skips the topic limit (recurring
+// schedules, which only an admin on "*" creates).
+func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []delayq.SendRequest, limit bool) ([]delayq.SendResult, error) {
 	if err := delayq.ValidateTopic(topicName); err != nil {
 		return nil, err
 	}
@@ -53,6 +59,11 @@ func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.
 	}
 	if len(msgs) == 0 {
 		return results, nil
+	}
+	if limit {
+		if err := e.admitTopic(ctx, topicName); err != nil {
+			return nil, err
+		}
 	}
 	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topicName, Now: now, Messages: msgs})
 	if err != nil {

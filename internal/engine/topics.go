@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -208,6 +209,9 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.Top
 	if err := validateSettings(s); err != nil {
 		return nil, err
 	}
+	if err := e.admitTopic(ctx, name); err != nil {
+		return nil, err
+	}
 	if s.Push != nil {
 		p := *s.Push
 		p.SecretSet = false
@@ -309,4 +313,108 @@ func (e *Engine) topicInfo(r *store.TopicRecord) (*delayq.TopicInfo, error) {
 		NextDue:     msTime(r.NextDue),
 		OldestReady: msTime(r.OldestReady),
 	}, nil
+}
+
+// DefaultMaxTopics is the topic limit `delayq serve` starts with.
+const DefaultMaxTopics = 10000
+
+// topicLimit bounds the topics sends and settings may create. Every topic
+// costs store space, a row in every topic listing (the safety sweep lists
+// them all every few seconds) and series in /metrics, and any produce
+// token could otherwise create them without end. It knows the topic
+// names: all of the store's at Open and at every safety sweep, plus those
+// admitted since. Names need no store read on the hot path; a name not
+// known yet at the limit is looked up in the store (another server may
+// have created it) before it is refused.
+//
+// Several servers sharing a store each count from their own last sweep,
+// so together they may exceed the limit by the topics the others created
+// since (at most one sweep period's worth, 5 s). A name admitted whose
+// insert then failed counts until the next sweep drops it.
+type topicLimit struct {
+	max int
+
+	mu    sync.RWMutex
+	gen   uint64            // incremented by begin
+	names map[string]uint64 // the gen a name was admitted in; 0: listed by the store
+}
+
+func newTopicLimit(max int) *topicLimit {
+	return &topicLimit{max: max, names: make(map[string]uint64)}
+}
+
+// begin starts a refresh: names admitted from now on survive it. Call it
+// before listing the store's topics.
+func (l *topicLimit) begin() uint64 {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	return l.gen
+}
+
+// refresh replaces the known names with the store's, keeping those
+// admitted since begin returned mark (their topics may be missing from
+// the listing).
+func (l *topicLimit) refresh(recs []*store.TopicRecord, mark uint64) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make(map[string]uint64, max(len(recs), len(l.names)))
+	for _, r := range recs {
+		names[r.Name] = 0
+	}
+	for n, g := range l.names {
+		if g >= mark {
+			names[n] = g
+		}
+	}
+	l.names = names
+}
+
+// admit reports whether name is known, or could be added under the limit
+// (it then is).
+func (l *topicLimit) admit(name string) bool {
+	l.mu.RLock()
+	_, ok := l.names[name]
+	l.mu.RUnlock()
+	if ok {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.names[name]; ok || len(l.names) < l.max {
+		l.names[name] = l.gen
+		return true
+	}
+	return false
+}
+
+// add records an existing topic's name.
+func (l *topicLimit) add(name string) {
+	l.mu.Lock()
+	l.names[name] = l.gen
+	l.mu.Unlock()
+}
+
+// admitTopic lets a write to topic name go on if the topic exists or may
+// be created under the topic limit, else answers a conflict naming it.
+func (e *Engine) admitTopic(ctx context.Context, name string) error {
+	if e.known == nil || e.known.admit(name) {
+		return nil
+	}
+	_, err := e.st.TopicGet(ctx, name)
+	switch {
+	case err == nil: // made by another server since our last sweep
+		e.known.add(name)
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return &opError{kind: delayq.ErrConflict, msg: fmt.Sprintf(
+			"topic limit reached: the server has its limit of %d topics (delayq serve --max-topics), so topic %s cannot be created; use an existing topic, or raise the limit", e.known.max, name)}
+	}
+	return storeErr("read", "topic "+name, err)
 }

@@ -5,10 +5,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/delayq/delayq"
 )
 
 // queueCollector turns Queue.Topics into gauges at scrape time, so the
 // numbers are the store's (kept incrementally; reading them never scans).
+// Topics without messages get no per-topic gauges (they count in
+// delayq_topics), so a scrape costs O(topics with messages) series.
 type queueCollector struct {
 	q   TopicLister
 	now func() time.Time
@@ -50,6 +54,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(infos)))
 	now := c.now()
 	for _, t := range infos {
+		if t.Counts == (delayq.TopicCounts{}) {
+			// No messages: nothing to watch, and any produce token can
+			// make such topics by the thousand (then five series each).
+			continue
+		}
 		for _, s := range []struct {
 			state string
 			n     int64

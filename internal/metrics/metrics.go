@@ -11,13 +11,18 @@
 //
 // # Caveat
 //
-// Per-topic series grow with the number of topics. Topics are created on
-// first use, so operators with many short-lived topics should drop the
-// topic label at scrape time (metric_relabel_configs).
+// Per-topic series grow with the number of topics. The scrape-time gauges
+// cover topics that hold messages only (an empty topic has none), but the
+// event counters and histograms keep a series for every topic that had
+// traffic since the server started. Topics are created on first use, so
+// bound them (delayq serve --max-topics, default 10000), and operators
+// with many short-lived topics should drop the topic label at scrape time
+// (metric_relabel_configs).
 package metrics
 
 import (
 	"context"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"net/http"
 	"strconv"
 	"time"
@@ -82,7 +87,15 @@ func New() *Metrics {
 			Namespace: "delayq", Name: "http_requests_in_flight", Help: "HTTP requests being served.",
 		}),
 	}
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "delayq", Name: "build_info",
+		Help:        "Always 1; the labels say which build is running.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Short(), "goversion": bi.Go},
+	})
+	build.Set(1)
 	m.reg.MustRegister(
+		build,
 		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
 		m.early, m.lateness, m.throttled, m.storeErrors, m.httpDuration, m.httpInflight,
 		collectors.NewGoCollector(),

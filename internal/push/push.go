@@ -36,11 +36,15 @@
 //
 // # Security
 //
-// Push URLs are set by admins (PUT /v1/topics/{topic} needs the admin
-// scope) and the server POSTs wherever they point, including loopback and
-// private addresses: whoever may set topic settings may make the server
-// send requests inside its network (SSRF). Only http and https URLs are
-// accepted. Restrict the admin scope accordingly, or filter egress.
+// Push URLs are set by admins on "*" (the HTTP API and the dashboard
+// refuse a new push.url from an admin of some topics only) and the server
+// POSTs wherever they point, including loopback and private addresses:
+// whoever may set them may make the server send requests inside its
+// network (SSRF). Only http and https URLs are
+// accepted. Restrict the admin scope accordingly, or filter egress. What a
+// receiver answers is never read back to API callers: a message's last
+// error holds the status code or a fixed description of the failure, and
+// the answer itself goes to the debug log only.
 //
 // # Concurrency
 //
@@ -52,16 +56,19 @@ package push
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -384,7 +391,7 @@ const settleTimeout = 10 * time.Second
 
 // deliver pushes one leased message and acks or nacks it.
 func (p *pusher) deliver(m *delayq.Message) {
-	reason := p.push(m)
+	reason, detail := p.push(m)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if reason == "" {
@@ -393,21 +400,29 @@ func (p *pusher) deliver(m *delayq.Message) {
 		}
 		return
 	}
-	p.s.log.Debug("push failed", "topic", p.topic, "id", m.ID, "attempt", m.Attempt, "reason", reason)
+	p.s.log.Debug("push failed", "topic", p.topic, "id", m.ID, "attempt", m.Attempt, "reason", reason, "detail", detail)
 	if _, err := p.s.q.Nack(ctx, p.topic, m.ID, m.Receipt, delayq.NackRequest{Reason: reason}); err != nil {
 		p.s.log.Warn("push: nack", "topic", p.topic, "id", m.ID, "err", err)
 	}
 }
 
 // push POSTs m and returns "" on a 2xx answer, else the failure reason
-// that becomes the message's last error.
-func (p *pusher) push(m *delayq.Message) string {
+// that becomes the message's last error, and for the debug log the
+// details behind it.
+//
+// The reason never quotes the receiver: last_error is readable by consume
+// tokens and read-only dashboard viewers, and a push URL may point inside
+// the server's network (SSRF), so a receiver's body, reason phrase or
+// non-HTTP banner would be read back through it. Only the status code
+// (with Go's fixed text for it) or a fixed description of the failure is
+// kept; the receiver's words go to the debug log for the operator.
+func (p *pusher) push(m *delayq.Message) (reason, detail string) {
 	body := Body(m)
 	ctx, cancel := context.WithTimeout(p.pushCtx, p.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return "push: " + err.Error()
+		return "push: invalid request for the push URL", err.Error()
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -422,23 +437,45 @@ func (p *pusher) push(m *delayq.Message) string {
 	if err != nil {
 		switch {
 		case p.pushCtx.Err() != nil:
-			return "push cancelled: server shutting down"
+			return "push cancelled: server shutting down", err.Error()
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return fmt.Sprintf("push: timeout after %s", p.cfg.Timeout)
+			return fmt.Sprintf("push: timeout after %s", p.cfg.Timeout), err.Error()
 		}
-		return "push: " + err.Error()
+		return transportReason(err), printable([]byte(err.Error()), 1000)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return ""
+		return "", ""
 	}
-	reason := "push: HTTP " + resp.Status
-	if s := printable(snippet, 200); s != "" {
-		reason += ": " + s
+	reason = "push: HTTP " + strconv.Itoa(resp.StatusCode)
+	if t := http.StatusText(resp.StatusCode); t != "" {
+		reason += " " + t
 	}
-	return reason
+	return reason, printable([]byte(resp.Status+": "+string(snippet)), 600)
+}
+
+// transportReason describes a failed request without quoting it: the
+// error's text may carry the receiver's bytes (Go quotes a malformed
+// answer, an SSH banner say, in the error).
+func transportReason(err error) string {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	switch {
+	case errors.As(err, &dnsErr):
+		return "push: cannot resolve the push URL's host"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "push: connection refused"
+	case errors.As(err, &certErr):
+		return "push: the receiver's TLS certificate is not trusted"
+	case errors.As(err, &recErr):
+		return "push: TLS handshake failed (the receiver does not speak TLS)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "push: the receiver closed the connection without an answer"
+	}
+	return "push: request failed (details in the server's debug log)"
 }
 
 // Body is the JSON body pushed for m (wire.PushBody).

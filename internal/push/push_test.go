@@ -104,13 +104,18 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupLog(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func setupLog(t *testing.T, log *slog.Logger) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	e, err := engine.Open(ctx, engine.Config{Store: memstore.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := push.New(push.Config{Queue: e, Refresh: 50 * time.Millisecond, Wait: 200 * time.Millisecond, LeaseMargin: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +346,90 @@ func TestVerifyPushSignature(t *testing.T) {
 	for name, err := range cases {
 		if !errors.Is(err, delayq.ErrBadSignature) {
 			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+}
+
+// rawReceiver accepts connections, reads one request head and answers
+// the given bytes verbatim, then closes.
+func rawReceiver(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 64<<10)
+			var head []byte
+			for !strings.Contains(string(head), "\r\n\r\n") {
+				n, err := c.Read(buf)
+				if err != nil {
+					break
+				}
+				head = append(head, buf[:n]...)
+			}
+			_, _ = c.Write([]byte(answer))
+			c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPushAnswersNotReflected: whatever a receiver answers (a body, a
+// reason phrase of its choosing, or bytes that are not HTTP at all, such
+// as an SSH banner on an internal port) never reaches last_error, which
+// consume tokens and read-only dashboard viewers can read: a push URL
+// pointed inside the network must not read anything back. last_error
+// gets a fixed description; the details go to the server's debug log.
+func TestPushAnswersNotReflected(t *testing.T) {
+	logs := &syncBuffer{}
+	b := setupLog(t, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	for _, tc := range []struct {
+		topic, answer, want string
+	}{
+		{"body", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 27\r\nConnection: close\r\n\r\ninternal-secret-body-abc123", "push: HTTP 500 Internal Server Error"},
+		{"reason", "HTTP/1.1 403 internal-secret-reason\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", "push: HTTP 403 Forbidden"},
+		{"banner", "SSH-2.0-internal-secret-banner\r\n", "push: request failed"},
+	} {
+		url := rawReceiver(t, tc.answer)
+		b.configure(t, tc.topic, &delayq.PushSettings{URL: url, Timeout: time.Second}, 1)
+		b.send(t, tc.topic, "m1", "x")
+		m := b.waitState(t, tc.topic, "m1", delayq.StateDead)
+		if !strings.HasPrefix(m.LastError, tc.want) || strings.Contains(m.LastError, "internal-secret") {
+			t.Errorf("%s: last error %q, want %q… without the receiver's words", tc.topic, m.LastError, tc.want)
+		}
+	}
+	// The operator still finds out what happened.
+	for _, s := range []string{"internal-secret-body-abc123", "internal-secret-reason"} {
+		if !strings.Contains(logs.String(), s) {
+			t.Errorf("debug log lacks %q:\n%s", s, logs.String())
 		}
 	}
 }

@@ -176,3 +176,59 @@ func TestAuthMatrix(t *testing.T) {
 	// And a permitted write works.
 	want(t, b.do(t, "POST", tp+"/messages", `{"payload":"x"}`, "Authorization", "Bearer "+prodSecret), 201)
 }
+
+// TestPushURLNeedsGlobalAdmin: pointing a topic at a URL makes the server
+// send requests from its own network position (SSRF), so setting or
+// changing push.url needs admin on "*". An admin of some topics only
+// ("orders.*") may still change the other settings, keeping the push URL
+// as it is, and may remove it.
+func TestPushURLNeedsGlobalAdmin(t *testing.T) {
+	tadmin, err := auth.ParseToken("tadmin:tadmin-secret-0123456789a:admin:orders.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	global, _ := auth.ParseToken("admin:" + adminSecret + ":admin:*")
+	set, err := auth.NewSet([]*auth.Token{tadmin, global})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, func(c *Config) { c.Tokens = set })
+	const tp = "/v1/topics/orders.eu"
+	asT := []string{"Authorization", "Bearer tadmin-secret-0123456789a"}
+	asG := []string{"Authorization", "Bearer " + adminSecret}
+	pushURL := func() string {
+		t.Helper()
+		r := b.do(t, "GET", tp, "", asG...)
+		if r.status == 404 {
+			return "" // no settings at all
+		}
+		want(t, r, 200)
+		if p := into[wire.Topic](t, r).Settings.Push; p != nil {
+			return p.URL
+		}
+		return ""
+	}
+
+	r := b.do(t, "PUT", tp, `{"push":{"url":"http://169.254.169.254/latest"}}`, asT...)
+	if r.status != 403 || r.err.Code != wire.CodeForbidden || !strings.Contains(r.err.Message, `admin on "*"`) {
+		t.Fatalf("topic admin sets a push URL: %d %s, want 403 naming admin on \"*\"", r.status, r.raw)
+	}
+	if u := pushURL(); u != "" {
+		t.Fatalf("refused PUT stored push URL %q", u)
+	}
+	want(t, b.do(t, "PUT", tp, `{"push":{"url":"http://hooks.example/in"}}`, asG...), 200)
+	// Same URL, other settings: allowed.
+	want(t, b.do(t, "PUT", tp, `{"max_attempts":3,"push":{"url":"http://hooks.example/in","timeout":"5s"}}`, asT...), 200)
+	r = b.do(t, "PUT", tp, `{"push":{"url":"http://10.0.0.1/admin"}}`, asT...)
+	if r.status != 403 {
+		t.Fatalf("topic admin changes the push URL: %d %s, want 403", r.status, r.raw)
+	}
+	if u := pushURL(); u != "http://hooks.example/in" {
+		t.Fatalf("push URL %q after a refused change", u)
+	}
+	// Removing the push target sends nothing anywhere: allowed.
+	want(t, b.do(t, "PUT", tp, `{"max_attempts":3}`, asT...), 200)
+	if u := pushURL(); u != "" {
+		t.Fatalf("push URL %q after removal", u)
+	}
+}

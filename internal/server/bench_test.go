@@ -65,7 +65,8 @@ func benchSendBatchHandler(b *testing.B, item func(i int) string) {
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		req := httptest.NewRequest(http.MethodPost, "/v1/topics/bench/messages:batch", bytes.NewReader(bodies[i%len(bodies)]))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/topics/bench/messages:batch", bytes.NewReader(bodies[i%len(bodies)]))
+		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK {

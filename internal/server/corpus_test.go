@@ -188,7 +188,7 @@ func TestOversizeChunked(t *testing.T) {
 	}
 	defer conn.Close()
 	chunk := `{"payload":"` + strings.Repeat("a", 8192)
-	fmt.Fprintf(conn, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+	fmt.Fprintf(conn, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
 	// The stream never ends: a server that buffered it all would hang here.
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -204,7 +204,7 @@ func TestOversizeChunked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn2.Close()
-	fmt.Fprintf(conn2, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{")
+	fmt.Fprintf(conn2, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\nContent-Type: application/json\r\n\r\n{")
 	res, err = http.ReadResponse(bufio.NewReader(conn2), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,9 @@
 // a single send 2×MaxPayload + 64 KiB, a batch 16 MiB (so 1000 small
 // messages fit, 1000 × 1 MiB does not: send big payloads one by one), a
 // batch ack 1 MiB, anything else 64 KiB. Over the limit is 413, whether
-// or not a Content-Length was sent.
+// or not a Content-Length was sent. All bodies held at once share
+// Config.MaxBodyMemory (256 MiB): over it a request waits up to 1 s, then
+// gets 503 with Retry-After (bodybudget.go).
 //
 // JSON is strict: one object and nothing after it; valid UTF-8 with no
 // lone surrogate escapes; no duplicate keys; nesting at most 32 deep;
@@ -56,6 +58,17 @@
 //
 // Without tokens everything is open, which Serve and ListenAndServe allow
 // only on a loopback address unless Config.Insecure (CheckExposure).
+//
+// # Browsers
+//
+// Every route, the dashboard included, answers only allowed Host names
+// (Config.AllowedHosts; loopback names by default): others are 403 before
+// routing, so a page on a DNS-rebound name learns and changes nothing. A
+// request body must be Content-Type application/json (charset=utf-8 at
+// most), else 415 unsupported_media_type: forms and text/plain are what a
+// page may send cross-site without a preflight. A request a browser marks
+// as cross-origin (Origin other than Host, Sec-Fetch-Site cross-site or
+// same-site) is 403 even without a body.
 //
 // # Long-polls and shutdown
 //

@@ -49,6 +49,8 @@ func toHTTP(err error) (int, wire.ErrorBody) {
 		return http.StatusConflict, body(wire.CodeConflict, err)
 	case errors.Is(err, delayq.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, body(wire.CodeTooLarge, err)
+	case errors.Is(err, errMediaType):
+		return http.StatusUnsupportedMediaType, body(wire.CodeMediaType, err)
 	case errors.Is(err, delayq.ErrRateLimited):
 		return http.StatusTooManyRequests, body(wire.CodeRateLimited, err)
 	case errors.Is(err, errNotImpl):
@@ -75,7 +77,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	case http.StatusServiceUnavailable:
-		if r.Context().Err() == nil {
+		if errors.Is(err, errBodyBudget) {
+			s.log.DebugContext(r.Context(), "request body over the memory budget", "method", r.Method, "path", r.URL.Path)
+		} else if r.Context().Err() == nil {
 			s.log.WarnContext(r.Context(), "engine unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
@@ -89,8 +93,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Allow", me.allow)
 		}
 	}
-	if status == http.StatusRequestEntityTooLarge {
-		// The body was not read to the end; don't reuse the connection.
+	var he *hostError
+	if status == http.StatusRequestEntityTooLarge || (r.ContentLength != 0 &&
+		(errors.As(err, &he) || errors.Is(err, errCrossOrigin) || errors.Is(err, errMediaType) || errors.Is(err, errBodyBudget))) {
+		// The body was not read to the end; don't reuse the connection
+		// (else net/http reads up to 256 KiB of it before answering).
 		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, status, wire.ErrorResponse{Error: eb})

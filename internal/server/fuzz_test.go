@@ -78,7 +78,8 @@ func FuzzRequestDecoders(f *testing.F) {
 		// Long-polls end with the request context: keep each call short.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		defer cancel()
-		req := httptest.NewRequestWithContext(ctx, rt.method, rt.path, bytes.NewReader(body))
+		req := httptest.NewRequestWithContext(ctx, rt.method, "http://127.0.0.1"+rt.path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {

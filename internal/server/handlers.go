@@ -288,11 +288,36 @@ func (s *Server) putTopic(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkPushURL(c, set); err != nil {
+		return 0, nil, err
+	}
 	got, err := s.cfg.Queue.SetTopicSettings(c.r.Context(), c.topic, set)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, settingsToWire(*got), nil
+}
+
+// checkPushURL refuses a new push URL from a token without admin on "*"
+// (see auth.MaySetPushURL). The current URL is read first: a topic admin
+// must be able to PUT the settings back with the URL unchanged.
+func (s *Server) checkPushURL(c *call, set delayq.TopicSettings) error {
+	if c.token == nil || set.Push == nil || c.token.AllowsEverywhere(auth.Admin) {
+		return nil
+	}
+	var old string
+	info, err := s.cfg.Queue.Topic(c.r.Context(), c.topic)
+	switch {
+	case errors.Is(err, delayq.ErrNotFound):
+	case err != nil:
+		return err
+	case info.Settings.Push != nil:
+		old = info.Settings.Push.URL
+	}
+	if !auth.MaySetPushURL(c.token, old, set.Push.URL) {
+		return fmt.Errorf("%w: setting or changing push.url needs a token with admin on \"*\" (token %q is admin on some topics only); other settings may be changed with push.url as it is", delayq.ErrForbidden, c.token.Name)
+	}
+	return nil
 }
 
 func (s *Server) deadList(c *call) (int, any, error) {

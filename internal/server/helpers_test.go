@@ -80,6 +80,9 @@ func (b *bundle) do(t *testing.T, method, path, body string, hdr ...string) resp
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
+	if body != "" && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json") // as every client must
+	}
 	return b.roundTrip(t, req)
 }
 

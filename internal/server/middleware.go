@@ -21,6 +21,7 @@ type call struct {
 	id    string // validated when the route has {id}
 	token *auth.Token
 	body  []byte
+	held  int64 // body bytes charged to the budget, released after the handler
 }
 
 // handlerFunc answers a call: status and a value to write as JSON, or an
@@ -37,9 +38,13 @@ func (s *Server) wrap(rt route) http.Handler {
 			sw.route = rt.pattern
 		}
 		c := &call{w: w, r: r}
+		defer func() { s.budget.release(c.held) }()
 		var err error
 		if rt.access != open { // health checks are never rate limited
 			err = s.limitIP(r)
+		}
+		if err == nil && crossOrigin(r) {
+			err = errCrossOrigin
 		}
 		if err == nil {
 			err = s.prepare(c, rt)
@@ -94,11 +99,14 @@ func (s *Server) prepare(c *call, rt route) error {
 		}
 	}
 	if rt.limit > 0 {
-		b, err := readBody(c.w, r, rt.limit)
+		if err := checkJSONType(r); err != nil {
+			return err
+		}
+		b, held, err := s.readBody(c.w, r, rt.limit)
 		if err != nil {
 			return err
 		}
-		c.body = b
+		c.body, c.held = b, held
 	}
 	return nil
 }
@@ -185,6 +193,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if r.TLS != nil && !isLocalhostName(r.Host) {
+		h.Set("Strict-Transport-Security", hstsValue)
+	}
+	if !s.hosts.allows(r.Host) {
+		// Before routing: a rebound page learns nothing, not even which
+		// paths exist.
+		sw.route = "refused host"
+		s.writeError(sw, r, &hostError{host: r.Host})
+		return
+	}
 	s.mux.ServeHTTP(sw, r)
 }
 

@@ -10,9 +10,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
@@ -29,6 +28,8 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxConns          = 4096
+	DefaultMaxConnsPerIP     = 1024
+	DefaultMaxBodyMemory     = 256 << 20
 	DefaultDrainTimeout      = 15 * time.Second
 	DefaultMaxDelay          = 10 * 365 * 24 * time.Hour
 
@@ -63,6 +64,13 @@ type Config struct {
 	Tokens *auth.Set
 	// Insecure allows a non-loopback address without tokens.
 	Insecure bool
+	// AllowedHosts are the Host header values answered (a DNS-rebinding
+	// defence): names or IPs, optionally with :port, "*.domain", or "*"
+	// for any. Loopback names are always allowed. Other Hosts get 403 on
+	// every route, dashboard included. Empty: loopback names when Addr is
+	// loopback; any Host on another address with Tokens; loopback names
+	// and IP literals on another address without Tokens.
+	AllowedHosts []string
 	// Logger for request logs (debug) and failures. Default slog.Default().
 	Logger *slog.Logger
 
@@ -84,15 +92,31 @@ type Config struct {
 	// 1000 messages but not 1000 × 1 MiB). Default 16 MiB.
 	MaxBatchBodyBytes int64
 
+	// MaxBodyMemory bounds the request body bytes held at once across all
+	// requests (each body's buffer, from the first read until its handler
+	// returns). A request that would exceed it waits up to 1 s for others,
+	// then gets 503 with Retry-After. Default 256 MiB (or twice the
+	// largest body limit, if more); it must be larger than every body
+	// limit; negative means no bound.
+	MaxBodyMemory int64
+
 	// ReadHeaderTimeout default 5 s; ReadTimeout default 30 s;
 	// WriteTimeout default 60 s, and it must exceed delayq.MaxWait (30 s)
 	// by 5 s at least so long-polls can answer; IdleTimeout default 120 s.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxHeaderBytes bounds request headers (larger: 431). Default 64 KiB.
 	MaxHeaderBytes int
-	// MaxConns caps concurrent connections per listener; more wait in the
-	// kernel's accept queue. Default 4096; negative means no cap.
+	// MaxConns caps concurrent connections per listener. At the cap the
+	// connection idle the longest is closed to let a new one in; when none
+	// is idle, new ones wait in the kernel's accept queue. Default 4096;
+	// negative means no cap.
 	MaxConns int
+	// MaxConnsPerIP caps one client IP's (IPv6: /64's) connections per
+	// listener. At the cap that client's longest-idle connection is closed
+	// for the new one; when none is idle the new one is closed at once.
+	// Behind a proxy or NAT clients share an IP. Default 1024; negative
+	// means no cap.
+	MaxConnsPerIP int
 	// DrainTimeout bounds graceful shutdown: in-flight requests get this
 	// long to finish before connections are closed. Default 15 s.
 	DrainTimeout time.Duration
@@ -127,6 +151,9 @@ type Server struct {
 	mux     *http.ServeMux
 
 	tokenLim, ipLim *ratelimit.Limiter // nil: off
+	hosts           *hostPolicy
+	budget          *byteBudget                 // nil: no bound
+	lastLimiter     atomic.Pointer[connLimiter] // of the latest Serve (tests)
 
 	drainOnce sync.Once
 	drainCtx  context.Context // cancelled when shutdown begins: ends long-polls
@@ -149,7 +176,11 @@ func New(cfg Config) (*Server, error) {
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
+	cfg.MaxConnsPerIP = cmp.Or(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, DefaultDrainTimeout)
+	if cfg.MaxBodyMemory == 0 { // room for two of the largest bodies at least (a huge --max-payload)
+		cfg.MaxBodyMemory = max(DefaultMaxBodyMemory, 2*(max(cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes)+1))
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -160,10 +191,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: rate limits must be finite and not negative, bursts not negative")
 	case cfg.WriteTimeout < delayq.MaxWait+5*time.Second:
 		return nil, fmt.Errorf("server: WriteTimeout %s must be at least %s (the longest long-poll plus 5 s)", cfg.WriteTimeout, delayq.MaxWait+5*time.Second)
+	case cfg.MaxBodyMemory > 0 && cfg.MaxBodyMemory <= max(cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes, ackBatchBodyBytes):
+		return nil, fmt.Errorf("server: MaxBodyMemory %d must be larger than every body limit (MaxBodyBytes %d, MaxBatchBodyBytes %d)", cfg.MaxBodyMemory, cfg.MaxBodyBytes, cfg.MaxBatchBodyBytes)
 	case (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == ""):
 		return nil, errors.New("server: TLS needs both a certificate and a key file")
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
+	hosts, err := newHostPolicy(cfg.AllowedHosts, cfg.Addr, cfg.Tokens.Enabled())
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), hosts: hosts}
+	if cfg.MaxBodyMemory > 0 {
+		s.budget = newByteBudget(cfg.MaxBodyMemory)
+	}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
@@ -213,8 +253,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
-	if s.cfg.MaxConns > 0 {
-		ln = netutil.LimitListener(ln, s.cfg.MaxConns)
+	s.log.Info("answering Host headers", "allowed", s.hosts.describe())
+	var lim *connLimiter
+	if s.cfg.MaxConns > 0 || s.cfg.MaxConnsPerIP > 0 {
+		lim = newConnLimiter(ln, s.cfg.MaxConns, s.cfg.MaxConnsPerIP)
+		ln = lim
+		s.lastLimiter.Store(lim)
 	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -225,6 +269,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		TLSConfig:         s.tlsConf,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// "OPTIONS *" reaches our handler (Host check, JSON 404) instead
+		// of net/http's own empty 200. What net/http answers before any
+		// handler (431, 501, 417, 400 for a malformed request) stays its
+		// plain text: http.Server has no hook for those.
+		DisableGeneralOptionsHandler: true,
+	}
+	if lim != nil {
+		hs.ConnState = lim.connState
 	}
 	errc := make(chan error, 1)
 	go func() {

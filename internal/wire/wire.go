@@ -312,16 +312,17 @@ type ErrorResponse struct {
 
 // Error codes, one per HTTP status family the API uses.
 const (
-	CodeInvalid         = "invalid_argument"   // 400
-	CodeUnauthenticated = "unauthenticated"    // 401
-	CodeForbidden       = "permission_denied"  // 403
-	CodeNotFound        = "not_found"          // 404
-	CodeMethod          = "method_not_allowed" // 405
-	CodeConflict        = "conflict"           // 409
-	CodeTooLarge        = "payload_too_large"  // 413
-	CodeHeaderTooLarge  = "headers_too_large"  // 431
-	CodeRateLimited     = "rate_limited"       // 429
-	CodeUnavailable     = "unavailable"        // 503
-	CodeNotImplemented  = "not_implemented"    // 501: endpoint reserved, not built yet
-	CodeInternal        = "internal"           // 500: a bug, never bad input
+	CodeInvalid         = "invalid_argument"       // 400
+	CodeUnauthenticated = "unauthenticated"        // 401
+	CodeForbidden       = "permission_denied"      // 403
+	CodeNotFound        = "not_found"              // 404
+	CodeMethod          = "method_not_allowed"     // 405
+	CodeConflict        = "conflict"               // 409
+	CodeTooLarge        = "payload_too_large"      // 413
+	CodeMediaType       = "unsupported_media_type" // 415: a body that is not application/json
+	CodeHeaderTooLarge  = "headers_too_large"      // 431
+	CodeRateLimited     = "rate_limited"           // 429
+	CodeUnavailable     = "unavailable"            // 503
+	CodeNotImplemented  = "not_implemented"        // 501: endpoint reserved, not built yet
+	CodeInternal        = "internal"               // 500: a bug, never bad input
 )

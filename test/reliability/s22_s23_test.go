@@ -74,7 +74,7 @@ func TestS22S23SlowlorisAndIdleFlood(t *testing.T) {
 			}
 			defer conn.Close()
 			opened := time.Now()
-			hdr := "POST /v1/topics/flood/messages HTTP/1.1\r\nHost: x\r\nX-Slow: "
+			hdr := "POST /v1/topics/flood/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 			for j := 0; ; j++ {
 				if _, err := conn.Write([]byte{hdr[j%len(hdr)]}); err != nil {
 					break
@@ -107,7 +107,7 @@ func TestS22S23SlowlorisAndIdleFlood(t *testing.T) {
 			if err != nil {
 				return
 			}
-			fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			if err != nil {
 				conn.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,11 @@ func TestCrashRetryStormDuplicates(t *testing.T) {
 		want map[string]bool
 	}
 	var crashes []crash
-	for i := range 6 {
+	clones := 6 // DELAYQ_RELIABILITY=full: 60 clones, ~10 s of storm
+	if os.Getenv("DELAYQ_RELIABILITY") == "full" {
+		clones = 60
+	}
+	for i := range clones {
 		time.Sleep(150 * time.Millisecond)
 		mu.Lock()
 		pct := 0

@@ -259,8 +259,8 @@ func (s *Store) deadOp(ctx context.Context, op string, sc *script, topic, id str
 	for i, k := range ks {
 		targets[i] = peekTarget{k: k, index: int(store.StateDead)}
 	}
-	pk, err := s.peek(ctx, op, targets, nowArg, "", max)
-	if err != nil {
+	pk := s.peek(ctx, op, targets, nowArg, "", max)
+	if err := pk.err(); err != nil {
 		return nil, nil, err
 	}
 	counts, picked := top(pk.per, max)
@@ -310,8 +310,8 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (_ in
 		return 0, err
 	}
 	before, now := after(-p.Window), s.nowArg(p.Now)
-	pk, err := s.peek(ctx, "dedup purge", targets, now, before, p.Max)
-	if err != nil {
+	pk := s.peek(ctx, "dedup purge", targets, now, before, p.Max)
+	if err := pk.err(); err != nil {
 		return 0, err
 	}
 	counts, _ := top(pk.per, p.Max)

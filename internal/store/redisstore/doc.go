@@ -23,8 +23,11 @@
 // client asks the Sentinels for whenever it dials. user:pass is the
 // master's ACL user and password (requirepass), as in a redis:// URL;
 // Sentinels that require their own (requirepass in sentinel.conf) take
-// sentinel_username= and sentinel_password=. Error messages and the
-// server's log show both passwords as "xxxxx" (RedactURL). This differs
+// sentinel_username= and sentinel_password=. The server's log and
+// errors show both passwords as "xxxxx" (RedactURL), and the error for a
+// URL with a password that does not parse names the fault without
+// quoting any of the URL (a password with an unescaped '/', '?' or '%'
+// would be split into the quoted parts). This differs
 // from go-redis's ParseFailoverURL, whose user:pass goes to the
 // Sentinels and whose ?username=/?password= go to the master: here
 // ?username= and ?password= are refused so that neither reading goes
@@ -241,7 +244,65 @@
 // included) up to MaxRedirects times, and Options.Client may have any
 // setting. MOVED and ASK are still followed (the command did not run).
 // When Redis returns, the client reconnects by itself; the Store need not
-// be reopened.
+// be reopened. Every call while Redis is down dials afresh, so the first
+// call after it is back succeeds: a go-redis pool would otherwise stop
+// dialing after PoolSize failed dials in a row and answer with the last
+// dial error until its once-a-second probe got through, which the clients
+// Open makes from a URL prevent (a client passed in Options.Client keeps
+// that behaviour).
+//
+// # Cluster
+//
+// On a Redis Cluster each partition ({topic#p}) is in the slot of its
+// hash tag, so a topic's partitions are spread over the masters; the
+// topic's meta hash ({topic}), the registry (dq:topics), the topic-number
+// counter, the config and the schedules are in slots of their own.
+// Notifications are keyless: go-redis publishes on any master. When one
+// master is down (killed, hung, or cut off), until it returns or a
+// replica takes its slots over, what needs its slots fails and the rest
+// goes on:
+//
+//   - Lease, promotion and lease expiry treat partitions independently.
+//     A partition whose peek or script fails is left out of that call
+//     and the others are served; the skipped partitions are logged (a
+//     warning at most every 10 s, with how many were skipped). A lease
+//     returns every record it leased, in whichever of its rounds — a
+//     leased record that reached nobody would stay inflight until its
+//     lease expired, and count that expiry as a failure — and fails with
+//     ErrUnavailable only when it leased nothing and some partition
+//     failed. A promotion fails only when every partition failed;
+//     otherwise its NextDue is the partitions' that answered, but no
+//     later than 1 s after Now, so the engine (which sleeps until NextDue)
+//     tries the missing ones again within a second. Lease expiry fails
+//     only when it expired nothing and some partition failed, so the
+//     engine sweeps again after 1 s.
+//   - Each master's share of such a call is sent as a pipeline of its
+//     own: in one pipeline, go-redis retries a master it cannot connect
+//     to until the deadline and then marks every call of the pipeline
+//     failed, those other masters answered included.
+//   - The peeks get half of the call's time: a master that hangs (accepts
+//     connections, answers nothing) must leave time to lease from the
+//     others. While a master is down, such a call takes about half of
+//     Options.Timeout longer — a refused connection too, since go-redis
+//     retries dialing until the deadline.
+//   - The missing partitions' messages come later, once their master is
+//     back: order across partitions is best effort anyway ("Order").
+//   - A send fails when a message of it belongs to a partition there (the
+//     other partitions of a batch may have stored theirs; a retry with the
+//     same ids finds them as duplicates), and every send to the topic
+//     fails when the topic's meta hash is there (it reserves Seq). The
+//     sweeps need the registry's master. Ack batches, topic counts
+//     (TopicGet, TopicList), dead-letter calls and DedupPurge stay
+//     all-or-nothing: they fail while a partition they touch is down.
+//   - A script sent to a master that died before answering may have run
+//     (see "Unavailability"): a lease then stays inflight until it
+//     expires, as on a single Redis.
+//
+// With cluster-require-full-coverage yes, Redis's default, every node
+// refuses every key once the others agree the master failed (after
+// cluster-node-timeout): a Cluster without replicas then stops as a
+// whole. Set it to no, or give each master a replica, so that a master
+// down costs only its own slots.
 //
 // # Several servers
 //

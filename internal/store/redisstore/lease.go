@@ -49,10 +49,19 @@ return out
 // topic's partitions and leases each partition's share of the first Max
 // (see merge.go), so the answer is in (DueAt, Seq) order. Each partition's
 // lease is atomic: two servers never lease one message at once.
+//
+// Partitions are independent: one that fails (its Cluster master is down)
+// is left out for the rest of the call and the others still serve, and
+// every record leased in any round is returned, whatever later rounds
+// meet — a leased record the caller never sees would stay inflight until
+// its lease expires, and count that expiry as a failure. The call fails
+// only when it leased nothing and some partition failed: "nothing ready"
+// would be a claim about partitions it could not read.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	parts := newPartFailures(s, ctx, "lease")
 	ctx, end := s.bound(ctx, 1) // up to leaseRounds × (peek, lease)
 	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
@@ -62,42 +71,58 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		return nil, err
 	}
 	ks := s.keys.allParts(p.Topic)
-	targets := make([]peekTarget, len(ks))
-	for i, k := range ks {
-		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
-	}
+	parts.keys, parts.down = ks, make([]bool, len(ks))
 	now := s.nowArg(p.Now)
 	until := after(p.LeaseFor)
 	var out []*store.Record
 	for round := 0; round < leaseRounds && len(out) < p.Max; round++ {
 		want := p.Max - len(out)
-		pk, err := s.peek(ctx, "lease", targets, now, "", want)
-		if err != nil {
-			return nil, err
+		var targets []peekTarget
+		var src []int // partition of each target
+		for i, k := range ks {
+			if !parts.down[i] {
+				targets = append(targets, peekTarget{k: k, index: int(store.StateReady)})
+				src = append(src, i)
+			}
+		}
+		if len(targets) == 0 {
+			break
+		}
+		pk := s.peek(ctx, "lease", targets, now, "", want)
+		for j, err := range pk.errs {
+			parts.fail(src[j], err)
 		}
 		counts, picked := top(pk.per, want)
 		if len(picked) == 0 {
 			break
 		}
 		var calls []call
-		for i, n := range counts {
+		var callPart []int
+		for j, n := range counts {
 			if n > 0 {
-				calls = append(calls, s.partCall(leaseScript, ks[i], now, n, until, p.Token))
+				calls = append(calls, s.partCall(leaseScript, ks[src[j]], now, n, until, p.Token))
+				callPart = append(callPart, src[j])
 			}
 		}
-		cmds, err := s.run(ctx, "lease", calls, nil)
-		if err != nil {
-			return nil, err
+		if testHookLease != nil {
+			testHookLease(round)
 		}
+		cmds, errs := s.runEach(ctx, "lease", calls)
 		got := 0
-		for _, cmd := range cmds {
+		for c, cmd := range cmds {
+			if errs[c] != nil {
+				parts.fail(callPart[c], errs[c])
+				continue
+			}
 			a := asSlice(cmd.Val())
 			if len(a) < 1 {
-				return nil, errReply("lease", cmd.Val())
+				parts.fail(callPart[c], errReply("lease", cmd.Val()))
+				continue
 			}
 			recs, err := decodePairs(p.Topic, a[1:])
 			if err != nil {
-				return nil, err
+				parts.fail(callPart[c], err)
+				continue
 			}
 			out = append(out, recs...)
 			got += len(recs)
@@ -106,11 +131,54 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 			break
 		}
 	}
+	if len(out) == 0 && parts.first != nil {
+		return nil, parts.first
+	}
 	slices.SortFunc(out, func(a, b *store.Record) int {
 		return cmp.Or(cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
 	})
 	return out, nil
 }
+
+// testHookLease, when a test sets it, runs in each MessageLease round
+// between the peek and the lease scripts: there a test takes a head as
+// another server would, or stops the master a script is about to reach.
+var testHookLease func(round int)
+
+// partFailures tracks, for one call on several partitions (or targets),
+// which of them failed: those are left out for the rest of the call.
+type partFailures struct {
+	s     *Store
+	ctx   context.Context
+	op    string
+	keys  []*partKeys
+	down  []bool
+	first error // the first failure, for a call that achieved nothing
+}
+
+// newPartFailures starts the tracking for a call; ctx is the caller's
+// (not the call's bound): failures after the caller gave up are not
+// logged. Set keys and down once the partitions are known.
+func newPartFailures(s *Store, ctx context.Context, op string) *partFailures {
+	return &partFailures{s: s, ctx: ctx, op: op}
+}
+
+// fail records err (if not nil) for partition i.
+func (f *partFailures) fail(i int, err error) {
+	if err == nil {
+		return
+	}
+	if f.first == nil {
+		f.first = err
+	}
+	if !f.down[i] {
+		f.down[i] = true
+		f.s.skipped(f.ctx, f.op, f.keys[i], err)
+	}
+}
+
+// any reports whether some partition failed.
+func (f *partFailures) any() bool { return f.first != nil }
 
 // ackScript acknowledges inflight messages whose receipt matches: each
 // becomes an acked tombstone (payload and headers dropped) indexed by
@@ -295,17 +363,25 @@ return out
 // by sweepRounds × Timeout rather than one Timeout: it runs in the
 // engines' background sweep, where nobody waits for a 503, and a tighter
 // bound could keep a large but healthy keyspace from ever being swept.
+// As in MessageLease, a partition that fails is left out and the records
+// expired elsewhere are returned; the call fails only when it expired
+// nothing and some partition failed, so that the engine sweeps again soon.
 func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ []*store.Record, err error) {
+	parts := newPartFailures(s, ctx, "expire")
 	ctx, end := s.bound(ctx, sweepRounds)
 	defer end(&err)
 	targets, err := s.allTargets(ctx, "expire", int(store.StateInflight))
 	if err != nil || len(targets) == 0 || p.Max <= 0 {
 		return nil, err
 	}
+	parts.down = make([]bool, len(targets))
+	for _, t := range targets {
+		parts.keys = append(parts.keys, t.k)
+	}
 	now := s.nowArg(p.Now)
-	pk, err := s.peek(ctx, "expire", targets, now, "now", p.Max)
-	if err != nil {
-		return nil, err
+	pk := s.peek(ctx, "expire", targets, now, "now", p.Max)
+	for i, err := range pk.errs {
+		parts.fail(i, err)
 	}
 	counts, picked := top(pk.per, p.Max)
 	var calls []call
@@ -316,24 +392,24 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 			srcs = append(srcs, i)
 		}
 	}
-	if len(calls) == 0 {
-		return nil, nil
-	}
-	cmds, err := s.run(ctx, "expire", calls, nil)
-	if err != nil {
-		return nil, err
-	}
 	var out []*store.Record
 	readyAt := map[string]int64{}
+	cmds, errs := s.runEach(ctx, "expire", calls)
 	for c, cmd := range cmds {
+		if errs[c] != nil {
+			parts.fail(srcs[c], errs[c])
+			continue
+		}
 		a := asSlice(cmd.Val())
 		if len(a) < 1 {
-			return nil, errReply("expire", cmd.Val())
+			parts.fail(srcs[c], errReply("expire", cmd.Val()))
+			continue
 		}
 		topic := targets[srcs[c]].k.topic
 		recs, err := decodePairs(topic, a[1:])
 		if err != nil {
-			return nil, err
+			parts.fail(srcs[c], err)
+			continue
 		}
 		for _, r := range recs {
 			if r.State == store.StateReady {
@@ -341,6 +417,9 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 			}
 		}
 		out = append(out, recs...)
+	}
+	if len(out) == 0 {
+		return nil, parts.first
 	}
 	rank := rankOf(targets, picked)
 	slices.SortStableFunc(out, func(a, b *store.Record) int {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -226,13 +227,97 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 	}
 	ctx, end := s.bound(ctx, 1)
 	defer end(&err)
+	cmds, perr := s.exec(ctx, calls, extra)
+	for i := range calls {
+		if err := cmds[i].Err(); err != nil {
+			return nil, s.fail(op, err)
+		}
+	}
+	if perr != nil && !isNoScript(perr) && !errors.Is(perr, redis.Nil) {
+		return nil, s.fail(op, perr)
+	}
+	return cmds, nil
+}
+
+// runEach is run for calls on partitions that do not depend on each
+// other: each call succeeds or fails by itself. errs[i] is nil when
+// cmds[i] holds an answer, else why not (wrapping ErrUnavailable, or
+// ErrClosed). On a Cluster the calls on a master that is down fail while
+// the others are answered (execEach); callers go on with those (see
+// "Cluster" in the package doc).
+func (s *Store) runEach(ctx context.Context, op string, calls []call) ([]*redis.Cmd, []error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	errs := make([]error, len(calls))
+	if err := s.check(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]*redis.Cmd, len(calls)), errs
+	}
+	b := s.boundFor(ctx, s.timeout, boundCall)
+	defer b.stop()
+	cmds := s.execEach(b.ctx, calls)
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			errs[i] = b.wrap(s.fail(op, err))
+		}
+	}
+	return cmds, errs
+}
+
+// execEach is exec for runEach. On a Cluster it sends each master's calls
+// in a pipeline of their own, all at once: in one pipeline, go-redis
+// retries a master it cannot connect to until the deadline, then marks
+// every call of the pipeline failed, those other masters answered
+// included — and a lease that ran but reads as failed is a lease nobody
+// holds. Each master's NOSCRIPT re-runs then also wait for no other.
+func (s *Store) execEach(ctx context.Context, calls []call) []*redis.Cmd {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || len(calls) < 2 {
+		cmds, _ := s.exec(ctx, calls, nil)
+		return cmds
+	}
+	groups := map[string][]int{} // master address ("": unknown, let go-redis route) -> calls
+	for i, c := range calls {
+		addr := ""
+		if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
+			addr = node.Options().Addr
+		}
+		groups[addr] = append(groups[addr], i)
+	}
+	if len(groups) == 1 {
+		cmds, _ := s.exec(ctx, calls, nil)
+		return cmds
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	var wg sync.WaitGroup
+	for _, idx := range groups {
+		wg.Go(func() {
+			part := make([]call, len(idx))
+			for j, i := range idx {
+				part[j] = calls[i]
+			}
+			got, _ := s.exec(ctx, part, nil)
+			for j, i := range idx {
+				cmds[i] = got[j]
+			}
+		})
+	}
+	wg.Wait()
+	return cmds
+}
+
+// exec sends calls (and extra) in one pipeline, or as one command when
+// there is one call and no extra, and re-runs those that found the script
+// cache empty. Each call's outcome is in its Cmd; the error is the
+// pipeline's.
+func (s *Store) exec(ctx context.Context, calls []call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 1 && extra == nil {
 		c := calls[0]
 		cmds[0] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
-		if err := cmds[0].Err(); err != nil {
-			return nil, s.fail(op, err)
-		}
 		return cmds, nil
 	}
 	pipe := s.rdb.Pipeline()
@@ -245,15 +330,7 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 	}
 	_, perr := pipe.Exec(ctx)
 	s.rerunNoScript(ctx, calls, cmds)
-	for i := range calls {
-		if err := cmds[i].Err(); err != nil {
-			return nil, s.fail(op, err)
-		}
-	}
-	if perr != nil && !isNoScript(perr) && !errors.Is(perr, redis.Nil) {
-		return nil, s.fail(op, perr)
-	}
-	return cmds, nil
+	return cmds, perr
 }
 
 // rerunNoScript re-runs the calls whose EVALSHA found the script cache
@@ -313,21 +390,57 @@ func (s *Store) rerunNoScript(ctx context.Context, calls []call, cmds []*redis.C
 // not end, and callers treat context errors as "the caller gave up". The
 // error still wraps store.ErrUnavailable (and os.ErrDeadlineExceeded).
 func (s *Store) bound(ctx context.Context, rounds int) (context.Context, func(*error)) {
-	d := time.Duration(rounds) * s.timeout
-	if d <= 0 {
-		return ctx, func(*error) {}
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func(*error) {}
-	}
-	bctx, cancel := context.WithTimeoutCause(ctx, d, errCallBound)
-	return bctx, func(errp *error) {
-		own := context.Cause(bctx) == errCallBound
-		cancel()
-		if errp != nil && *errp != nil && own && ctx.Err() == nil && errors.Is(*errp, context.DeadlineExceeded) {
-			*errp = &boundError{err: *errp, d: d}
+	b := s.boundFor(ctx, time.Duration(rounds)*s.timeout, boundCall)
+	return b.ctx, func(errp *error) {
+		b.stop()
+		if errp != nil {
+			*errp = b.wrap(*errp)
 		}
 	}
+}
+
+// callBound is a deadline set by Store.boundFor.
+type callBound struct {
+	ctx, parent context.Context
+	d           time.Duration
+	what        string
+	cancel      context.CancelFunc // nil when parent's deadline was kept
+}
+
+// Names of bounds, for boundError's message.
+const (
+	boundCall = "the call's time bound, Options.Timeout"
+	boundPeek = "half the time left to the call, given to reading the partitions' heads"
+)
+
+// boundFor is bound for a duration d (none when d <= 0).
+func (s *Store) boundFor(ctx context.Context, d time.Duration, what string) *callBound {
+	b := &callBound{ctx: ctx, parent: ctx, d: d, what: what}
+	if d <= 0 {
+		return b
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return b
+	}
+	b.ctx, b.cancel = context.WithTimeoutCause(ctx, d, errCallBound)
+	return b
+}
+
+func (b *callBound) stop() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+// wrap turns err into a boundError when this bound's own deadline ended
+// the round trip and the caller's ctx did not end. It may be called
+// after stop: a context's cause is fixed once it is done.
+func (b *callBound) wrap(err error) error {
+	if err == nil || b.cancel == nil || context.Cause(b.ctx) != errCallBound ||
+		b.parent.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &boundError{err: err, d: b.d, what: b.what}
 }
 
 // errCallBound is the cause of a deadline set by Store.bound.
@@ -336,13 +449,14 @@ var errCallBound = errors.New("redisstore: the call's time bound passed")
 // boundError is a call that its own time bound ended: store.ErrUnavailable,
 // and not a context error.
 type boundError struct {
-	err error
-	d   time.Duration
+	err  error
+	d    time.Duration
+	what string
 }
 
 func (e *boundError) Error() string {
 	return strings.ReplaceAll(e.err.Error(), context.DeadlineExceeded.Error(),
-		"no answer within "+e.d.String()+" (the call's time bound, Options.Timeout)")
+		"no answer within "+e.d.Round(time.Millisecond).String()+" ("+e.what+")")
 }
 
 func (e *boundError) Unwrap() []error { return []error{store.ErrUnavailable, os.ErrDeadlineExceeded} }

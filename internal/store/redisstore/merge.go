@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Operations that take "up to Max in order" from a topic (promote, lease,
@@ -68,28 +71,59 @@ type peekResult struct {
 	per   [][]cand // entries within the bound, per target
 	nows  []int64  // the now each script judged by
 	heads []int64  // score of each target's first entry; 0 when empty
+	errs  []error  // why a target was not read (nil: it was); it has no entries
 }
 
-// peek reads up to max head entries of each target with scores up to
-// bound ("" none, "now", "+d" after now, or a number).
-func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, bound string, max int) (*peekResult, error) {
+// err is the first target's error: for callers that need every target.
+func (r *peekResult) err() error {
+	for _, err := range r.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peek reads up to limit head entries of each target with scores up to
+// bound ("" none, "now", "+d" after now, or a number). A target that does not answer (its
+// Cluster master is down) has its error in errs and no entries, and the
+// others are still read; callers that act on the answer go on without
+// the target (see "Cluster" in the package doc) or fail with err(). The
+// peek gets half the time left to the call: a master that hangs instead
+// of refusing must leave time to act on the targets that did answer.
+func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, bound string, limit int) *peekResult {
 	calls := make([]call, len(targets))
 	for i, t := range targets {
-		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, max}}
+		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, limit}}
 	}
-	cmds, err := s.run(ctx, op, calls, nil)
-	if err != nil {
-		return nil, err
+	var half time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		half = max(time.Until(dl)/2, time.Millisecond)
 	}
+	b := s.boundFor(ctx, half, boundPeek)
+	defer b.stop()
+	cmds, errs := s.runEach(b.ctx, op, calls)
+	for i := range errs {
+		errs[i] = b.wrap(errs[i])
+	}
+	return readPeek(op, cmds, errs)
+}
+
+func readPeek(op string, cmds []*redis.Cmd, errs []error) *peekResult {
 	r := &peekResult{
-		per:   make([][]cand, len(targets)),
-		nows:  make([]int64, len(targets)),
-		heads: make([]int64, len(targets)),
+		per:   make([][]cand, len(cmds)),
+		nows:  make([]int64, len(cmds)),
+		heads: make([]int64, len(cmds)),
+		errs:  errs,
 	}
 	for i, cmd := range cmds {
+		if errs[i] != nil {
+			continue
+		}
 		a := asSlice(cmd.Val())
 		if len(a) < 2 || len(a)%2 != 0 {
-			return nil, errReply(op+": peek", cmd.Val())
+			errs[i] = errReply(op+": peek", cmd.Val())
+			continue
 		}
 		r.nows[i] = asInt(a[0])
 		r.heads[i] = parseInt(asString(a[1]))
@@ -97,7 +131,7 @@ func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, 
 			r.per[i] = append(r.per[i], cand{src: i, member: asString(a[j]), score: parseInt(asString(a[j+1]))})
 		}
 	}
-	return r, nil
+	return r
 }
 
 // top merges the per-target heads and picks the max least, returning how

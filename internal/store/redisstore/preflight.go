@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,6 +17,10 @@ type serverConfig struct {
 	policy      string // maxmemory-policy
 	appendonly  string // "yes" | "no" | "" (unknown)
 	appendfsync string // "always" | "everysec" | "no" | "" (unknown)
+	// Cluster only: cluster-require-full-coverage ("yes" | "no" | ""
+	// unknown) and how many replicas this master has.
+	fullCoverage string
+	replicas     int
 }
 
 // preflight checks every master (one server, or each Cluster master):
@@ -41,8 +46,19 @@ func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 		return nil
 	}
 	var err error
+	_, isCluster := rdb.(*redis.ClusterClient)
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, check)
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			sc, err := readServerConfig(ctx, c)
+			if err != nil {
+				return err
+			}
+			sc.fullCoverage, sc.replicas = clusterFacts(ctx, c)
+			mu.Lock()
+			cfgs = append(cfgs, sc)
+			mu.Unlock()
+			return nil
+		})
 	} else if c, ok := rdb.(*redis.Client); ok {
 		err = check(ctx, c)
 	} else {
@@ -79,8 +95,33 @@ func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 				"to a machine crash or power loss, ~1-2 s (everysec) or ~30 s (no); use appendfsync always to lose none",
 				"redis", c.addr, "appendfsync", c.appendfsync)
 		}
+		if isCluster && c.fullCoverage == "yes" && c.replicas == 0 {
+			// The store serves the other masters' partitions while one is
+			// down, but with full coverage required the whole Cluster
+			// refuses every key once the failure is agreed on.
+			log.Warn("redisstore: Cluster master has no replica and cluster-require-full-coverage is yes: "+
+				"if it fails, the whole Cluster stops serving (every topic), not just its partitions; "+
+				"add a replica or set cluster-require-full-coverage no",
+				"redis", c.addr)
+		}
 	}
 	return nil
+}
+
+// clusterFacts reads what the Cluster preflight warns about: a master's
+// full-coverage setting and replica count. Unknown (CONFIG or INFO renamed
+// away) stays unknown ("", -1), never guessed.
+func clusterFacts(ctx context.Context, c *redis.Client) (fullCoverage string, replicas int) {
+	if conf, err := c.ConfigGet(ctx, "cluster-require-full-coverage").Result(); err == nil {
+		fullCoverage = conf["cluster-require-full-coverage"]
+	}
+	replicas = -1
+	if info, err := c.Info(ctx, "replication").Result(); err == nil {
+		if n, err := strconv.Atoi(parseInfo(info)["connected_slaves"]); err == nil {
+			replicas = n
+		}
+	}
+	return fullCoverage, replicas
 }
 
 // warnNoContextTimeout warns when a client passed in Options.Client does

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -36,10 +37,19 @@ return {NOW, #ms / 2, h[2] or '0'}
 // partition. PromoteResult.Now is the time the scripts judged by: Redis
 // TIME (that of the partition holding NextDue), or 0 (Params.Now) with
 // TimeCaller.
+//
+// A partition that fails (its Cluster master is down) is left out and the
+// others are promoted. The call fails only when every partition failed.
+// Otherwise NextDue comes from the partitions that answered, but no later
+// than partRetry after Now, so that the engine, which sleeps until
+// NextDue, comes back for the failed partition within partRetry as it
+// would after an error — while the healthy partitions keep their own,
+// possibly earlier, due times.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (_ *store.PromoteResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	parts := newPartFailures(s, ctx, "promote")
 	ctx, end := s.bound(ctx, 1) // peek, promote, notify
 	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
@@ -50,45 +60,65 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		return res, nil
 	}
 	ks := s.keys.allParts(p.Topic)
+	parts.keys, parts.down = ks, make([]bool, len(ks))
 	targets := make([]peekTarget, len(ks))
 	for i, k := range ks {
 		targets[i] = peekTarget{k: k, index: int(store.StateScheduled)}
 	}
 	now := s.nowArg(p.Now)
-	pk, err := s.peek(ctx, "promote", targets, now, "now", p.Max)
-	if err != nil {
-		return nil, err
+	pk := s.peek(ctx, "promote", targets, now, "now", p.Max)
+	for i, err := range pk.errs {
+		parts.fail(i, err)
 	}
 	counts, _ := top(pk.per, p.Max)
 	nows, next := pk.nows, pk.heads // a partition that promotes reports its new head
 	var calls []call
-	var parts []int
+	var callPart []int
 	for i, n := range counts {
 		if n > 0 {
 			calls = append(calls, s.partCall(promoteScript, ks[i], now, n))
-			parts = append(parts, i)
+			callPart = append(callPart, i)
 		}
 	}
-	if len(calls) > 0 {
-		cmds, err := s.run(ctx, "promote", calls, nil)
-		if err != nil {
-			return nil, err
+	cmds, errs := s.runEach(ctx, "promote", calls)
+	for c, cmd := range cmds {
+		i := callPart[c]
+		if errs[c] != nil {
+			parts.fail(i, errs[c])
+			continue
 		}
-		for c, cmd := range cmds {
-			a := asSlice(cmd.Val())
-			if len(a) != 3 {
-				return nil, errReply("promote", cmd.Val())
-			}
-			i := parts[c]
-			nows[i] = asInt(a[0])
-			res.Promoted += int(asInt(a[1]))
-			next[i] = parseInt(asString(a[2]))
+		a := asSlice(cmd.Val())
+		if len(a) != 3 {
+			parts.fail(i, errReply("promote", cmd.Val()))
+			continue
 		}
+		nows[i] = asInt(a[0])
+		res.Promoted += int(asInt(a[1]))
+		next[i] = parseInt(asString(a[2]))
 	}
-	res.Now = nows[0]
-	for i, d := range next {
-		if d != 0 && (res.NextDue == 0 || d < res.NextDue) {
+	base := -1 // the first partition that answered: its now is the call's
+	for i := range ks {
+		if parts.down[i] {
+			continue
+		}
+		if base < 0 {
+			base = i
+		}
+		if d := next[i]; d != 0 && (res.NextDue == 0 || d < res.NextDue) {
 			res.NextDue, res.Now = d, nows[i]
+		}
+	}
+	if base < 0 {
+		return nil, parts.first
+	}
+	if res.NextDue == 0 {
+		res.Now = nows[base]
+	}
+	if parts.any() {
+		// The failed partitions' heads are unknown (or, after a failed
+		// script, stale): retry them soon, judged by a clock that answered.
+		if retry := nows[base] + partRetry.Milliseconds(); res.NextDue == 0 || retry-nows[base] < res.NextDue-res.Now {
+			res.NextDue, res.Now = retry, nows[base]
 		}
 	}
 	if s.callerNow {
@@ -101,3 +131,8 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	return res, nil
 }
+
+// partRetry is how soon the engine is asked (through NextDue) to promote
+// again when some partition could not be reached: the engine's own retry
+// delay after a failed promotion.
+const partRetry = time.Second

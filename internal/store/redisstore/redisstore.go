@@ -105,6 +105,11 @@ type Store struct {
 	// (topic -> time.Time); see needsRegister.
 	regAt sync.Map
 
+	// skips counts the partitions that calls on several partitions went
+	// on without; skipsLogged is its value and skipLogAt the time (Unix
+	// ns) of the last log line about them (see skipped).
+	skips, skipsLogged, skipLogAt atomic.Int64
+
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends Subscribe
 	closeOnce sync.Once
@@ -177,29 +182,34 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return nil, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://)", redactURL(rawURL))
+		return nil, errors.New("redisstore: the URL has no scheme (want redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://)")
 	}
 	switch scheme {
 	case "redis", "rediss":
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+			return nil, urlError(rawURL, err)
 		}
 		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
-		return redis.NewClient(o), nil
+		rdb := redis.NewClient(o)
+		rdb.AddHook(noDialBreaker{})
+		return rdb, nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseClusterURL(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+			return nil, urlError(rawURL, err)
 		}
 		connLimits{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
 			&o.MaxRetries, &o.DialerRetries, &o.DialerRetryTimeout, &o.ContextTimeoutEnabled}.apply(timeout)
-		return redis.NewClusterClient(o), nil
+		rdb := redis.NewClusterClient(o)
+		// Each node has its own pool; nodes are made on first use, after this.
+		rdb.OnNewNode(func(node *redis.Client) { node.AddHook(noDialBreaker{}) })
+		return rdb, nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinelURL(strings.TrimSuffix(scheme, "+sentinel"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: parse URL %q: %w", redactURL(rawURL), err)
+			return nil, urlError(rawURL, err)
 		}
 		// These bound the Sentinel queries as well as the master's
 		// connections; MaxRetries -1 holds for both.
@@ -211,10 +221,65 @@ func newClient(rawURL string, timeout time.Duration) (redis.UniversalClient, err
 	}
 }
 
+// urlError words a URL that does not parse, never with the URL's text:
+// parsers quote the URL or the part that failed, and when the URL holds a
+// password that part may be a piece of it (a password with an unescaped
+// '/', '?', '#' or '%' splits anywhere). A URL that RedactURL leaves as it
+// is gets the parser's own words; others get only the kind of fault.
+func urlError(rawURL string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // *url.Error quotes the whole URL
+	}
+	if redactURL(rawURL) == rawURL { // nothing to hide (an '@' anywhere counts as user info)
+		return fmt.Errorf("redisstore: bad URL: %w", err)
+	}
+	fault := "it does not parse"
+	msg := err.Error()
+	for _, f := range urlFaults {
+		if strings.Contains(msg, f.match) {
+			fault = f.say
+			break
+		}
+	}
+	return fmt.Errorf("redisstore: bad URL: %s (its text is not shown: it has a password; "+
+		"percent-encode reserved characters in a password: %% as %%25, / as %%2F, ? as %%3F, # as %%23, @ as %%40)", fault)
+}
+
+// urlFaults map the parsers' fixed wording (net/url, go-redis, sentinel.go)
+// to ours, which quotes nothing of the URL. First match wins.
+var urlFaults = []struct{ match, say string }{
+	{"invalid URL escape", "an invalid %-escape (a literal % is written %25)"},
+	{"in host name", "an invalid character in the host"},
+	{"missing ']'", "a '[' without ']' around an IPv6 address"},
+	{"invalid port", "an invalid port (want 1-65535 after the host)"},
+	{"is not 1-65535", "an invalid port (want 1-65535 after the host)"},
+	{"database number", "an invalid database number"},
+	{"bad db", "an invalid database number"},
+	{"db given twice", "the database given twice (in the path and as db=)"},
+	{"invalid URL path", "an invalid path (want /db)"},
+	{"unexpected option", "an unknown option in the query"},
+	{"unable to parse addr", "an invalid addr= host"},
+	{"fragment", "a fragment (#…), which is not allowed"},
+	{"bad user:password", "an invalid user:password before '@'"},
+	{"is not accepted", "option username= or password= is not accepted in a redis+sentinel query (the master's credentials go in user:pass@, the Sentinels' in sentinel_username= and sentinel_password=)"},
+	{"Sentinel address", "an invalid Sentinel address (want host:port)"},
+	{"no Sentinel host", "no Sentinel host"},
+	{"empty host", "an empty host in the host list"},
+	{"no host", "no host"},
+	{"master name", "no master name or an invalid one (want /MASTERNAME[/db])"},
+	{"control character", "a control character"},
+	{"path /", "an invalid path (want /MASTERNAME[/db])"},
+	{"bad query", "an invalid query"},
+	{"redis: invalid ", "an invalid option value in the query"},
+}
+
 // connLimits points at the connection settings that every scheme's options
 // struct has under the same names (go-redis has no common type for them),
 // so that one place sets them: timeouts not given in the URL default to
 // Options.Timeout, and nothing is retried ("Unavailability" in doc.go).
+// The dial retries matter only where noDialBreaker is not installed: the
+// Sentinel queries that go-redis makes with clients of its own.
 type connLimits struct {
 	dial, read, write, pool   *time.Duration
 	maxRetries, dialerRetries *int
@@ -273,39 +338,56 @@ func parseClusterURL(scheme, rest string) (*redis.ClusterOptions, error) {
 // malformed ones.
 func RedactURL(s string) string { return redactURL(s) }
 
-// redactURL implements RedactURL. The userinfo ends at the last '@'
-// before the query, as in net/url, or earlier: a password holding an
-// unescaped '/' is still hidden.
+// redactURL implements RedactURL. The userinfo ends at the last '@' of
+// the whole URL, past the query if need be: net/url ends it at the last
+// '@' before the first '/', '?' or '#', but a password holding one of
+// those unescaped is still to be hidden. An '@' in the query hides more
+// than needed, never less. After a '?', every "key=value" separated by
+// '&' or '#' is a parameter (a fragment after a stray '#' included).
 func redactURL(s string) string {
-	head, query, hasQuery := strings.Cut(s, "?")
-	query, frag, hasFrag := strings.Cut(query, "#")
-	if !hasQuery {
-		head, frag, hasFrag = strings.Cut(head, "#")
-	}
 	start := 0
-	if i := strings.Index(head, "://"); i >= 0 {
+	if i := strings.Index(s, "://"); i >= 0 {
 		start = i + len("://")
 	}
-	if at := strings.LastIndex(head, "@"); at >= start {
-		if user, _, ok := strings.Cut(head[start:at], ":"); ok {
-			head = head[:start] + user + ":xxxxx" + head[at:]
-		}
-	}
-	out := head
-	if hasQuery {
-		params := strings.Split(query, "&")
-		for i, p := range params {
-			k, _, _ := strings.Cut(p, "=")
-			if key, err := url.QueryUnescape(k); err != nil || secretParam(key) {
-				params[i] = k + "=xxxxx"
+	out, rest := s[:start], s[start:]
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			out += user + ":xxxxx"
+			if strings.Contains(rest[:at], "?") { // the '@' was in the query: all that follows is too
+				return out + redactParams(rest[at:])
 			}
+			rest = rest[at:]
 		}
-		out += "?" + strings.Join(params, "&")
 	}
-	if hasFrag {
-		out += "#" + frag
+	head, query, hasQuery := strings.Cut(rest, "?")
+	if !hasQuery {
+		return out + head
 	}
-	return out
+	return out + head + "?" + redactParams(query)
+}
+
+// redactParams hides the values of password parameters (and of keys that
+// do not unescape, which could be one) in a query string.
+func redactParams(query string) string {
+	var b strings.Builder
+	for query != "" {
+		end := strings.IndexAny(query, "&#")
+		if end < 0 {
+			end = len(query)
+		}
+		p := query[:end]
+		k, _, _ := strings.Cut(p, "=")
+		if key, err := url.QueryUnescape(k); err != nil || secretParam(key) {
+			p = k + "=xxxxx"
+		}
+		b.WriteString(p)
+		if end < len(query) {
+			b.WriteByte(query[end])
+			end++
+		}
+		query = query[end:]
+	}
+	return b.String()
 }
 
 // secretParam says which URL parameters hold a password.
@@ -370,6 +452,31 @@ const regTTL = 10 * time.Second
 func (s *Store) needsRegister(topic string) bool {
 	t, ok := s.regAt.Load(topic)
 	return !ok || time.Since(t.(time.Time)) >= regTTL
+}
+
+// skipLogEvery is how often at most a Store logs the partitions its calls
+// went on without.
+const skipLogEvery = 10 * time.Second
+
+// skipped records that a call on several partitions (lease, promote,
+// lease expiry) went on without partition k, which failed with err. It is
+// logged at most once per skipLogEvery, with the number skipped since the
+// last line, so that a master down for an hour does not log every call.
+// Nothing is logged when the caller gave up (its ctx ended) or the store
+// is closed: no partition is at fault then.
+func (s *Store) skipped(ctx context.Context, op string, k *partKeys, err error) {
+	n := s.skips.Add(1)
+	if s.closed.Load() || ctx.Err() != nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.skipLogAt.Load()
+	if now-last < int64(skipLogEvery) || !s.skipLogAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("redisstore: a partition failed and was left out; calls go on with the others (is its Redis master down?)",
+		"op", op, "topic", k.topic, "partition", k.part, "slot_tag", k.tag,
+		"skipped_since_last_warning", n-s.skipsLogged.Swap(n), "err", err)
 }
 
 // check fails fast on a closed store.

@@ -316,6 +316,44 @@ func TestKillRestartUnderLoad(t *testing.T) {
 	}
 }
 
+// TestFirstCallAfterRestart: after PoolSize dials in a row fail, a
+// go-redis pool stops dialing and answers every call with the last dial
+// error until a probe, made once a second, gets through. The store must
+// not inherit that: once Redis is back, the first call succeeds, on both
+// of the client's pools (single commands, and pipelines, which go-redis
+// serves from a pool of their own).
+func TestFirstCallAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	const poolSize = 2
+	s := openAt(t, fmt.Sprintf("%s?pool_size=%d&pipeline_pool_size=%d", srv.URL(), poolSize, poolSize))
+	now := time.Now().UnixMilli()
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Now: now,
+		Messages: []store.InsertMessage{{ID: "m", Payload: []byte("x"), DueAt: now + 60_000, MaxAttempts: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	// More failed calls than either pool holds connections: enough to
+	// open go-redis's dial breaker on both. They take well under a second,
+	// so without the fix its next probe is still to come when the calls
+	// below run.
+	for i := range 3 * poolSize {
+		if _, err := s.MessageGet(ctx, "t", "m"); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("get %d while down: %v, want ErrUnavailable", i, err)
+		}
+		if _, err := s.TopicGet(ctx, "t"); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("topic %d while down: %v, want ErrUnavailable", i, err)
+		}
+	}
+	srv.Restart()
+	if m, err := s.MessageGet(ctx, "t", "m"); err != nil || m.ID != "m" {
+		t.Fatalf("first get after the restart: %+v, %v; want message m", m, err)
+	}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts.Scheduled != 1 {
+		t.Fatalf("first topic read after the restart: %+v, %v; want 1 scheduled", tr, err)
+	}
+}
+
 // TestUnavailableFast: Open against a port nobody listens on fails fast
 // with ErrUnavailable; a blackholed address is bounded by the timeout.
 func TestUnavailableFast(t *testing.T) {
@@ -599,5 +637,31 @@ func TestMaxmemory(t *testing.T) {
 	}
 	if _, err := s.MessageCancel(ctx, &store.MessageCancelParams{Topic: "t", ID: ok[len(ok)-1], Now: 1}); err != nil {
 		t.Fatalf("cancel at maxmemory: %v", err)
+	}
+}
+
+// TestPreflightClusterFullCoverage: a Cluster whose masters have no
+// replica and require full coverage stops serving every key when one
+// master fails, however well the store isolates that master's partitions:
+// Open says so. With full coverage off, it does not.
+func TestPreflightClusterFullCoverage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{nil, true},
+		{[]string{"--cluster-require-full-coverage", "no"}, false},
+	} {
+		cl := redistest.StartCluster(t, 3, c.args...)
+		var buf bytes.Buffer
+		s, err := redisstore.Open(ctx, redisstore.Options{URL: cl.URL(), Prefix: uniquePrefix(), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatalf("Open %v: %v", c.args, err)
+		}
+		s.Close()
+		if got := strings.Contains(buf.String(), "cluster-require-full-coverage is yes"); got != c.warn {
+			t.Errorf("Open %v: warned %v, want %v; log %q", c.args, got, c.warn, buf.String())
+		}
 	}
 }

@@ -204,6 +204,9 @@ func isDigits(s string) bool {
 // the promoted replica without reopening the Store.
 func newFailoverClient(o *redis.FailoverOptions) *redis.Client {
 	rdb := redis.NewFailoverClient(o)
+	// The first hook added is the outermost: noDialBreaker sees the error
+	// sentinelHook has reworded.
+	rdb.AddHook(noDialBreaker{})
 	rdb.AddHook(sentinelHook{master: o.MasterName})
 	return rdb
 }

@@ -91,43 +91,49 @@ func TestParseSentinelURL(t *testing.T) {
 	}
 	_ = rdb.Close()
 
-	bad := []struct{ url, want string }{
-		{"redis+sentinel://a:1", "no master name"},
-		{"redis+sentinel://a:1/", "no master name"},
-		{"redis+sentinel://a:1/0", `no master name: "0" in the path is a db number`},
-		{"redis+sentinel:///mymaster", "no Sentinel host"},
-		{"redis+sentinel://:pw@/mymaster", "no Sentinel host"},
-		{"redis+sentinel://a:1,,b:2/mymaster", "empty host in the Sentinel list"},
-		{"redis+sentinel://a:99999/mymaster", `bad Sentinel address "a:99999": port "99999" is not 1-65535`},
-		{"redis+sentinel://a:x/mymaster", `port "x"`},
-		{"redis+sentinel://:1/mymaster", `bad Sentinel address ":1": no host`},
-		{"redis+sentinel://a:1/mymaster/x", `bad db "x"`},
-		{"redis+sentinel://a:1/mymaster/-1", `bad db "-1"`},
-		{"redis+sentinel://a:1/mymaster/1/2", "more than /MASTERNAME/db"},
-		{"redis+sentinel://a:1/mymaster//", "bad path"},
-		{"redis+sentinel://a:1/mymaster/1?db=2", "db given twice"},
-		{"redis+sentinel://a:1/x/1?master_name=m", "with master_name= the path is only [/db]"},
-		{"redis+sentinel://a:1/my%20master", `bad master name "my master"`},
-		{"redis+sentinel://a:1/m?password=pw", "option password= is not accepted"},
-		{"redis+sentinel://a:1/m?username=u", "option username= is not accepted"},
-		{"redis+sentinel://a:1/m?bogus=1", "unexpected option: bogus"},
-		{"redis+sentinel://a:1/m?addr=nope", "unable to parse addr param"},
-		{"redis+sentinel://a:1/m#frag", "fragment"},
-		{"redis+sentinel://a:1/m?dial_timeout=x", "dial_timeout"},
-		{"redis+sentinl://a:1/m", `scheme "redis+sentinl" not supported (want redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)`},
-		{"a:1/m", "has no scheme"},
+	// want: what the error says; fault: what it says instead when the URL
+	// holds a password (nothing of the URL's text then), if different.
+	bad := []struct{ url, want, fault string }{
+		{"redis+sentinel://a:1", "no master name", ""},
+		{"redis+sentinel://a:1/", "no master name", ""},
+		{"redis+sentinel://a:1/0", `no master name: "0" in the path is a db number`, "no master name or an invalid one"},
+		{"redis+sentinel:///mymaster", "no Sentinel host", ""},
+		{"redis+sentinel://:pw@/mymaster", "no Sentinel host", ""},
+		{"redis+sentinel://a:1,,b:2/mymaster", "empty host in the Sentinel list", "an empty host in the host list"},
+		{"redis+sentinel://a:99999/mymaster", `bad Sentinel address "a:99999": port "99999" is not 1-65535`, "an invalid port"},
+		{"redis+sentinel://a:x/mymaster", `port "x"`, "an invalid port"},
+		{"redis+sentinel://:1/mymaster", `bad Sentinel address ":1": no host`, "an invalid Sentinel address"},
+		{"redis+sentinel://a:1/mymaster/x", `bad db "x"`, "an invalid database number"},
+		{"redis+sentinel://a:1/mymaster/-1", `bad db "-1"`, "an invalid database number"},
+		{"redis+sentinel://a:1/mymaster/1/2", "more than /MASTERNAME/db", "an invalid path"},
+		{"redis+sentinel://a:1/mymaster//", "bad path", "an invalid path"},
+		{"redis+sentinel://a:1/mymaster/1?db=2", "db given twice", "the database given twice"},
+		{"redis+sentinel://a:1/x/1?master_name=m", "with master_name= the path is only [/db]", "an invalid path"},
+		{"redis+sentinel://a:1/my%20master", `bad master name "my master"`, "an invalid one"},
+		{"redis+sentinel://a:1/m?password=pw", "option username= or password= is not accepted", ""},
+		{"redis+sentinel://a:1/m?username=u", "option username= is not accepted", "option username= or password= is not accepted"},
+		{"redis+sentinel://a:1/m?bogus=1", "unexpected option: bogus", "an unknown option in the query"},
+		{"redis+sentinel://a:1/m?addr=nope", "unable to parse addr param", "an invalid addr= host"},
+		{"redis+sentinel://a:1/m#frag", "fragment", ""},
+		{"redis+sentinel://a:1/m?dial_timeout=x", "dial_timeout", "an invalid option value in the query"},
+		{"redis+sentinl://a:1/m", `scheme "redis+sentinl" not supported (want redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel)`, ""},
+		{"a:1/m", "has no scheme", ""},
 	}
 	for _, tc := range bad {
 		// Each URL as given, then with passwords that errors must hide.
-		for _, url := range []string{tc.url, withSecrets(tc.url)} {
+		for i, url := range []string{tc.url, withSecrets(tc.url)} {
 			rdb, err := newClient(url, time.Second)
 			if err == nil {
 				_ = rdb.Close()
 				t.Errorf("%s: no error", url)
 				continue
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("%s:\n got %v\nwant %q", url, err, tc.want)
+			want := tc.want
+			if i == 1 && tc.fault != "" {
+				want = tc.fault
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s:\n got %v\nwant %q", url, err, want)
 			}
 			if strings.Contains(err.Error(), "hunter") {
 				t.Errorf("%s: error shows a password: %v", url, err)

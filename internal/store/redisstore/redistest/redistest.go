@@ -46,8 +46,11 @@ type Server struct {
 	port int
 	args []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd // nil while killed
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil while killed
+	exited chan struct{} // closed when cmd has exited
+	exit   error         // cmd.Wait's result, set before exited is closed
+	gone   []string      // processes that exited without Kill, for the failure report
 }
 
 // Start runs redis-server on a free loopback port with
@@ -66,7 +69,31 @@ func Start(t testing.TB, args ...string) *Server {
 	s := &Server{t: t, dir: dir, port: port, args: append(append([]string{bin}, base...), args...)}
 	s.start()
 	t.Cleanup(s.Kill)
+	t.Cleanup(s.report) // runs before Kill and before the TempDir holding the log is removed
 	return s
+}
+
+// report, on a failed test, logs every process of s that exited without
+// Kill and the tail of the server's log: a Redis that went away is then
+// told apart from a client that could not reach a running one.
+func (s *Server) report() {
+	if !s.t.Failed() {
+		return
+	}
+	s.mu.Lock()
+	if s.cmd != nil {
+		select {
+		case <-s.exited:
+			s.gone = append(s.gone, fmt.Sprintf("process %d: %v", s.cmd.Process.Pid, s.exit))
+		default:
+		}
+	}
+	gone := "none"
+	if len(s.gone) > 0 {
+		gone = strings.Join(s.gone, "; ")
+	}
+	s.mu.Unlock()
+	s.t.Logf("redistest: redis-server on %s: processes that exited without Kill: %s; log tail:\n%s", s.Addr(), gone, tail(filepath.Join(s.dir, "redis.log")))
 }
 
 // Addr is "127.0.0.1:port".
@@ -86,8 +113,13 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	select {
+	case <-s.exited:
+		s.gone = append(s.gone, fmt.Sprintf("process %d: %v", s.cmd.Process.Pid, s.exit))
+	default:
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		<-s.exited
+	}
 	s.cmd = nil
 }
 
@@ -109,9 +141,15 @@ func (s *Server) start() {
 		s.t.Fatalf("redistest: start %s: %v", s.args[0], err)
 	}
 	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func(exited chan struct{}) {
+		err := cmd.Wait()
+		s.exit = err
+		close(exited)
+	}(s.exited)
 	if err := waitPing(s.Addr(), startTimeout); err != nil {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-s.exited
 		s.cmd = nil
 		s.t.Fatalf("redistest: redis-server on %s did not start: %v\n%s", s.Addr(), err, tail(filepath.Join(s.dir, "redis.log")))
 	}
@@ -119,7 +157,7 @@ func (s *Server) start() {
 	// took the port while this one was down for a restart.
 	if pid, err := pidOf(s.Addr()); err != nil || pid != cmd.Process.Pid {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-s.exited
 		s.cmd = nil
 		s.t.Fatalf("redistest: %s answers as process %d (%v), not the redis-server just started (%d): the port was taken\n%s",
 			s.Addr(), pid, err, cmd.Process.Pid, tail(filepath.Join(s.dir, "redis.log")))
@@ -167,12 +205,21 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	c.WaitOK(t, 30*time.Second)
+	return c
+}
+
+// WaitOK waits until every node reports cluster_state:ok and knows all
+// the others — after a node was restarted or resumed, say — and fails
+// the test after timeout.
+func (c *Cluster) WaitOK(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for _, node := range c.Nodes {
 		for {
 			info, err := command(node.Addr(), "CLUSTER", "INFO")
 			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -181,7 +228,6 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return c
 }
 
 func lookPath(t testing.TB, name string) string {
@@ -367,6 +413,7 @@ func StartSentinel(t testing.TB, name string, args ...string) *Sentinel {
 		sn := &Server{t: t, dir: dir, port: port, args: []string{bin, conf, "--sentinel"}}
 		sn.start()
 		t.Cleanup(sn.Kill)
+		t.Cleanup(sn.report)
 		s.Sentinels = append(s.Sentinels, sn)
 	}
 	deadline := time.Now().Add(30 * time.Second)
