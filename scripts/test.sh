@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
-# it can (redis-server, for the Redis engine's tests), then runs go vet,
+# it can (redis-server and PostgreSQL, for the Redis and PostgreSQL
+# engines' tests), then runs go vet,
 # staticcheck, gosec and every Go test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,10 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+# initdb and postgres: in PATH, or where Debian puts them (not in PATH)
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need_pkgs+=(postgresql)
+fi
 # the dashboard's browser test drives Debian's headless Chromium
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -15,7 +20,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "installing ${need_pkgs[*]} …"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
   else
-    echo "missing ${need_pkgs[*]}: install them (e.g. sudo apt-get install ${need_pkgs[*]}); the Redis tests need them" >&2
+    echo "missing ${need_pkgs[*]}: install them (e.g. sudo apt-get install ${need_pkgs[*]}); the Redis and PostgreSQL tests need them" >&2
     exit 1
   fi
 fi

@@ -29,7 +29,8 @@ func init() {
 
 const serveUsage = `Usage: delayq serve [flags]
 
-Runs the delayq server on the embedded engine (--data) or on Redis (--redis).
+Runs the delayq server on the embedded engine (--data), on Redis (--redis)
+or on PostgreSQL (--postgres).
 
 Every flag also reads DELAYQ_<FLAG> in upper snake case (--max-payload:
 DELAYQ_MAX_PAYLOAD), and --config FILE (or DELAYQ_CONFIG) names a JSON
@@ -61,6 +62,8 @@ type serveOpts struct {
 	debugAddr                      string
 	redisPartitions                int
 	redisAllowEviction             bool
+	postgres, postgresSchema       string
+	postgresMigrate                bool
 	insecure, noDashboard          bool
 	tokens                         serveTokenList
 	tokensFile, tlsCert, tlsKey    string
@@ -90,6 +93,9 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, redis+cluster://h1:p1,h2:p2, or redis+sentinel://s1:p1,s2:p2/MASTERNAME/0; rediss… for TLS) instead of --data")
 	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4)")
 	fs.BoolVar(&o.redisAllowEviction, "redis-allow-eviction", false, "start even if Redis may evict keys (maxmemory-policy other than noeviction): messages can be lost")
+	fs.StringVar(&o.postgres, "postgres", "", "use the PostgreSQL engine at `URL` (postgres://user:pass@host:5432/db?sslmode=…, or key=value) instead of --data")
+	fs.StringVar(&o.postgresSchema, "postgres-schema", "delayq", "PostgreSQL `schema` of delayq's tables")
+	fs.BoolVar(&o.postgresMigrate, "postgres-migrate", true, "create or upgrade the PostgreSQL schema at startup (false: refuse to start unless `delayq migrate` did)")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")

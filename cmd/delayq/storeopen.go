@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -9,12 +10,23 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pebblestore"
+	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/redisstore"
 )
 
-// openStore opens the Redis store when --redis is given, else the
-// embedded store in --data.
+// openStore opens the Redis store when --redis is given, the PostgreSQL
+// store when --postgres is, else the embedded store in --data.
 func openStore(ctx context.Context, o *serveOpts, log *slog.Logger) (store.Store, string, error) {
+	if o.redis != "" && o.postgres != "" {
+		return nil, "", errors.New("give --redis or --postgres, not both")
+	}
+	if o.postgres != "" {
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: o.postgres, Schema: o.postgresSchema, NoMigrate: !o.postgresMigrate, Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("open postgres %s: %w", pgstore.RedactURL(o.postgres), err)
+		}
+		return st, "postgres " + pgstore.RedactURL(o.postgres) + " schema " + st.Schema(), nil
+	}
 	if o.redis != "" {
 		redis.SetLogger(slogRedis{log})
 		st, err := redisstore.Open(ctx, redisstore.Options{URL: o.redis, Partitions: o.redisPartitions, Logger: log, AllowEviction: o.redisAllowEviction})

@@ -1,0 +1,139 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TxMessage is a message sent by SendTx or SendSQLTx.
+type TxMessage struct {
+	// ID is the message's id; "" has the database generate one (a UUID).
+	ID      string
+	Payload []byte
+	// Headers go through JSON (delayq_send takes jsonb): values must be
+	// valid UTF-8 without NUL bytes.
+	Headers map[string]string
+	// Delay (rounded up to a millisecond) or DeliverAt, not both; neither:
+	// due at once.
+	Delay     time.Duration
+	DeliverAt time.Time
+	// MaxAttempts 0 takes the topic's setting, else 25.
+	MaxAttempts int
+}
+
+// TxResult is what SendTx and SendSQLTx answer for one message.
+type TxResult struct {
+	ID        string
+	Duplicate bool      // the topic already holds this id; nothing was sent
+	DueAt     time.Time // the message's due time (the existing one's, for a duplicate)
+}
+
+// SendTx sends messages to topic inside the application's transaction tx,
+// through the SQL function delayq_send of schema ("" for DefaultSchema):
+// they exist if and only if tx commits, and running delayq servers hear of
+// them at commit. All messages go in one round trip. Bad arguments fail
+// with the database's error (SQLSTATE 22023), which, like any error in a
+// transaction, aborts tx.
+func SendTx(ctx context.Context, tx pgx.Tx, schema, topic string, msgs ...TxMessage) ([]TxResult, error) {
+	query, err := sendQuery(schema)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for i, m := range msgs {
+		args, err := sendArgs(m)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
+		}
+		b.Queue(query, append([]any{topic}, args...)...)
+	}
+	br := tx.SendBatch(ctx, b)
+	out := make([]TxResult, len(msgs))
+	for i := range msgs {
+		if err := br.QueryRow().Scan(&out[i].ID, &out[i].Duplicate, &out[i].DueAt); err != nil {
+			_ = br.Close()
+			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pgstore: send: %w", err)
+	}
+	return out, nil
+}
+
+// SendSQLTx is SendTx for database/sql, with any PostgreSQL driver (pgx's
+// stdlib, lib/pq): one statement per message.
+func SendSQLTx(ctx context.Context, tx *sql.Tx, schema, topic string, msgs ...TxMessage) ([]TxResult, error) {
+	query, err := sendQuery(schema)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TxResult, len(msgs))
+	for i, m := range msgs {
+		args, err := sendArgs(m)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
+		}
+		if err := tx.QueryRowContext(ctx, query, append([]any{topic}, args...)...).Scan(&out[i].ID, &out[i].Duplicate, &out[i].DueAt); err != nil {
+			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+func sendQuery(schema string) (string, error) {
+	schema = cmpOr(schema, DefaultSchema)
+	if err := checkSchema(schema); err != nil {
+		return "", err
+	}
+	return "SELECT message_id, duplicate, due_at FROM " + pgx.Identifier{schema}.Sanitize() +
+		".delayq_send($1, $2, $3, $4, $5::jsonb, $6, $7)", nil
+}
+
+// sendArgs are delayq_send's arguments after the topic, as plain driver
+// values (string, []byte, int64, time.Time, nil) that every driver
+// encodes.
+func sendArgs(m TxMessage) ([]any, error) {
+	if m.Delay < 0 {
+		return nil, errors.New("negative delay")
+	}
+	if m.Delay != 0 && !m.DeliverAt.IsZero() {
+		return nil, errors.New("give either Delay or DeliverAt, not both")
+	}
+	var id, headers, attempts, deliverAt any
+	if m.ID != "" {
+		id = m.ID
+	}
+	if len(m.Headers) > 0 {
+		for k, v := range m.Headers {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return nil, fmt.Errorf("header %q: the value must be valid UTF-8 without NUL bytes to go through JSON", k)
+			}
+		}
+		b, err := json.Marshal(m.Headers)
+		if err != nil {
+			return nil, err
+		}
+		headers = string(b)
+	}
+	if m.MaxAttempts != 0 {
+		attempts = int64(m.MaxAttempts)
+	}
+	if !m.DeliverAt.IsZero() {
+		deliverAt = m.DeliverAt
+	}
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	delay := int64((m.Delay + time.Millisecond - 1) / time.Millisecond) // rounded up: never early
+	return []any{id, payload, delay, headers, attempts, deliverAt}, nil
+}

@@ -1,0 +1,114 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+const topicCols = "name, settings IS NOT NULL, settings, scheduled, ready, inflight, dead, acked, next_due, oldest_ready, next_lease_expiry"
+
+func scanTopic(row pgx.Row) (*store.TopicRecord, error) {
+	var tr store.TopicRecord
+	var hasSettings bool
+	c := &tr.Counts
+	if err := row.Scan(&tr.Name, &hasSettings, &tr.Settings, &c.Scheduled, &c.Ready, &c.Inflight, &c.Dead, &c.Acked,
+		&tr.NextDue, &tr.OldestReady, &tr.NextLeaseExpiry); err != nil {
+		return nil, err
+	}
+	switch {
+	case !hasSettings:
+		tr.Settings = nil
+	case tr.Settings == nil:
+		tr.Settings = []byte{} // set, to nothing: not "never set"
+	}
+	return &tr, nil
+}
+
+// TopicGet implements store.Store.
+func (s *Store) TopicGet(ctx context.Context, topic string) (_ *store.TopicRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	tr, err := scanTopic(s.pool.QueryRow(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" WHERE name = $1", topic))
+	if err == pgx.ErrNoRows {
+		return nil, fmt.Errorf("pgstore: topic %q: %w", topic, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.fail("get topic", err)
+	}
+	return tr, nil
+}
+
+// TopicList implements store.Store.
+func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	rows, err := s.pool.Query(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" ORDER BY name")
+	if err != nil {
+		return nil, s.fail("list topics", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.TopicRecord, error) { return scanTopic(row) })
+	if err != nil {
+		return nil, s.fail("list topics", err)
+	}
+	return out, nil
+}
+
+// TopicSettingsPut implements store.Store.
+func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) (err error) {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	if settings == nil {
+		settings = []byte{} // NULL means never set
+	}
+	if _, err := s.pool.Exec(ctx, "INSERT INTO "+s.fn("topic")+" (name, settings) VALUES ($1, $2)"+
+		" ON CONFLICT (name) DO UPDATE SET settings = EXCLUDED.settings", topic, settings); err != nil {
+		return s.fail("put topic settings", err)
+	}
+	return nil
+}
+
+// DueCounts counts the topic's scheduled messages due in each of n
+// buckets of bucketMS from fromMS (the dashboard's Upcoming chart).
+func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS int64, n int) (_ []int64, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := make([]int64, n)
+	if n <= 0 || bucketMS <= 0 {
+		return out, nil
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	rows, err := s.pool.Query(ctx, "SELECT (q.due_at - $2) / $3, count(*) FROM "+s.fn("q_scheduled")+" q"+
+		" WHERE q.topic = $1 AND q.due_at >= $2 AND q.due_at < $2 + $3 * $4 GROUP BY 1", topic, fromMS, bucketMS, int64(n))
+	if err != nil {
+		return nil, s.fail("count due", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b, c int64
+		if err := rows.Scan(&b, &c); err != nil {
+			return nil, s.fail("count due", err)
+		}
+		if b >= 0 && b < int64(n) {
+			out[b] = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("count due", err)
+	}
+	return out, nil
+}
