@@ -1,0 +1,35 @@
+package pgtx_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq/pgtx"
+)
+
+// Create an order and schedule its "close if unpaid" check in one
+// transaction: both happen, or neither.
+func Example() {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://app@127.0.0.1:5432/shop")
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return
+	}
+	defer tx.Rollback(ctx) // no-op after Commit
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, total) VALUES ($1, $2)`, 42, 99.50); err != nil {
+		return
+	}
+	if _, err := pgtx.Send(ctx, tx, "", "orders.close", pgtx.Message{
+		ID: "order-42", Payload: []byte(`{"order":42}`), Delay: 30 * time.Minute,
+	}); err != nil {
+		return
+	}
+	_ = tx.Commit(ctx) // the message exists from here on
+}
