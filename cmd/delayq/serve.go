@@ -67,6 +67,7 @@ type serveOpts struct {
 	defaultLease, drainTimeout     time.Duration
 	rateToken, rateIP              float64
 	burstToken, burstIP            int
+	clockOffset                    time.Duration // hidden, testing only
 }
 
 // serveTokenList is the repeatable --token flag.
@@ -101,6 +102,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
 	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	fs.DurationVar(&o.clockOffset, clockOffsetFlag, 0, "testing only: shifts this server's clock, to test servers whose clocks disagree")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
 	fs.Float64Var(&o.rateToken, "rate-limit-token", 0, "API `requests` per second per bearer token; 0: no limit")
@@ -221,9 +223,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	o, err := parseServe(args, os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, serveUsage)
-		fs := serveFlags(&serveOpts{})
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printServeDefaults(stdout)
 		return 0
 	}
 	if err != nil {
@@ -276,6 +276,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		Store: st, Logger: log, Observer: obs,
 		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
+		Clock: serveClock(o, log),
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
