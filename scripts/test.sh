@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
-# it can (redis-server, for the Redis engine's tests), then runs go vet,
+# it can (redis-server and cc, for the Redis engine's tests), then runs go vet,
 # staticcheck, gosec and every Go test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+# the Redis suites that set Redis's clock build a small preload library
+command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 # the dashboard's browser test drives Debian's headless Chromium
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
