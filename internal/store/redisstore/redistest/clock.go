@@ -88,6 +88,26 @@ time_t time(time_t *t) {
 // missing; CI installs both.
 func StartWithClock(t testing.TB, args ...string) *Server {
 	t.Helper()
+	env, f := fakeClock(t)
+	return start(t, env, f, args)
+}
+
+// StartClusterWithClock is StartCluster with one wall clock for every
+// node, set by Cluster.SetTime.
+func StartClusterWithClock(t testing.TB, n int, args ...string) *Cluster {
+	t.Helper()
+	env, f := fakeClock(t)
+	return startCluster(t, n, args, func(args []string) *Server { return start(t, env, f, args) })
+}
+
+// SetTime sets the wall clock of every node (StartClusterWithClock).
+func (c *Cluster) SetTime(ms int64) { c.Nodes[0].SetTime(ms) }
+
+// fakeClock builds the preload library and the clock file (reading 0:
+// the real clock) and returns the environment that makes a server use
+// them, and the open file.
+func fakeClock(t testing.TB) ([]string, *os.File) {
+	t.Helper()
 	dir := t.TempDir()
 	src, lib := filepath.Join(dir, "clock.c"), filepath.Join(dir, "clock.so")
 	if err := os.WriteFile(src, []byte(clockShim), 0o600); err != nil {
@@ -106,14 +126,14 @@ func StartWithClock(t testing.TB, args ...string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(make([]byte, 8), 0); err != nil { // 0: the real clock
+	if _, err := f.WriteAt(make([]byte, 8), 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	return start(t, []string{"LD_PRELOAD=" + lib, "DELAYQ_REDISTEST_CLOCK=" + clockFile}, f, args)
+	return []string{"LD_PRELOAD=" + lib, "DELAYQ_REDISTEST_CLOCK=" + clockFile}, f
 }
 
-// SetTime sets the wall clock of a server started by StartWithClock to
+// SetTime sets the wall clock of a server started with one to
 // Unix ms (0: the real clock again); it holds until the next SetTime.
 // Redis reads it on its next call, and TIME answers it from then on.
 func (s *Server) SetTime(ms int64) {

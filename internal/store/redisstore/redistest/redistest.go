@@ -161,6 +161,11 @@ func (c *Cluster) URL() string { return "redis+cluster://" + strings.Join(c.Addr
 // reports cluster_state:ok.
 func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	t.Helper()
+	return startCluster(t, n, args, func(args []string) *Server { return Start(t, args...) })
+}
+
+func startCluster(t testing.TB, n int, args []string, startNode func(args []string) *Server) *Cluster {
+	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a cluster needs at least 3 masters, got %d", n)
 	}
@@ -168,10 +173,10 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	c := &Cluster{}
 	for range n {
 		bus := FreePort(t)
-		c.Nodes = append(c.Nodes, Start(t, append([]string{
+		c.Nodes = append(c.Nodes, startNode(append([]string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
-		}, args...)...))
+		}, args...)))
 	}
 	create := append([]string{"--cluster", "create"}, c.Addrs()...)
 	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
