@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
-# it can (redis-server and PostgreSQL, for the Redis and PostgreSQL
+# it can (redis-server, cc and PostgreSQL, for the Redis and PostgreSQL
 # engines' tests), then runs go vet,
 # staticcheck, gosec and every Go test with the race detector.
 set -euo pipefail
@@ -13,6 +13,8 @@ command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   need_pkgs+=(postgresql)
 fi
+# the Redis suites that set Redis's clock build a small preload library
+command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 # the dashboard's browser test drives Debian's headless Chromium
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then

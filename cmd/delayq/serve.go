@@ -76,6 +76,7 @@ type serveOpts struct {
 	defaultLease, drainTimeout     time.Duration
 	rateToken, rateIP              float64
 	burstToken, burstIP            int
+	clockOffset                    time.Duration // hidden, testing only
 }
 
 // serveTokenList is the repeatable --token flag.
@@ -117,6 +118,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
 	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	fs.DurationVar(&o.clockOffset, clockOffsetFlag, 0, "testing only: shifts this server's clock, to test servers whose clocks disagree")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
 	fs.Float64Var(&o.rateToken, "rate-limit-token", 0, "API `requests` per second per bearer token; 0: no limit")
@@ -237,9 +239,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	o, err := parseServe(args, os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, serveUsage)
-		fs := serveFlags(&serveOpts{})
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printServeDefaults(stdout)
 		return 0
 	}
 	if err != nil {
@@ -296,6 +296,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		Store: st, Logger: log, Observer: obs,
 		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow, MaxTopics: o.maxTopics,
+		Clock: serveClock(o, log),
 	})
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)

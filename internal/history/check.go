@@ -219,8 +219,8 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 				break
 			}
 		}
-		if n > 0 && h.creator && !h.due.IsZero() && !h.deliveries[0].At.IsZero() {
-			late := h.deliveries[0].At.Sub(h.due)
+		if n > 0 && h.creator && !h.due.IsZero() && !firstDelivery(h.deliveries).At.IsZero() {
+			late := firstDelivery(h.deliveries).At.Sub(h.due)
 			if cameDueWhileDown(h, down) {
 				whileDown = append(whileDown, late)
 			} else {
@@ -237,7 +237,7 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 			// invoke: at most one round trip before the server's.
 			due := h.okSendInvoke + h.delay
 			for _, w := range down {
-				if due >= w.From && due <= w.To && h.deliveries[0].Complete > w.To+opt.DownGrace {
+				if due >= w.From && due <= w.To && firstDelivery(h.deliveries).Complete > w.To+opt.DownGrace {
 					res.SlowAfterRestart = append(res.SlowAfterRestart, id)
 					break
 				}
@@ -249,6 +249,24 @@ func Check(ops []Op, down []Window, opt Options) *Result {
 	}
 	res.Steady, res.CameDueWhileDown = summarize(steady), summarize(whileDown)
 	return res
+}
+
+// firstDelivery is the first of ds to be handed out: the earliest server
+// stamp, else the earliest receipt. Not simply the first invoked: a
+// long-poll invoked before the first delivery may return a later one (a
+// retry after a nack, a redelivery after a lease expired).
+func firstDelivery(ds []Op) Op {
+	f := ds[0]
+	for _, d := range ds[1:] {
+		if !d.At.IsZero() && !f.At.IsZero() {
+			if d.At.Before(f.At) {
+				f = d
+			}
+		} else if d.Complete < f.Complete {
+			f = d
+		}
+	}
+	return f
 }
 
 // early applies both clocks: the server's (delivered before its due time)

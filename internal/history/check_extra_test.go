@@ -22,6 +22,30 @@ func TestSlowAfterRestart(t *testing.T) {
 	}
 }
 
+// A long-poll invoked before the first delivery returned the retry after
+// a nack: lateness is the first delivery's, not the retry's.
+func TestLatenessOfFirstDeliveryNotFirstInvoked(t *testing.T) {
+	ops := []Op{
+		sendOp("a", 0, 100, OK),
+		deliverOp("a", 10, 800), // long-poll invoked first, answered with the retry
+		deliverOp("a", 50, 103), // the first delivery
+		endOp(Nack, "a", 104),
+		sendOp("b", 0, 100, OK), deliverOp("b", 5, 2000), deliverOp("b", 90, 700),
+	}
+	down := []Window{{From: ms(50), To: ms(500)}}
+	r := Check(ops[:4], down, Options{DownGrace: ms(1000)})
+	if r.CameDueWhileDown.N != 1 || r.CameDueWhileDown.Max != ms(3) {
+		t.Fatalf("lateness %+v, want 3 ms (the first delivery, not the first invoked)", r.CameDueWhileDown)
+	}
+	r = Check(ops[4:], down, Options{DownGrace: ms(1000)})
+	if r.CameDueWhileDown.N != 1 || r.CameDueWhileDown.Max != ms(600) {
+		t.Fatalf("lateness %+v, want 600 ms", r.CameDueWhileDown)
+	}
+	if len(r.SlowAfterRestart) != 0 {
+		t.Fatalf("slow after restart: %v (judged by a later delivery)", r.SlowAfterRestart)
+	}
+}
+
 func TestLostSplit(t *testing.T) {
 	var ops []Op
 	for i := 0; i < 10; i++ {

@@ -237,10 +237,12 @@ func (p *faultProxy) close() {
 }
 
 // doubleLeases finds deliveries handed out while an earlier lease of the
-// same message was still live, by the client's clock (sound whatever the
-// servers' clocks say): the second lease answer completed before the
-// first lease call was even invoked + lease, and no ok nack of the first
-// came in between.
+// same message was still live: taking the leases in the order they were
+// granted, the second lease answer completed, by the client's clock
+// (sound whatever the servers' clocks say), before the first lease call
+// was even invoked + lease, and no ok nack of the first was invoked
+// between the two answers (a nack may end the lease as soon as it is
+// invoked, and a long-poll started before it may get the retry).
 func doubleLeases(rec *history.Recorder, lease time.Duration) []string {
 	byID := map[string][]history.Op{}
 	nacks := map[string][]time.Duration{}
@@ -249,15 +251,23 @@ func doubleLeases(rec *history.Recorder, lease time.Duration) []string {
 		case op.Kind == history.Lease && op.Outcome == history.OK:
 			byID[op.ID] = append(byID[op.ID], op)
 		case op.Kind == history.Nack && op.Outcome == history.OK:
-			nacks[op.ID] = append(nacks[op.ID], op.Complete)
+			nacks[op.ID] = append(nacks[op.ID], op.Invoke)
 		}
 	}
 	var out []string
 	for id, ds := range byID {
-		slices.SortFunc(ds, func(a, b history.Op) int { return int(a.Invoke - b.Invoke) })
+		// Granted order: by the store's stamps when the answers carry them
+		// (one clock, Redis TIME; a long-poll invoked first may be answered
+		// with the later lease), else by invoke.
+		slices.SortFunc(ds, func(a, b history.Op) int {
+			if !a.At.IsZero() && !b.At.IsZero() {
+				return a.At.Compare(b.At)
+			}
+			return int(a.Invoke - b.Invoke)
+		})
 		for i := 1; i < len(ds); i++ {
 			d1, d2 := ds[i-1], ds[i]
-			if slices.ContainsFunc(nacks[id], func(c time.Duration) bool { return c <= d2.Invoke }) {
+			if slices.ContainsFunc(nacks[id], func(inv time.Duration) bool { return inv >= d1.Complete && inv < d2.Complete }) {
 				continue
 			}
 			if d2.Complete < d1.Invoke+lease {

@@ -64,6 +64,40 @@ func TestModel(t *testing.T) {
 	storetest.RunModel(t, func(t *testing.T) store.Store { return openAt(t, srv.URL()) })
 }
 
+// openRedisTime opens a store at srv with the production time source,
+// TimeRedis (the scripts read Redis TIME), for the suites: srv's clock is
+// set to each call's Now (redistest.StartWithClock, storetest.WithClock).
+func openRedisTime(t *testing.T, srv interface {
+	URL() string
+	SetTime(int64)
+}) store.Store {
+	s := openAt(t, srv.URL(), func(o *redisstore.Options) { o.TimeSource = redisstore.TimeRedis })
+	return storetest.WithClock(s, srv.SetTime)
+}
+
+func TestConformanceRedisTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartWithClock(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return openRedisTime(t, srv) })
+}
+
+func TestModelRedisTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartWithClock(t)
+	storetest.RunModel(t, func(t *testing.T) store.Store { return openRedisTime(t, srv) })
+}
+
+// On a Cluster each partition's scripts run on its master and read that
+// master's TIME: all of them follow the one clock here.
+func TestConformanceClusterRedisTime(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cluster: skipped in -short")
+	}
+	cl := redistest.StartClusterWithClock(t, 3)
+	storetest.Run(t, func(t *testing.T) store.Store { return openRedisTime(t, cl) })
+}
+
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

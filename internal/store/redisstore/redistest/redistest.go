@@ -7,6 +7,7 @@
 //	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
 //	cl  := redistest.StartCluster(t, 3)              // 3 masters, no replicas
 //	sn  := redistest.StartSentinel(t, "mymaster")    // master, replica, 3 Sentinels
+//	srv := redistest.StartWithClock(t)               // srv.SetTime(ms) sets Redis TIME
 //
 // Servers are killed in t.Cleanup. A Server is safe for use by one test
 // goroutine at a time.
@@ -46,6 +47,9 @@ type Server struct {
 	port int
 	args []string
 
+	env   []string // added to the process environment
+	clock *os.File // StartWithClock's clock file, else nil
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil while killed
 	exited chan struct{} // closed when cmd has exited
@@ -58,6 +62,11 @@ type Server struct {
 // (a later directive overrides an earlier one).
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return start(t, nil, nil, args)
+}
+
+func start(t testing.TB, env []string, clock *os.File, args []string) *Server {
+	t.Helper()
 	bin := lookPath(t, serverBin)
 	dir := t.TempDir()
 	port := FreePort(t)
@@ -66,7 +75,7 @@ func Start(t testing.TB, args ...string) *Server {
 		"--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log"),
 	}
-	s := &Server{t: t, dir: dir, port: port, args: append(append([]string{bin}, base...), args...)}
+	s := &Server{t: t, dir: dir, port: port, args: append(append([]string{bin}, base...), args...), env: env, clock: clock}
 	s.start()
 	t.Cleanup(s.Kill)
 	t.Cleanup(s.report) // runs before Kill and before the TempDir holding the log is removed
@@ -137,6 +146,9 @@ func (s *Server) start() {
 	defer s.mu.Unlock()
 	cmd := exec.Command(s.args[0], s.args[1:]...) // #nosec G204 -- test helper: redis-server from PATH with arguments built by Start/StartSentinel
 	cmd.Dir = s.dir
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start %s: %v", s.args[0], err)
 	}
@@ -187,6 +199,11 @@ func (c *Cluster) URL() string { return "redis+cluster://" + strings.Join(c.Addr
 // reports cluster_state:ok.
 func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	t.Helper()
+	return startCluster(t, n, args, func(args []string) *Server { return Start(t, args...) })
+}
+
+func startCluster(t testing.TB, n int, args []string, startNode func(args []string) *Server) *Cluster {
+	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a cluster needs at least 3 masters, got %d", n)
 	}
@@ -194,10 +211,10 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	c := &Cluster{}
 	for range n {
 		bus := FreePort(t)
-		c.Nodes = append(c.Nodes, Start(t, append([]string{
+		c.Nodes = append(c.Nodes, startNode(append([]string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "2000",
-		}, args...)...))
+		}, args...)))
 	}
 	create := append([]string{"--cluster", "create"}, c.Addrs()...)
 	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
