@@ -135,11 +135,15 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		// Lateness counts from the due time, or from the send for messages
 		// sent with a due time in the past (they were never late); the
 		// part the rate limit held the message back is reported apart.
-		// Both are instants of the store's clock; now is ours.
-		from := e.local(max64(r.DueAt, r.CreatedAt))
-		late := time.Duration(now-from) * time.Millisecond
+		// Measured from the lease's own stamp (UpdatedAt: the store's now
+		// when it leased, on the clock that judged the message due), not
+		// from our now, read before the call: on a store with its own
+		// clock that reading is a round trip earlier and an estimate, and
+		// on-time deliveries counted as early (D8).
+		at, from := e.local(r.UpdatedAt), e.local(max64(r.DueAt, r.CreatedAt))
+		late := time.Duration(at-from) * time.Millisecond
 		if since != 0 {
-			held := time.Duration(now-max64(from, since)) * time.Millisecond
+			held := time.Duration(at-max64(from, since)) * time.Millisecond
 			held = min(max(held, 0), late)
 			e.obs.Throttled(t.name, held)
 			late -= held
