@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,7 +25,14 @@ func openAt(t testing.TB, srv *pgtest.Server, mod ...func(*pgstore.Options)) *pg
 	for _, m := range mod {
 		m(&o)
 	}
+	// A healthy database on a machine loaded by a parallel test run can
+	// miss a short Options.Timeout at Open (the fault tests set one):
+	// try again before calling it a failure.
 	s, err := pgstore.Open(ctx, o)
+	for i := 0; i < 4 && errors.Is(err, store.ErrUnavailable); i++ {
+		time.Sleep(200 * time.Millisecond)
+		s, err = pgstore.Open(ctx, o)
+	}
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

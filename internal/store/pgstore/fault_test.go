@@ -15,7 +15,7 @@ import (
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
-const faultTimeout = 500 * time.Millisecond
+const faultTimeout = time.Second
 
 // failsWithin runs fn and wants an error wrapping store.ErrUnavailable —
 // and no context error: the caller's ctx did not end — within limit.
