@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -58,13 +59,20 @@ func Resolve(spec string) (bench.Factory, bool, error) {
 		if noPersist {
 			name += ":nopersist"
 		}
+		if bin != "" { // two builds side by side get two columns
+			name += ":" + filepath.Base(bin)
+		}
 		return bench.Factory{Name: name,
 			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
 				return openServeRedis(ctx, bin, noPersist, o)
 			}}, true, nil
 	case spec == "serve" || strings.HasPrefix(spec, "serve:"):
 		bin := strings.TrimPrefix(strings.TrimPrefix(spec, "serve"), ":")
-		return bench.Factory{Name: "serve",
+		name := "serve"
+		if bin != "" {
+			name += ":" + filepath.Base(bin)
+		}
+		return bench.Factory{Name: name,
 			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) { return openServe(ctx, bin, o) }}, true, nil
 	}
 	return bench.Factory{}, false, nil
