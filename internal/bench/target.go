@@ -185,6 +185,10 @@ func ProcCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseStatCPU(b, pid)
+}
+
+func parseStatCPU(b []byte, pid int) (time.Duration, error) {
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields after it start after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
