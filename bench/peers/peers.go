@@ -10,7 +10,7 @@ import (
 )
 
 // Targets documents the peer --target words.
-const Targets = "peers: asynq (asynq v0.26 defaults on a redis-server it starts), asynq:poll=DURATION (forwarder and idle-worker polls set to DURATION), beanstalkd (a beanstalkd it starts)"
+const Targets = "peers: asynq (asynq v0.26 defaults on a redis-server it starts), asynq:poll=DURATION (forwarder and idle-worker polls set to DURATION), beanstalkd (a beanstalkd it starts; durable: -f0, every write fsync'd), beanstalkd:fsync=DURATION (durable binlog fsync'd at most every DURATION)"
 
 // Resolve maps a peer --target word to its factory.
 var Resolve = bench.ChainResolvers(asynqtarget.Resolve, beanstalktarget.Resolve)

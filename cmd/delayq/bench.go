@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("bench", "load generator: send, drain, lateness, mixed, pending (see docs/benchmarks.md)", runBench)
+	register("bench", "load generator: send, drain, lateness, mixed, paced, burst, pending (see docs/benchmarks.md)", runBench)
 }
 
 // benchCLI is `delayq bench`: the scenario runner of internal/bench with

@@ -12,17 +12,19 @@ const (
 	ScenarioDrain    = "drain"
 	ScenarioLateness = "lateness"
 	ScenarioMixed    = "mixed"
+	ScenarioPaced    = "paced"
+	ScenarioBurst    = "burst"
 	ScenarioPending  = "pending"
 )
 
 // Scenarios lists every scenario in the order they are run.
-var Scenarios = []string{ScenarioSend, ScenarioDrain, ScenarioLateness, ScenarioMixed, ScenarioPending}
+var Scenarios = []string{ScenarioSend, ScenarioDrain, ScenarioLateness, ScenarioMixed, ScenarioPaced, ScenarioBurst, ScenarioPending}
 
 // Config sizes one scenario. Zero fields take the scenario's default
 // (see Defaults).
 type Config struct {
 	Scenario string
-	// N is the number of messages (send, drain, lateness, pending).
+	// N is the number of messages (all but mixed).
 	N int
 	// Batch is messages per send call (1 = single sends).
 	Batch int
@@ -31,7 +33,7 @@ type Config struct {
 	// Concurrency is the number of concurrent senders.
 	Concurrency int
 	// Rate is the target send rate in msgs/s; 0 = as fast as possible
-	// (send) — mixed needs a rate.
+	// (send, burst) — mixed and paced need a rate.
 	Rate float64
 	// Consumers is the number of concurrent consumers.
 	Consumers int
@@ -45,11 +47,13 @@ type Config struct {
 	// Window over which the lateness scenario's messages come due.
 	Window time.Duration
 	// Lead is how far after the start of the lateness fill the first
-	// message is due; 0 = auto (2 s + max(0, N/5000 s − Window)).
+	// message is due; 0 = auto (2 s + max(0, N/5000 s − Window)). Paced:
+	// how long before its due time each message is sent.
 	Lead time.Duration
 	// Duration of the mixed scenario's sending.
 	Duration time.Duration
-	// MaxDelay of the mixed scenario: delays are uniform in [0, MaxDelay].
+	// MaxDelay of the mixed and burst scenarios: delays are uniform in
+	// [0, MaxDelay].
 	MaxDelay time.Duration
 	// Grace is how long consumers go on after the last message is due
 	// (mixed), and the stall timeout of drain and lateness: a run ends
@@ -76,6 +80,14 @@ func Defaults(scenario string) Config {
 		c.N, c.Batch, c.Concurrency, c.Window = 100_000, 100, 8, 10*time.Second
 	case ScenarioMixed:
 		c.Rate, c.Duration, c.MaxDelay, c.Batch, c.Concurrency, c.Grace = 2000, 60*time.Second, 60*time.Second, 10, 4, 10*time.Second
+	case ScenarioPaced:
+		// Production's shape: producers keep sending single messages while
+		// earlier ones come due and consumers lease and ack.
+		c.N, c.Rate, c.Lead, c.Batch, c.Concurrency, c.Payload, c.Consumers = 20_000, 1000, 2*time.Second, 1, 4, 1024, 2
+	case ScenarioBurst:
+		// Everyone sends at once, as fast as they can, with delays that
+		// start coming due while the burst is still going on.
+		c.N, c.MaxDelay, c.Batch, c.Concurrency, c.Payload, c.Consumers = 20_000, 10*time.Second, 1, 32, 1024, 4
 	case ScenarioPending:
 		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 1000, 4, 24*time.Hour
 	}
@@ -113,6 +125,9 @@ func (c Config) Fill() Config {
 	if c.Seed == 0 {
 		c.Seed = d.Seed
 	}
+	if c.Scenario == ScenarioPaced {
+		pickD(&c.Lead, d.Lead)
+	}
 	if c.Scenario == ScenarioLateness && c.Lead == 0 {
 		c.Lead = 2*time.Second + max(0, time.Duration(float64(c.N)/5000*float64(time.Second))-c.Window)
 	}
@@ -136,8 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--lease-max must be between 1 and 1000")
 	case c.Rate < 0:
 		return fmt.Errorf("--rate must be ≥ 0")
-	case c.Scenario == ScenarioMixed && c.Rate <= 0:
-		return fmt.Errorf("mixed needs --rate > 0")
+	case (c.Scenario == ScenarioMixed || c.Scenario == ScenarioPaced) && c.Rate <= 0:
+		return fmt.Errorf("%s needs --rate > 0", c.Scenario)
 	case c.Scenario == ScenarioPending && c.MaxDelay != 0 && c.MaxDelay < c.Delay:
 		return fmt.Errorf("pending: --max-delay %v is below --delay %v (delays are uniform in [delay, max-delay])", c.MaxDelay, c.Delay)
 	case c.Window < 0 || c.Lead < 0 || c.Duration < 0 || c.MaxDelay < 0 || c.Grace <= 0 || c.Wait <= 0:
@@ -189,6 +204,24 @@ func (c Config) Params() []Param {
 		add("duration", c.Duration.String())
 		add("delays", "0–"+c.MaxDelay.String())
 		add("batch", fmt.Sprint(c.Batch))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("consumers", fmt.Sprint(c.Consumers))
+		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioPaced:
+		add("n", fmt.Sprint(c.N))
+		add("rate", rate)
+		add("lead", c.Lead.String())
+		add("batch", fmt.Sprint(c.Batch))
+		add("concurrency", fmt.Sprint(c.Concurrency))
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("consumers", fmt.Sprint(c.Consumers))
+		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioBurst:
+		add("n", fmt.Sprint(c.N))
+		add("rate", rate)
+		add("delays", "0–"+c.MaxDelay.String())
+		add("batch", fmt.Sprint(c.Batch))
+		add("concurrency", fmt.Sprint(c.Concurrency))
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))

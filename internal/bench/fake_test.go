@@ -17,12 +17,25 @@ type fakeTarget struct {
 	mu      sync.Mutex
 	pending []Msg
 	closed  bool
+	work    int64 // messages sent + messages taken: the fake's "CPU"
+}
+
+// fakeCPUPerMsg is the CPU the fake reports per message sent and per
+// message handed out: a correct run costs 2× this per message.
+const fakeCPUPerMsg = 10 * time.Microsecond
+
+// ServerCPU implements CPUReporter.
+func (f *fakeTarget) ServerCPU() (time.Duration, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Duration(f.work) * fakeCPUPerMsg, "fake", nil
 }
 
 func (f *fakeTarget) Send(_ context.Context, msgs []Msg) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range msgs {
+		f.work++
 		if f.drop != nil && f.drop(m.Seq) {
 			continue
 		}
@@ -49,6 +62,7 @@ func (f *fakeTarget) take(max int) []Msg {
 		}
 	}
 	f.pending = keep
+	f.work += int64(len(out))
 	return out
 }
 

@@ -191,7 +191,26 @@ func runOnce(ctx context.Context, c Config, f Factory, run int, p *Progress) (re
 			err = fmt.Errorf("close: %w", cerr)
 		}
 	}()
-	return runScenario(ctx, c, t, p)
+	cr, _ := t.(CPUReporter)
+	var cpu0 time.Duration
+	if cr != nil {
+		if cpu0, _, err = cr.ServerCPU(); err != nil {
+			return res, fmt.Errorf("server CPU: %w", err)
+		}
+	}
+	res, err = runScenario(ctx, c, t, p)
+	if err != nil || cr == nil || res.Msgs <= 0 {
+		return res, err
+	}
+	cpu1, what, err := cr.ServerCPU()
+	if err != nil {
+		return res, fmt.Errorf("server CPU: %w", err)
+	}
+	res.set(cpuMetric.Key, float64((cpu1-cpu0).Microseconds())/float64(res.Msgs))
+	if run == 1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("server CPU: %s (utime+stime from /proc around the run, divided by the %d messages sent and consumed)", what, res.Msgs))
+	}
+	return res, nil
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -331,7 +350,7 @@ func FormatValue(v float64, unit string) string {
 			return strconv.FormatFloat(v, 'f', 1, 64)
 		}
 		return strconv.FormatFloat(v, 'f', 3, 64)
-	case "MiB":
+	case "MiB", "µs":
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return groupDigits(int64(math.Round(v)))

@@ -84,8 +84,61 @@ func TestEveryScenarioRunsOnFake(t *testing.T) {
 			}
 		}
 	}
-	if got := reps[4].Results[0].Summary["rss_mb"].Median; got != 42 {
-		t.Errorf("pending rss = %v, want 42", got)
+	for _, r := range reps {
+		st := r.Results[0].Summary
+		if r.Scenario == ScenarioPending {
+			if got := st["rss_mb"].Median; got != 42 {
+				t.Errorf("pending rss = %v, want 42", got)
+			}
+		}
+		if cpu, ok := st[cpuMetric.Key]; ok && cpu.Median != 2*float64(fakeCPUPerMsg.Microseconds()) {
+			t.Errorf("%s: server CPU per message %v µs, want %v (one send + one receive)", r.Scenario, cpu.Median, 2*fakeCPUPerMsg.Microseconds())
+		}
+	}
+}
+
+// TestLoadScenariosDetectMisbehaviour: paced and burst count every drop,
+// duplicate and early delivery of a misbehaving target, and find none on
+// a correct one.
+func TestLoadScenariosDetectMisbehaviour(t *testing.T) {
+	bad := fakeFactory("bad", func() *fakeTarget {
+		return &fakeTarget{
+			drop:    func(s uint64) bool { return s%50 == 0 },
+			dup:     func(s uint64) bool { return s%40 == 0 },
+			early:   func(s uint64) bool { return s%30 == 0 },
+			earlyBy: 500 * time.Millisecond, // a release this early stays early on a busy machine
+		}
+	})
+	good := fakeFactory("good", func() *fakeTarget { return &fakeTarget{} })
+	paced := tiny(ScenarioPaced)
+	paced.Lead = time.Second // every message due well after the fake's early release
+	burst := tiny(ScenarioBurst)
+	burst.MaxDelay = 2 * time.Second
+	reps := Run(context.Background(), []Config{paced, burst}, []Factory{good, bad}, 1, nil)
+	for _, r := range reps {
+		g, b := r.Results[0], r.Results[1]
+		if g.Error != "" || b.Error != "" {
+			t.Fatalf("%s errors: %q %q", r.Scenario, g.Error, b.Error)
+		}
+		if got := g.Summary["checked"].Sum; got != 200 {
+			t.Errorf("%s: good target checked %v, want 200", r.Scenario, got)
+		}
+		for _, k := range []string{"early", "duplicates", "missing"} {
+			if v := g.Summary[k].Sum; v != 0 {
+				t.Errorf("%s: good target: %s = %v", r.Scenario, k, v)
+			}
+		}
+		// dropped: 0, 50, 100, 150; duplicated: 40, 80, 120, 160.
+		for k, v := range map[string]float64{"missing": 4, "duplicates": 4} {
+			if got := b.Summary[k].Sum; got != v {
+				t.Errorf("%s: bad target: %s = %v, want %v", r.Scenario, k, got, v)
+			}
+		}
+		// Early candidates: 30, 60, 90, 120, 180 (burst: those whose
+		// delay exceeds the fake's head start).
+		if got := b.Summary["early"].Sum; got < 1 || got > 5 {
+			t.Errorf("%s: bad target: early = %v", r.Scenario, got)
+		}
 	}
 }
 

@@ -20,7 +20,15 @@ type Metric struct {
 	// Count metrics (early, duplicates, missing) are summed over runs and
 	// get no ratio: any non-zero value is a finding by itself.
 	Count bool `json:"count,omitempty"`
+	// Optional metrics are measured only on some targets (server CPU needs
+	// a server process the benchmark started).
+	Optional bool `json:"optional,omitempty"`
 }
+
+// cpuMetric is the CPU time the server processes spent per message of the
+// run (everything the scenario made them do: send, release, lease, ack),
+// for targets that implement CPUReporter.
+var cpuMetric = Metric{Key: "cpu_us_per_msg", Label: "server CPU per message", Unit: "µs", Optional: true}
 
 var latenessMetrics = []Metric{
 	{Key: "p50_ms", Label: "lateness p50", Unit: "ms"},
@@ -48,15 +56,22 @@ func MetricsOf(scenario string) []Metric {
 			{Key: "fill_msgs_per_s", Label: "fill throughput (untimed phase)", Unit: "msgs/s", Higher: true},
 			{Key: "duplicates", Label: "duplicates", Count: true},
 			{Key: "missing", Label: "missing", Count: true},
+			cpuMetric,
 		}
 	case ScenarioLateness:
 		return append(append([]Metric{}, latenessMetrics...),
-			Metric{Key: "sent_late", Label: "accepted after due (fill too slow)", Count: true})
+			Metric{Key: "sent_late", Label: "accepted after due (fill too slow)", Count: true}, cpuMetric)
 	case ScenarioMixed:
-		return append([]Metric{
+		return append(append([]Metric{
 			{Key: "send_msgs_per_s", Label: "send throughput achieved", Unit: "msgs/s", Higher: true},
 			{Key: "checked", Label: "messages due in window", Count: true},
-		}, latenessMetrics...)
+		}, latenessMetrics...), cpuMetric)
+	case ScenarioPaced, ScenarioBurst:
+		return append(append([]Metric{
+			{Key: "send_msgs_per_s", Label: "send throughput achieved", Unit: "msgs/s", Higher: true},
+			{Key: "send_call_p99_ms", Label: "send call p99", Unit: "ms"},
+			{Key: "checked", Label: "messages checked", Count: true},
+		}, latenessMetrics...), cpuMetric)
 	case ScenarioPending:
 		return []Metric{
 			{Key: "fill_msgs_per_s", Label: "fill throughput", Unit: "msgs/s", Higher: true},
@@ -73,6 +88,9 @@ type RunResult struct {
 	Values   map[string]float64
 	Lateness *Histogram // lateness in µs, for scenarios that measure it
 	Notes    []string
+	// Msgs is how many messages the run sent and consumed, the divisor of
+	// the server CPU per message (0: not measured).
+	Msgs int64
 }
 
 func (r *RunResult) set(k string, v float64) {
@@ -113,6 +131,10 @@ func runScenario(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 		return runLateness(ctx, c, t, p)
 	case ScenarioMixed:
 		return runMixed(ctx, c, t, p)
+	case ScenarioPaced:
+		return runPaced(ctx, c, t, p)
+	case ScenarioBurst:
+		return runBurst(ctx, c, t, p)
 	case ScenarioPending:
 		return runPending(ctx, c, t, p)
 	}
@@ -230,6 +252,12 @@ func runSend(ctx context.Context, c Config, t Target, p *Progress) (RunResult, e
 // every 5 ms) or nothing new arrives for stall after stallFrom; it
 // returns when the consumers have stopped.
 func consumeUntil(ctx context.Context, t Target, opts ConsumeOptions, ck *Checker, p *Progress, done func() bool, stallFrom time.Time, stall time.Duration) error {
+	return consumeUntilFn(ctx, t, opts, ck, p, done, func() time.Time { return stallFrom }, stall)
+}
+
+// consumeUntilFn is consumeUntil with a stall start that may move while
+// the consumers run (the last due time of what was sent so far).
+func consumeUntilFn(ctx context.Context, t Target, opts ConsumeOptions, ck *Checker, p *Progress, done func() bool, stallFromFn func() time.Time, stall time.Duration) error {
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
@@ -261,7 +289,7 @@ loop:
 			if u := ck.Unique(); u != last {
 				last, lastChange = u, now
 			}
-			if now.After(stallFrom) && now.Sub(max64t(lastChange, stallFrom)) > stall {
+			if stallFrom := stallFromFn(); now.After(stallFrom) && now.Sub(max64t(lastChange, stallFrom)) > stall {
 				break loop // the rest counts as missing
 			}
 		}
@@ -315,6 +343,7 @@ func runDrain(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	}
 	r.set("duplicates", float64(res.Duplicates+res.Unexpected))
 	r.set("missing", float64(res.Missing))
+	r.Msgs = int64(c.N)
 	return r, nil
 }
 
@@ -362,6 +391,7 @@ func runLateness(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 	}
 	r.setLateness(ck.Result(nil))
 	r.set("sent_late", float64(sentLate.Load()))
+	r.Msgs = int64(c.N)
 	if n := sentLate.Load(); n > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d messages were accepted only after they were due (fill slower than the due rate; raise --lead): their lateness is measured from acceptance", n))
 	}
@@ -445,6 +475,7 @@ func runMixed(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	r.set("send_msgs_per_s", float64(sent.Load())/sendEl.Seconds())
 	r.set("checked", float64(res.Expected))
 	r.setLateness(res)
+	r.Msgs = sent.Load()
 	if got, want := float64(sent.Load()), c.Rate*c.Duration.Seconds(); got < 0.95*want {
 		r.Notes = append(r.Notes, fmt.Sprintf("sent %.0f of the %.0f messages the rate asked for: the target could not keep up", got, want))
 	}

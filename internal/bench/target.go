@@ -15,9 +15,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -156,4 +161,49 @@ func (p *payloadMaker) make(seq uint64) []byte {
 	binary.BigEndian.PutUint64(b, seq)
 	copy(b[SeqLen:], p.filler)
 	return b
+}
+
+// CPUReporter is implemented by targets whose queue runs in processes the
+// benchmark started (delayq serve, redis-server, beanstalkd): the CPU they
+// spend per message is read from /proc around a run. In-process targets
+// do not implement it, since the benchmark's own work would count too.
+type CPUReporter interface {
+	// ServerCPU returns the user + system CPU time the server processes
+	// have used so far, and which processes were measured.
+	ServerCPU() (time.Duration, string, error)
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports (the kernel's ABI,
+// whatever its internal HZ).
+const clockTicks = 100
+
+// ProcCPU returns the user + system CPU time of process pid (all its
+// threads, live and exited) from /proc/<pid>/stat, at 10 ms resolution.
+func ProcCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b, pid)
+}
+
+func parseStatCPU(b []byte, pid int) (time.Duration, error) {
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields after it start after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"container/list"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -12,6 +13,32 @@ type Event struct {
 	At     time.Time
 	What   string // "sent", "rescheduled", "leased", "acked", …
 	Detail string
+
+	// Every send and every lease is recorded, and few are ever viewed: they
+	// keep the values and their Detail is formatted when read (events).
+	lazy    lazyDetail
+	lazyAt  time.Time
+	attempt int
+}
+
+type lazyDetail uint8
+
+const (
+	detailSet   lazyDetail = iota // Detail holds the text
+	detailDue                     // "due <lazyAt>"
+	detailLease                   // "delivery <attempt>, lease until <lazyAt>"
+)
+
+// resolved returns e with its Detail formatted.
+func (e Event) resolved() Event {
+	switch e.lazy {
+	case detailDue:
+		e.Detail = "due " + fmtTime(e.lazyAt)
+	case detailLease:
+		e.Detail = fmt.Sprintf("delivery %d, lease until %s", e.attempt, fmtTime(e.lazyAt))
+	}
+	e.lazy = detailSet
+	return e
 }
 
 // messageLog keeps the last events of recently touched messages: at most
@@ -100,7 +127,12 @@ func (l *messageLog) events(topic, id string) []Event {
 	if !ok {
 		return nil
 	}
-	return append([]Event(nil), el.Value.(*msgEntry).events...)
+	evs := el.Value.(*msgEntry).events
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		out[i] = e.resolved()
+	}
+	return out
 }
 
 // MessageEvents returns what the Recorder saw happen to a message

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -32,12 +31,18 @@ func (q *recordingQueue) Unwrap() delayq.Queue { return q.Queue }
 // fallback Upcoming source: it is counted at m's due time while m waits
 // in state scheduled, and not counted otherwise. m needs Topic and ID.
 func (q *recordingQueue) track(m *delayq.Message, what, detail string) {
+	q.trackEvent(m, Event{What: what, Detail: detail})
+}
+
+// trackEvent is track with the event given (its At is set here).
+func (q *recordingQueue) trackEvent(m *delayq.Message, ev Event) {
 	now := q.r.cfg.Now()
+	ev.At = now
 	var due time.Time
 	if m.State == delayq.StateScheduled && m.DeliverAt.After(now) && m.DeliverAt.Sub(now) <= q.r.cfg.Horizon {
 		due = m.DeliverAt
 	}
-	prev := q.r.msgs.add(m.Topic, m.ID, Event{At: now, What: what, Detail: detail}, due)
+	prev := q.r.msgs.add(m.Topic, m.ID, ev, due)
 	if !prev.Equal(due) {
 		q.r.recordDue(m.Topic, prev, due, now)
 	}
@@ -47,7 +52,11 @@ func (q *recordingQueue) sent(m *delayq.Message) {
 	if m == nil || m.Duplicate {
 		return
 	}
-	q.track(m, "sent", "due "+fmtTime(m.DeliverAt))
+	q.trackEvent(m, Event{What: "sent", lazy: detailDue, lazyAt: m.DeliverAt})
+}
+
+func (q *recordingQueue) leased(m *delayq.Message) {
+	q.trackEvent(m, Event{What: "leased", lazy: detailLease, lazyAt: m.LeaseExpiresAt, attempt: m.Attempt})
 }
 
 func (q *recordingQueue) Send(ctx context.Context, topic string, req delayq.SendRequest) (*delayq.Message, error) {
@@ -89,7 +98,7 @@ func (q *recordingQueue) Reschedule(ctx context.Context, topic, id string, when 
 func (q *recordingQueue) Lease(ctx context.Context, topic string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
 	ms, err := q.Queue.Lease(ctx, topic, req)
 	for _, m := range ms {
-		q.track(m, "leased", fmt.Sprintf("delivery %d, lease until %s", m.Attempt, fmtTime(m.LeaseExpiresAt)))
+		q.leased(m)
 	}
 	return ms, err
 }

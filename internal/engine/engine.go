@@ -21,10 +21,12 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,8 +266,10 @@ type topic struct {
 	users    int
 	lastUsed int64
 
-	mu       sync.Mutex
-	wake     chan struct{} // closed and replaced when messages may have become ready
+	mu sync.Mutex
+	// waiters are the long-polls registered for a wake-up (*waiter),
+	// oldest first.
+	waiters  list.List
 	cached   *delayq.TopicSettings
 	setEpoch uint64 // settingsEpoch of the last SetTopicSettings here
 	// throttledSince is the start of the current throttled period (engine
@@ -285,7 +289,7 @@ func (e *Engine) topic(name string) *topic {
 func (e *Engine) topicLocked(name string, now int64) *topic {
 	t := e.topics[name]
 	if t == nil {
-		t = &topic{name: name, wake: make(chan struct{})}
+		t = &topic{name: name}
 		t.wheel = e.sched.register(t)
 		e.topics[name] = t
 	}
@@ -347,20 +351,73 @@ func (e *Engine) gcTopics() int {
 	return n
 }
 
-// waiter returns the channel that the next wake-up closes. Take it before
-// trying to lease, so a wake-up in between is not lost.
-func (t *topic) waiter() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.wake
+// waiter is one long-poll's registration for a wake-up. A promotion wakes
+// as many waiters as it made messages ready, not all of them: with N idle
+// consumers, waking all made N store leases (each under the store's topic
+// lock) for one message, N−1 of them empty, and the one that found it
+// could queue behind the others.
+type waiter struct {
+	c  chan struct{} // buffered 1: holds the wake-up until it is taken
+	el *list.Element // in topic.waiters; nil once woken
 }
 
-// notify wakes every long-poll waiting on the topic.
-func (t *topic) notify() {
+// waiter registers a long-poll for the next wake-up. Take it before
+// trying to lease, so a wake-up in between is not lost, and hand it back
+// with leave.
+func (t *topic) waiter() *waiter {
+	w := &waiter{c: make(chan struct{}, 1)}
 	t.mu.Lock()
-	close(t.wake)
-	t.wake = make(chan struct{})
+	w.el = t.waiters.PushBack(w)
 	t.mu.Unlock()
+	return w
+}
+
+// leave unregisters w. A wake-up sent to w that it did not wait for (its
+// lease answered, timed out or was cancelled first) goes on to the next
+// waiter: it may be the only one sent for a ready message.
+func (t *topic) leave(w *waiter) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if w.el != nil {
+		t.waiters.Remove(w.el)
+		w.el = nil
+		return
+	}
+	select {
+	case <-w.c:
+		t.wakeLocked(1)
+	default:
+	}
+}
+
+// notify wakes every long-poll waiting on the topic: messages may have
+// become ready, how many is not known here.
+func (t *topic) notify() { t.notifyN(math.MaxInt) }
+
+// notifyN wakes up to n long-polls, oldest first: n messages became ready.
+func (t *topic) notifyN(n int) {
+	t.mu.Lock()
+	t.wakeLocked(n)
+	t.mu.Unlock()
+}
+
+func (t *topic) wakeLocked(n int) {
+	for ; n > 0; n-- {
+		el := t.waiters.Front()
+		if el == nil {
+			return
+		}
+		w := t.waiters.Remove(el).(*waiter)
+		w.el = nil
+		w.c <- struct{}{} // never blocks: one wake-up per registration
+	}
+}
+
+// throttled reports whether the topic's rate limit holds messages back.
+func (t *topic) throttled() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.throttledSince != 0
 }
 
 func cmpOr[T comparable](v, def T) T {

@@ -11,9 +11,9 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Lease implements delayq.Queue. It long-polls: it takes the topic's wake
-// channel before each attempt, so a promotion between the attempt and the
-// wait is not missed.
+// Lease implements delayq.Queue. It long-polls: it registers as a waiter
+// before each attempt, so a promotion between the attempt and the wait is
+// not missed.
 func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
 	if err := delayq.ValidateTopic(topicName); err != nil {
 		return nil, err
@@ -48,16 +48,24 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 		if e.isClosing() {
 			return nil, delayq.ErrUnavailable
 		}
-		wake := t.waiter()
+		w := t.waiter()
 		r := trace.StartRegion(ctx, "delayq.lease")
 		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
 		r.End()
 		if err != nil || len(msgs) > 0 || timeout == nil || last {
+			t.leave(w)
+			if len(msgs) > 0 && (len(msgs) == max || t.throttled()) {
+				// More may be ready than this answer took (a promotion
+				// wakes one waiter per message, and this one may have
+				// been woken for several): let one more waiter look.
+				t.notifyN(1)
+			}
 			return msgs, err
 		}
 		r = trace.StartRegion(ctx, "delayq.lease.wait")
-		err = e.waitLease(ctx, wake, timeout, retry)
+		err = e.waitLease(ctx, w.c, timeout, retry)
 		r.End()
+		t.leave(w)
 		switch {
 		case errors.Is(err, errWaitOver):
 			// One last look before answering "nothing": a wake-up lost

@@ -26,7 +26,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		}
 		e.skew.sample(res.Now, sent, e.clk.Now())
 		if res.Promoted > 0 {
-			t.notify()
+			t.notifyN(res.Promoted)
 		}
 		if res.NextDue == 0 {
 			return

@@ -83,8 +83,7 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []delayq.
 // afterInsert wakes consumers for messages that are ready at once and arms
 // the topic's promotion for the earliest scheduled one.
 func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
-	var sent int
-	var ready bool
+	var sent, ready int
 	var earliest int64
 	for _, r := range ins {
 		if r.Duplicate {
@@ -92,7 +91,7 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 		}
 		sent++
 		if r.Record.State == store.StateReady {
-			ready = true
+			ready++
 		} else if earliest == 0 || r.Record.DueAt < earliest {
 			earliest = r.Record.DueAt
 		}
@@ -100,8 +99,8 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 	if sent > 0 {
 		e.obs.Sent(t.name, sent)
 	}
-	if ready {
-		t.notify()
+	if ready > 0 {
+		t.notifyN(ready)
 	}
 	if earliest != 0 {
 		e.sched.armPromote(t, earliest)

@@ -148,6 +148,13 @@ func (t *Target) Consume(ctx context.Context, o bench.ConsumeOptions, handle fun
 	return badErr
 }
 
+// ServerCPU implements bench.CPUReporter: redis-server only; asynq's
+// forwarder and workers run inside the benchmark process.
+func (t *Target) ServerCPU() (time.Duration, string, error) {
+	cpu, err := bench.ProcCPU(t.redis.Pid())
+	return cpu, "redis-server only (asynq's forwarder and workers run in the benchmark process)", err
+}
+
 // RSS implements bench.MemReporter. The note adds Redis's own used_memory
 // delta since start, the figure to compare per message with delayq's
 // Redis engine (docs/benchmarks.md, "Redis memory per pending message").

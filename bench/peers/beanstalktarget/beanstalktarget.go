@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,12 +27,25 @@ import (
 	"github.com/delayq/delayq/internal/bench"
 )
 
-// Resolve accepts "beanstalkd".
+// Resolve accepts "beanstalkd" and "beanstalkd:fsync=DURATION" (a
+// durable run's binlog fsync'd at most every DURATION, beanstalkd -f MS,
+// instead of after every write).
 func Resolve(spec string) (bench.Factory, bool, error) {
-	if spec != "beanstalkd" {
+	if spec != "beanstalkd" && !strings.HasPrefix(spec, "beanstalkd:") {
 		return bench.Factory{}, false, nil
 	}
-	return bench.Factory{Name: "beanstalkd", Open: open}, true, nil
+	fsync := time.Duration(0)
+	if rest, ok := strings.CutPrefix(spec, "beanstalkd:"); ok {
+		v, ok := strings.CutPrefix(rest, "fsync=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d < time.Millisecond {
+			return bench.Factory{}, true, fmt.Errorf("want beanstalkd or beanstalkd:fsync=DURATION (≥ 1ms), not %q", spec)
+		}
+		fsync = d
+	}
+	return bench.Factory{Name: spec, Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
+		return open(ctx, o, fsync)
+	}}, true, nil
 }
 
 // Target is a beanstalkd process and a pool of connections.
@@ -47,7 +61,7 @@ type Target struct {
 
 const ttr = time.Minute
 
-func open(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
+func open(ctx context.Context, o bench.OpenOptions, fsync time.Duration) (bench.Target, error) {
 	bin, err := proc.Find("beanstalkd", "apt-get install beanstalkd", "/usr/bin/beanstalkd")
 	if err != nil {
 		return nil, err
@@ -64,7 +78,7 @@ func open(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
 	args := []string{"-l", "127.0.0.1", "-p", fmt.Sprint(port)}
 	args = append(args, "-b", dir)
 	if o.Durable {
-		args = append(args, "-f", "0")
+		args = append(args, "-f", fmt.Sprint(fsync.Milliseconds()))
 	} else {
 		args = append(args, "-F")
 	}
@@ -182,6 +196,12 @@ func (t *Target) Consume(ctx context.Context, o bench.ConsumeOptions, handle fun
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ServerCPU implements bench.CPUReporter.
+func (t *Target) ServerCPU() (time.Duration, string, error) {
+	cpu, err := bench.ProcCPU(t.bs.Pid())
+	return cpu, "beanstalkd", err
 }
 
 // RSS implements bench.MemReporter.

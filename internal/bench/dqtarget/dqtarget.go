@@ -6,7 +6,11 @@
 //   - http://host:port: a running delayq server through the Go client;
 //   - serve[:/path/to/delayq]: a `delayq serve` subprocess the benchmark
 //     starts on a free loopback port with a temp data dir (so the pending
-//     scenario can read its RSS and restart it).
+//     scenario can read its RSS and restart it);
+//   - serve-redis[:nopersist][:/path/to/delayq]: a `delayq serve --redis`
+//     subprocess on a redis-server subprocess, both on free loopback ports.
+//
+// The serve targets report the server processes' CPU per message.
 package dqtarget
 
 import (
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -30,7 +35,7 @@ import (
 )
 
 // Targets documents the --target words Resolve accepts.
-const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess)"
+const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess), serve-redis[:nopersist][:/path/to/delayq] (delayq serve --redis on a redis-server subprocess: appendfsync always, or no persistence with nopersist or --durable=false)"
 
 // Resolve maps a --target word to a delayq target.
 func Resolve(spec string) (bench.Factory, bool, error) {
@@ -45,9 +50,29 @@ func Resolve(spec string) (bench.Factory, bool, error) {
 		}
 		return bench.Factory{Name: "delayq@" + strings.TrimPrefix(strings.TrimPrefix(spec, "http://"), "https://"),
 			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) { return openHTTP(ctx, spec, o) }}, true, nil
+	case spec == "serve-redis" || strings.HasPrefix(spec, "serve-redis:"):
+		bin, noPersist, err := parseServeRedis(spec)
+		if err != nil {
+			return bench.Factory{}, true, err
+		}
+		name := "serve-redis"
+		if noPersist {
+			name += ":nopersist"
+		}
+		if bin != "" { // two builds side by side get two columns
+			name += ":" + filepath.Base(bin)
+		}
+		return bench.Factory{Name: name,
+			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
+				return openServeRedis(ctx, bin, noPersist, o)
+			}}, true, nil
 	case spec == "serve" || strings.HasPrefix(spec, "serve:"):
 		bin := strings.TrimPrefix(strings.TrimPrefix(spec, "serve"), ":")
-		return bench.Factory{Name: "serve",
+		name := "serve"
+		if bin != "" {
+			name += ":" + filepath.Base(bin)
+		}
+		return bench.Factory{Name: name,
 			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) { return openServe(ctx, bin, o) }}, true, nil
 	}
 	return bench.Factory{}, false, nil

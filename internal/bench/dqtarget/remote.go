@@ -46,14 +46,16 @@ func openHTTP(_ context.Context, base string, o bench.OpenOptions) (bench.Target
 func (t *httpTarget) Close() error { return nil }
 
 // serveTarget runs `delayq serve` as a subprocess on a free loopback port
-// with a temp data directory.
+// with a temp data directory, on the embedded engine or (redis set) on a
+// redis-server it started too.
 type serveTarget struct {
 	QueueTarget
-	bin  string
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	bin   string
+	addr  string
+	dir   string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	redis *redisProc // nil: embedded engine
 }
 
 // findDelayq locates the delayq binary: the explicit path, $DELAYQ_BIN,
@@ -115,7 +117,11 @@ func openServe(ctx context.Context, bin string, o bench.OpenOptions) (bench.Targ
 }
 
 func (t *serveTarget) start(ctx context.Context) (time.Time, error) {
-	cmd := exec.Command(t.bin, "serve", "--addr", t.addr, "--data", t.dir) // #nosec G204 -- benchmark harness starting the delayq binary it was told to measure
+	args := []string{"serve", "--addr", t.addr, "--data", t.dir}
+	if t.redis != nil {
+		args = []string{"serve", "--addr", t.addr, "--redis", "redis://" + t.redis.addr + "/0"}
+	}
+	cmd := exec.Command(t.bin, args...) // #nosec G204 -- benchmark harness starting the delayq binary it was told to measure
 	cmd.Stdout, cmd.Stderr = nil, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	began := time.Now()
@@ -172,10 +178,27 @@ func (t *serveTarget) stop() {
 
 func (t *serveTarget) Close() error {
 	t.stop()
+	if t.redis != nil {
+		t.redis.stop()
+	}
 	return os.RemoveAll(t.dir)
 }
 
-// RSS implements bench.MemReporter.
+// ServerCPU implements bench.CPUReporter: the delayq serve process, and
+// the redis-server under it if the benchmark started one.
+func (t *serveTarget) ServerCPU() (time.Duration, string, error) {
+	if t.cmd == nil {
+		return 0, "", errors.New("delayq serve is not running")
+	}
+	cpu, err := bench.ProcCPU(t.cmd.Process.Pid)
+	if err != nil || t.redis == nil {
+		return cpu, "delayq serve", err
+	}
+	rc, err := bench.ProcCPU(t.redis.cmd.Process.Pid)
+	return cpu + rc, "delayq serve + redis-server", err
+}
+
+// RSS implements bench.MemReporter (the delayq process only).
 func (t *serveTarget) RSS() (int64, string, error) {
 	rss, err := ProcRSS(t.cmd.Process.Pid)
 	return rss, "VmRSS of the delayq serve process", err

@@ -596,11 +596,18 @@ func classify(what string, err error) error {
 // that fails to decode → store.ErrCorrupt naming the key.
 func (s *Store) getRecord(topic, id string) (*store.Record, error) {
 	k := messageKey(topic, id)
-	v, err := s.get(k)
-	if err != nil {
-		return nil, err
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, store.ErrNotFound
 	}
+	if err != nil {
+		return nil, classify(fmt.Sprintf("read %q", k), err)
+	}
+	// decodeRecord copies every field it keeps, so it reads Pebble's buffer
+	// in place: the payload is copied once per read, not twice (every
+	// lease and ack reads its record).
 	r, err := decodeRecord(v, topic, id)
+	_ = closer.Close()
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: key %q: %w: %w", k, store.ErrCorrupt, err)
 	}

@@ -1,0 +1,33 @@
+package dashboard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// TestEventDetailFormattedWhenRead: every send and lease is recorded but
+// few are viewed, so recording one formats nothing (it allocated the
+// detail text of each: a time format and a Sprintf per message); the
+// text is the same when the message page reads it.
+func TestEventDetailFormattedWhenRead(t *testing.T) {
+	q := &recordingQueue{r: NewRecorder(RecorderConfig{MaxMessages: 16, EventsPerMessage: 4})}
+	due := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	m := &delayq.Message{Topic: "t", ID: "m1", State: delayq.StateReady, DeliverAt: due, Attempt: 3, LeaseExpiresAt: due.Add(time.Minute)}
+	q.sent(m)
+	q.leased(m) // the message and its event ring exist from here on
+	if n := testing.AllocsPerRun(100, func() { q.sent(m); q.leased(m) }); n != 0 {
+		t.Errorf("recording a send and a lease allocates %v times, want 0", n)
+	}
+	ev := q.r.MessageEvents("t", "m1")
+	if len(ev) != 4 {
+		t.Fatalf("%d events, want 4", len(ev))
+	}
+	if got, want := ev[2].Detail, "due 2030-01-02 03:04:05.006Z"; ev[2].What != "sent" || got != want {
+		t.Errorf("sent detail %q, want %q", got, want)
+	}
+	if got, want := ev[3].Detail, "delivery 3, lease until 2030-01-02 03:05:05.006Z"; ev[3].What != "leased" || got != want {
+		t.Errorf("leased detail %q, want %q", got, want)
+	}
+}
