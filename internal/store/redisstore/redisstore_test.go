@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
@@ -28,7 +29,10 @@ func uniquePrefix() string { return fmt.Sprintf("t%d", prefixes.Add(1)) }
 // suites drive time through Now), closing it when t ends.
 func openAt(t *testing.T, url string, mod ...func(*redisstore.Options)) *redisstore.Store {
 	t.Helper()
-	o := redisstore.Options{URL: url, Prefix: uniquePrefix(), TimeSource: redisstore.TimeCaller}
+	// The suites check semantics, not time bounds (the hang and fault
+	// tests do that): a generous Timeout keeps a loaded -race run from
+	// failing them with i/o timeouts.
+	o := redisstore.Options{URL: url, Prefix: uniquePrefix(), TimeSource: redisstore.TimeCaller, Timeout: 10 * time.Second}
 	for _, m := range mod {
 		m(&o)
 	}

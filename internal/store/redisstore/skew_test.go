@@ -34,7 +34,7 @@ func (c *countingStore) LeaseExpire(ctx context.Context, p *store.LeaseExpirePar
 // machine's (and so from the test Redis's).
 func skewedEngine(t *testing.T, url, prefix string, skew time.Duration) (*engine.Engine, *countingStore) {
 	t.Helper()
-	s, err := redisstore.Open(ctx, redisstore.Options{URL: url, Prefix: prefix})
+	s, err := redisstore.Open(ctx, redisstore.Options{URL: url, Prefix: prefix, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
