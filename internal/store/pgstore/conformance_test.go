@@ -82,6 +82,7 @@ func openFresh(t *testing.T, srv *pgtest.Server, dbClock bool) store.Store {
 	}
 	s := openAt(t, srv, func(o *pgstore.Options) {
 		o.Schema = schema
+		o.Timeout = 10 * time.Second // the suites check semantics, not time bounds
 		if !dbClock {
 			o.TimeSource = pgstore.TimeCaller
 		}
