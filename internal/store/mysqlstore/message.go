@@ -46,7 +46,10 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error"
@@ -222,7 +225,10 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // MessageGet implements store.Store.
@@ -238,7 +244,10 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 		}
 		return notFound(topic, id)
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // live loads a message for update; an acked one is a conflict.
@@ -278,7 +287,10 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 		c.add(r.Topic, r.State, -1)
 		return s.flushCounts(ctx, tx, c)
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // MessageReschedule implements store.Store.
@@ -304,7 +316,10 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 type qkey struct {
@@ -371,7 +386,10 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		res.NextDue = next.Int64
 		return nil
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // MessageLease implements store.Store.
@@ -407,7 +425,10 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (s *Store) leased(ctx context.Context, tx *sql.Tx, topic, id, receipt string) (*store.Record, error) {
@@ -470,7 +491,10 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // fail counts a failure, as Nack and LeaseExpire do.
@@ -504,7 +528,10 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // MessageExtend implements store.Store.
@@ -517,7 +544,10 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 		}
 		return s.move(ctx, tx, counts{}, r, func() { r.LeaseUntil, r.UpdatedAt = now+p.LeaseFor, now })
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // LeaseExpiredError is the LastError of a message whose lease ran out.
@@ -551,7 +581,10 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // The DeadList cursor is the (DeadAt, Seq) of the last record returned.
@@ -607,7 +640,10 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 		}
 		return nil
 	})
-	return out, next, err
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
 }
 
 // deadOnes returns the dead messages a replay or delete acts on.
@@ -660,7 +696,10 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*s
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeadDelete implements store.Store.
@@ -684,7 +723,10 @@ func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int,
 		n = len(rs)
 		return s.flushCounts(ctx, tx, c)
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // DedupPurge implements store.Store: tombstones go in batches of Max, by
@@ -713,5 +755,8 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

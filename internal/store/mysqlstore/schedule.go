@@ -15,7 +15,10 @@ func (s *Store) getSchedule(ctx context.Context, q querier, name string) (*store
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("mysqlstore: schedule %q: %w", name, store.ErrNotFound)
 	}
-	return sc, err
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
 
 // ScheduleUpsert implements store.Store.
@@ -35,7 +38,10 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 		sc, err = s.getSchedule(ctx, tx, p.Name)
 		return err
 	})
-	return sc, err
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
 
 // ScheduleGet implements store.Store.
@@ -46,7 +52,10 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 		sc, err = s.getSchedule(ctx, tx, name)
 		return err
 	})
-	return sc, err
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
 
 // ScheduleList implements store.Store.
@@ -70,7 +79,10 @@ func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 		}
 		return rows.Err()
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ScheduleDelete implements store.Store.
@@ -101,5 +113,8 @@ func (s *Store) ScheduleTick(ctx context.Context, p *store.ScheduleTickParams) (
 		sc, err = s.getSchedule(ctx, tx, p.Name)
 		return err
 	})
-	return sc, err
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
 }

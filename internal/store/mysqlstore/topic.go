@@ -36,7 +36,10 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord,
 		t, err = s.topicRec(ctx, tx, topic)
 		return err
 	})
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // TopicList implements store.Store.
@@ -70,7 +73,10 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // TopicSettingsPut implements store.Store.
@@ -82,4 +88,36 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings)", topic, settings)
 		return err
 	})
+}
+
+// DueCounts counts the topic's scheduled messages due in each of n
+// buckets of bucketMS from fromMS (the dashboard's Upcoming chart).
+func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS int64, n int) ([]int64, error) {
+	out := make([]int64, max(n, 0))
+	if n <= 0 || bucketMS <= 0 {
+		return out, nil
+	}
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, "SELECT (due - ?) DIV ?, COUNT(*) FROM "+s.t("q_scheduled")+
+			" WHERE topic = ? AND due >= ? AND due < ? + ? * ? GROUP BY 1", fromMS, bucketMS, topic, fromMS, fromMS, bucketMS, int64(n))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b, c int64
+			if err := rows.Scan(&b, &c); err != nil {
+				return err
+			}
+			if b >= 0 && b < int64(n) {
+				out[b] = c
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
