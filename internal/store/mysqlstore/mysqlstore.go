@@ -70,8 +70,7 @@ type Store struct {
 	timeout   time.Duration
 	poll      time.Duration
 
-	// fakeNow, when set (tests), is what the "database clock" reads: the
-	// session's timestamp is set to it, so NOW() is still what SQL uses.
+	// fakeNow, when set (tests), is what the "database clock" reads.
 	fakeNow atomic.Pointer[func() int64]
 
 	closed    atomic.Bool
@@ -290,13 +289,16 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// dbNow reads the database's clock in ms. In tests, a fake clock sets the
-// session's timestamp first, so the value still comes from NOW().
+// dbNow reads the database's clock in ms: the one clock every instant
+// of an operation is computed from (read once per transaction, then
+// passed to its statements). In tests (SetTestClock) the test's clock is
+// read instead, through the same round trip; SET timestamp cannot stand
+// in for NOW(), as it ends in 2038 and the suites use later instants.
 func (s *Store) dbNow(ctx context.Context, q querier) (int64, error) {
 	if f := s.fakeNow.Load(); f != nil {
-		if _, err := q.ExecContext(ctx, "SET timestamp = ?", float64((*f)())/1000); err != nil {
-			return 0, err
-		}
+		var now int64
+		err := q.QueryRowContext(ctx, "SELECT CAST(? AS SIGNED)", (*f)()).Scan(&now)
+		return now, err
 	}
 	var now int64
 	err := q.QueryRowContext(ctx, "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) AS SIGNED)").Scan(&now)
@@ -320,9 +322,8 @@ func (s *Store) StoreNow(ctx context.Context) (int64, bool, error) {
 	return now, true, nil
 }
 
-// SetTestClock makes the "database clock" read f (the session timestamp
-// is set to it before NOW() is read), for tests of the TimeDB path. nil
-// restores the real clock.
+// SetTestClock makes the "database clock" read f, for tests that run the
+// TimeDB path with a clock they drive. nil restores the real clock.
 func (s *Store) SetTestClock(f func() int64) {
 	if f == nil {
 		s.fakeNow.Store(nil)
