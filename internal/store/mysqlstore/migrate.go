@@ -58,46 +58,59 @@ func migrations(prefix string) []migration {
 // SchemaVersion is the schema version this build needs.
 func SchemaVersion() int { return len(migrations("")) }
 
-// Migrate creates or upgrades the schema under the named lock
+// Migrate opens the database of o, creates or upgrades the tables, and
+// closes it; it answers the versions before and after.
+func Migrate(ctx context.Context, o Options) (from, to int, err error) {
+	o.NoMigrate = true
+	o.skipCheck = true
+	s, err := Open(ctx, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Close()
+	return s.migrate(ctx)
+}
+
+// migrate creates or upgrades the schema under the named lock
 // "<database>.<prefix>migrate" (GET_LOCK), so that servers starting
 // together migrate once.
-func (s *Store) Migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context) (from, to int, err error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return s.wrap(err)
+		return 0, 0, s.wrap(err)
 	}
 	defer conn.Close()
 	var got sql.NullInt64
 	lock := s.p + "migrate"
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), 60)", lock).Scan(&got); err != nil {
-		return s.wrap(err)
+		return 0, 0, s.wrap(err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return fmt.Errorf("mysqlstore: migrate: could not take lock %q within 60s: %w", lock, store.ErrUnavailable)
+		return 0, 0, fmt.Errorf("mysqlstore: migrate: could not take lock %q within 60s: %w", lock, store.ErrUnavailable)
 	}
 	defer conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))", lock) //nolint:errcheck // the lock also ends with the session
 	if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.t("schema_version")+" (version INT NOT NULL PRIMARY KEY, applied TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"); err != nil {
-		return s.wrap(err)
+		return 0, 0, s.wrap(err)
 	}
 	cur, err := s.version(ctx, conn)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	ms := migrations(s.p)
 	if cur > len(ms) {
-		return fmt.Errorf("mysqlstore: schema version %d is newer than this build's %d", cur, len(ms))
+		return cur, cur, fmt.Errorf("mysqlstore: schema version %d is newer than this build's %d", cur, len(ms))
 	}
 	for _, m := range ms[cur:] {
 		for _, st := range m.stmts {
 			if _, err := conn.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("mysqlstore: migration %d: %w", m.version, s.wrap(err))
+				return cur, cur, fmt.Errorf("mysqlstore: migration %d: %w", m.version, s.wrap(err))
 			}
 		}
 		if _, err := conn.ExecContext(ctx, "INSERT INTO "+s.t("schema_version")+" (version) VALUES (?)", m.version); err != nil {
-			return s.wrap(err)
+			return cur, cur, s.wrap(err)
 		}
 	}
-	return nil
+	return cur, len(ms), nil
 }
 
 func (s *Store) version(ctx context.Context, q querier) (int, error) {

@@ -59,6 +59,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives notification errors. Default slog.Default().
 	Logger *slog.Logger
+
+	skipCheck bool // Migrate: open without looking at the schema
 }
 
 // Store is the MySQL/MariaDB store.Store (and store.Notifier, store.Clock).
@@ -188,10 +190,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		_ = s.db.Close()
 		return nil, fmt.Errorf("mysqlstore: connect %s: %w", RedactURL(o.URL), errors.Join(store.ErrUnavailable, redactErr(err, cfg)))
 	}
-	if o.NoMigrate {
+	switch {
+	case o.skipCheck:
+	case o.NoMigrate:
 		err = s.checkVersion(ctx)
-	} else {
-		err = s.Migrate(ctx)
+	default:
+		_, _, err = s.migrate(ctx)
 	}
 	if err != nil {
 		_ = s.db.Close()
