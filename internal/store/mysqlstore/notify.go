@@ -53,27 +53,36 @@ type change struct {
 func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool) ([]change, error) {
 	qctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	// One query: ver per topic, with what a notification would say.
-	rows, err := s.db.QueryContext(qctx, "SELECT t.name, t.ver, "+
-		"(SELECT MIN(due) FROM "+s.t("q_ready")+" r WHERE r.topic = t.name), "+
-		"(SELECT MIN(due) FROM "+s.t("q_scheduled")+" q WHERE q.topic = t.name) FROM "+s.t("topic")+" t")
+	// Idle, this one query is all a poll costs: the topic table is small
+	// (one row per topic) and read from its clustered index.
+	rows, err := s.db.QueryContext(qctx, "SELECT name, ver FROM "+s.t("topic"))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []change
+	var moved []string
 	for rows.Next() {
 		var name []byte
 		var ver int64
-		var ready, sched sql.NullInt64
-		if err := rows.Scan(&name, &ver, &ready, &sched); err != nil {
+		if err := rows.Scan(&name, &ver); err != nil {
+			rows.Close()
 			return nil, err
 		}
 		n := string(name)
 		old, ok := seen[n]
 		seen[n] = ver
-		if first || (ok && old == ver) {
-			continue
+		if !first && (!ok || old != ver) {
+			moved = append(moved, n)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []change
+	for _, n := range moved {
+		var ready, sched sql.NullInt64
+		if err := s.db.QueryRowContext(qctx, "SELECT (SELECT MIN(due) FROM "+s.t("q_ready")+" WHERE topic = ?), (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", n, n).Scan(&ready, &sched); err != nil {
+			return nil, err
 		}
 		switch {
 		case ready.Valid:
@@ -82,5 +91,5 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 			out = append(out, change{n, sched.Int64})
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
