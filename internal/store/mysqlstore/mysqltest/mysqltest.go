@@ -25,6 +25,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -260,3 +261,12 @@ type nopTB struct{ testing.TB }
 
 func (nopTB) Helper()               {}
 func (nopTB) Fatalf(string, ...any) { panic("mysqltest: no free port") }
+
+// PID is mariadbd's process id (for tests that read its CPU use).
+func (s *Server) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.root, "run", "mariadbd.pid")) // #nosec G304 -- the server's own pid file
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
