@@ -2,8 +2,11 @@ package mysqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
@@ -14,13 +17,46 @@ import (
 
 var ctx = context.Background()
 
-func TestMain(m *testing.M) { os.Exit(mysqltest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := mysqltest.Main(m)
+	if adminDB != nil {
+		_ = adminDB.Close()
+	}
+	os.Exit(code)
+}
 
-// open opens a store under a fresh table prefix, closed when t ends.
+// Migrating a prefix takes a dozen DDL statements; the suites want
+// hundreds of empty stores. A test done with its store gives the prefix
+// back, emptied, for the next one.
+var (
+	spareMu sync.Mutex
+	spare   []string
+	adminDB *sql.DB
+)
+
+// open opens a store on empty tables (a spare prefix, or a new one),
+// closed when t ends.
 func open(t testing.TB, ts mysqlstore.TimeSource) *mysqlstore.Store {
 	t.Helper()
 	srv := mysqltest.Shared(t)
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: srv.NewPrefix(), TimeSource: ts})
+	spareMu.Lock()
+	var prefix string
+	if n := len(spare); n > 0 {
+		prefix, spare = spare[n-1], spare[:n-1]
+	}
+	if adminDB == nil {
+		db, err := sql.Open("mysql", srv.DSN())
+		if err != nil {
+			spareMu.Unlock()
+			t.Fatal(err)
+		}
+		adminDB = db
+	}
+	spareMu.Unlock()
+	if prefix == "" {
+		prefix = srv.NewPrefix()
+	}
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, TimeSource: ts})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -28,6 +64,16 @@ func open(t testing.TB, ts mysqlstore.TimeSource) *mysqlstore.Store {
 		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 			t.Errorf("Close: %v", err)
 		}
+		var b strings.Builder
+		for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic", "schedule"} {
+			b.WriteString("DELETE FROM `" + prefix + table + "`;")
+		}
+		if _, err := adminDB.Exec(b.String()); err != nil {
+			return // not reused
+		}
+		spareMu.Lock()
+		spare = append(spare, prefix)
+		spareMu.Unlock()
 	})
 	return s
 }

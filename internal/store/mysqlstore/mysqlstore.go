@@ -188,7 +188,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	defer cancel()
 	if err := s.db.PingContext(c); err != nil {
 		_ = s.db.Close()
-		return nil, fmt.Errorf("mysqlstore: connect %s: %w", RedactURL(o.URL), errors.Join(store.ErrUnavailable, redactErr(err, cfg)))
+		return nil, fmt.Errorf("mysqlstore: connect: %w: %w", store.ErrUnavailable, redactErr(err, cfg))
 	}
 	switch {
 	case o.skipCheck:
@@ -245,7 +245,7 @@ func (s *Store) wrap(err error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
-	return fmt.Errorf("mysqlstore: %w", errors.Join(store.ErrUnavailable, err))
+	return fmt.Errorf("mysqlstore: %w: %w", store.ErrUnavailable, err)
 }
 
 // txn runs fn in a READ COMMITTED transaction (no gap locks: the queues'

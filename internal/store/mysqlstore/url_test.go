@@ -2,8 +2,11 @@ package mysqlstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/delayq/delayq/internal/store"
 )
 
 func TestParseURL(t *testing.T) {
@@ -27,10 +30,14 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// An unreachable server fails Open with an error that hides the password.
+// An unreachable server fails Open with ErrUnavailable and an error that
+// does not show the password.
 func TestOpenRedacts(t *testing.T) {
 	_, err := Open(context.Background(), Options{URL: "mysql://u:topsecret@127.0.0.1:1/db", Timeout: 500_000_000})
-	if err == nil || strings.Contains(err.Error(), "topsecret") || !strings.Contains(err.Error(), "xxxxx") {
+	if !errors.Is(err, store.ErrUnavailable) || strings.Contains(err.Error(), "topsecret") {
 		t.Fatalf("Open: %v", err)
+	}
+	if got := RedactURL("mysql://u:topsecret@h:1/db"); got != "mysql://u:xxxxx@h:1/db" {
+		t.Fatalf("RedactURL: %q", got)
 	}
 }

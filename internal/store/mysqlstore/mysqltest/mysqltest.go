@@ -270,3 +270,18 @@ func (s *Server) PID() (int, error) {
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
+
+// Start runs a server for one test, stopped in t.Cleanup; the test is
+// skipped when MariaDB is not installed.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := start()
+	if errors.Is(err, errNotInstalled) {
+		t.Skip("mysqltest: mariadbd not installed (apt-get install mariadb-server)")
+	}
+	if err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
