@@ -63,13 +63,3 @@ func lenPrefixed(b []byte) (string, []byte, bool) {
 	}
 	return string(b[:n]), b[n:], true
 }
-
-// notifyDue is what a notification about r says: 0 when r is ready now —
-// stated rather than left to the receiver's clock, which may lag the one
-// that made r ready — else r's due time.
-func notifyDue(r *store.Record) int64 {
-	if r.State == store.StateReady {
-		return 0
-	}
-	return r.DueAt
-}
