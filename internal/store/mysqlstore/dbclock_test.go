@@ -140,3 +140,8 @@ func (c *testStore) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertP
 	c.now.Store(p.Now)
 	return c.Store.ScheduleUpsert(ctx, p)
 }
+
+func (c *testStore) RateTake(ctx context.Context, p *store.RateTakeParams) (int, time.Duration, error) {
+	c.now.Store(p.Now)
+	return c.Store.RateTake(ctx, p)
+}

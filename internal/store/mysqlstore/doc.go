@@ -2,7 +2,8 @@
 // under a table prefix (default "delayq_") in the database the URL names,
 // shared by any number of servers. It is also a store.Clock (every
 // instant comes from the database's clock) and a store.Notifier (by
-// polling per-topic change counters: MySQL has no NOTIFY).
+// polling per-topic change counters: MySQL has no NOTIFY) and a
+// store.RateLimiter (token buckets in a table, on the database's clock).
 //
 // Schema: versioned SQL files (migrations/), applied under the named lock
 // GET_LOCK('<db>.<prefix>migrate') and recorded in <prefix>schema_version.

@@ -89,3 +89,11 @@ CREATE TABLE IF NOT EXISTS {{p}}schedule (
   created   BIGINT NOT NULL,
   updated   BIGINT NOT NULL
 ) ENGINE=InnoDB
+--;
+-- Token buckets of topics' rate limits, on the database's clock, so a
+-- limit holds across servers.
+CREATE TABLE IF NOT EXISTS {{p}}rate_bucket (
+  topic  VARBINARY(255) NOT NULL PRIMARY KEY,
+  tokens DOUBLE NOT NULL,
+  ts     BIGINT NOT NULL
+) ENGINE=InnoDB
