@@ -44,7 +44,7 @@ func (s *Store) RateTake(ctx context.Context, p *store.RateTakeParams) (int, tim
 			tok -= float64(granted)
 		}
 		if p.N > 0 && granted < p.N && p.PerSecond > 0 {
-			retry = time.Duration(math.Ceil((1 - tok) * 1e6 / p.PerSecond)) * time.Microsecond
+			retry = time.Duration(math.Ceil((1-tok)*1e6/p.PerSecond)) * time.Microsecond
 		}
 		_, err = tx.ExecContext(ctx, "UPDATE "+s.t("rate_bucket")+" SET tokens = ?, ts = ? WHERE topic = ?", tok, ts, p.Topic)
 		return err
