@@ -35,6 +35,9 @@ func TestConformanceDBClock(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openDBClock(t) })
 }
 
+// TestModelDBClock is the randomized model test against memstore, on the
+// production path. (It runs once: with TimeCaller only where the now
+// comes from differs, which the conformance suite covers.)
 func TestModelDBClock(t *testing.T) {
 	storetest.RunModel(t, func(t *testing.T) store.Store { return openDBClock(t) })
 }
