@@ -54,12 +54,13 @@ func open(t testing.TB, ts mysqlstore.TimeSource) *mysqlstore.Store {
 		adminDB = db
 	}
 	spareMu.Unlock()
-	if prefix == "" {
+	reused := prefix != ""
+	if !reused {
 		prefix = srv.NewPrefix()
 	}
 	// A generous per-call timeout: the suites' concurrent cases queue many
 	// transactions on one topic's row, and the test machine is shared.
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, TimeSource: ts, Timeout: 15 * time.Second})
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, TimeSource: ts, Timeout: 15 * time.Second, NoMigrate: reused})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
