@@ -21,6 +21,7 @@ import (
 	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/push"
 	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/store/mysqlstore"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func init() {
 const serveUsage = `Usage: delayq serve [flags]
 
 Runs the delayq server on the embedded engine (--data), on Redis (--redis)
-or on PostgreSQL (--postgres).
+or on PostgreSQL (--postgres), or on MySQL/MariaDB (--mysql).
 
 Every flag also reads DELAYQ_<FLAG> in upper snake case (--max-payload:
 DELAYQ_MAX_PAYLOAD), and --config FILE (or DELAYQ_CONFIG) names a JSON
@@ -64,6 +65,8 @@ type serveOpts struct {
 	redisAllowEviction             bool
 	postgres, postgresSchema       string
 	postgresMigrate                bool
+	mysql, mysqlPrefix             string
+	mysqlMigrate                   bool
 	insecure, noDashboard          bool
 	tokens                         serveTokenList
 	tokensFile, tlsCert, tlsKey    string
@@ -97,6 +100,9 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.StringVar(&o.postgres, "postgres", "", "use the PostgreSQL engine at `URL` (postgres://user:pass@host:5432/db?sslmode=…, or key=value) instead of --data")
 	fs.StringVar(&o.postgresSchema, "postgres-schema", "delayq", "PostgreSQL `schema` of delayq's tables")
 	fs.BoolVar(&o.postgresMigrate, "postgres-migrate", true, "create or upgrade the PostgreSQL schema at startup (false: refuse to start unless `delayq migrate` did)")
+	fs.StringVar(&o.mysql, "mysql", "", "use the MySQL/MariaDB engine at `URL` (mysql://user:pass@host:3306/db?param=value) instead of --data")
+	fs.StringVar(&o.mysqlPrefix, "mysql-prefix", mysqlstore.DefaultPrefix, "`prefix` of delayq's MySQL tables")
+	fs.BoolVar(&o.mysqlMigrate, "mysql-migrate", true, "create or upgrade the MySQL tables at startup (false: refuse to start unless `delayq migrate` did)")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")

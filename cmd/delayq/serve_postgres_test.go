@@ -72,7 +72,7 @@ func TestServePostgresBadInputs(t *testing.T) {
 		msg  string
 	}{
 		{"unreachable, password hidden", []string{"--postgres", "postgres://u:hunter2@127.0.0.1:1/db"}, "open postgres postgres://u:xxxxx@127.0.0.1:1/db"},
-		{"both engines", []string{"--postgres", pg.URL(), "--redis", "redis://127.0.0.1:1/0"}, "not both"},
+		{"both engines", []string{"--postgres", pg.URL(), "--redis", "redis://127.0.0.1:1/0"}, "give one of"},
 		{"not migrated", []string{"--postgres", pg.URL(), "--postgres-schema", "never", "--postgres-migrate=false"}, "delayq migrate"},
 		{"bad schema", []string{"--postgres", pg.URL(), "--postgres-schema", "Bad-Name"}, "invalid schema"},
 	} {

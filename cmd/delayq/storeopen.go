@@ -9,16 +9,30 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/pebblestore"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/redisstore"
 )
 
 // openStore opens the Redis store when --redis is given, the PostgreSQL
-// store when --postgres is, else the embedded store in --data.
+// store when --postgres is, the MySQL store when --mysql is, else the embedded store in --data.
 func openStore(ctx context.Context, o *serveOpts, log *slog.Logger) (store.Store, string, error) {
-	if o.redis != "" && o.postgres != "" {
-		return nil, "", errors.New("give --redis or --postgres, not both")
+	n := 0
+	for _, v := range []string{o.redis, o.postgres, o.mysql} {
+		if v != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, "", errors.New("give one of --redis, --postgres and --mysql")
+	}
+	if o.mysql != "" {
+		st, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: o.mysql, Prefix: o.mysqlPrefix, NoMigrate: !o.mysqlMigrate, Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("open mysql %s: %w", mysqlstore.RedactURL(o.mysql), err)
+		}
+		return st, "mysql " + mysqlstore.RedactURL(o.mysql) + " prefix " + o.mysqlPrefix, nil
 	}
 	if o.postgres != "" {
 		st, err := pgstore.Open(ctx, pgstore.Options{URL: o.postgres, Schema: o.postgresSchema, NoMigrate: !o.postgresMigrate, Logger: log})

@@ -1,0 +1,762 @@
+package mysqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+const msgCols = "topic, id, seq, state, payload, headers, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at"
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMsg(sc scanner) (*store.Record, error) {
+	r := &store.Record{}
+	var state int
+	var headers []byte
+	var lastErr, receipt sql.NullString
+	var topic, id []byte
+	if err := sc.Scan(&topic, &id, &r.Seq, &state, &r.Payload, &headers, &r.DueAt, &r.CreatedAt, &r.UpdatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt); err != nil {
+		return nil, err
+	}
+	r.Topic, r.ID, r.State, r.LastError, r.Receipt = string(topic), string(id), store.State(state), lastErr.String, receipt.String
+	var err error
+	if r.Headers, err = decodeHeaders(headers); err != nil {
+		return nil, err
+	}
+	if r.Payload == nil {
+		r.Payload = []byte{}
+	}
+	return r, nil
+}
+
+func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock bool) (*store.Record, error) {
+	q := "SELECT " + msgCols + " FROM " + s.t("message") + " WHERE topic = ? AND id = ?"
+	if lock {
+		q += " FOR UPDATE"
+	}
+	r, err := scanMsg(tx.QueryRowContext(ctx, q, topic, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error"
+
+func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
+	r := &store.Record{State: store.StateAcked}
+	var t, i, headers []byte
+	var lastErr sql.NullString
+	err := q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id).
+		Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Topic, r.ID, r.LastError, r.UpdatedAt = string(t), string(i), lastErr.String, r.AckedAt
+	return r, nil
+}
+
+// counts accumulates per-topic count changes of one transaction.
+type counts map[string]*[6]int64 // scheduled, ready, inflight, dead, acked, ver
+
+func (c counts) add(topic string, st store.State, d int64) {
+	a := c[topic]
+	if a == nil {
+		a = new([6]int64)
+		c[topic] = a
+	}
+	if st >= store.StateScheduled && st <= store.StateAcked {
+		idx := map[store.State]int{store.StateScheduled: 0, store.StateReady: 1, store.StateInflight: 2, store.StateDead: 3, store.StateAcked: 4}[st]
+		a[idx] += d
+	}
+	if d > 0 && (st == store.StateScheduled || st == store.StateReady) {
+		a[5]++ // wakes the pollers (see notify.go)
+	}
+}
+
+func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
+	for topic, a := range c {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?) "+
+			"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
+			"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)", topic, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addQ and delQ keep a record's row in its state's queue table.
+func (s *Store) addQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+	var err error
+	switch r.State {
+	case store.StateScheduled:
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_scheduled")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID)
+	case store.StateReady:
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_ready")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID)
+	case store.StateInflight:
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_inflight")+" (lease_until, seq, topic, id) VALUES (?, ?, ?, ?)", r.LeaseUntil, r.Seq, r.Topic, r.ID)
+	case store.StateDead:
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_dead")+" (topic, dead_at, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DeadAt, r.Seq, r.ID)
+	}
+	return err
+}
+
+func (s *Store) delQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+	var err error
+	switch r.State {
+	case store.StateScheduled:
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq)
+	case store.StateReady:
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_ready")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq)
+	case store.StateInflight:
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_inflight")+" WHERE lease_until = ? AND seq = ?", r.LeaseUntil, r.Seq)
+	case store.StateDead:
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_dead")+" WHERE topic = ? AND dead_at = ? AND seq = ?", r.Topic, r.DeadAt, r.Seq)
+	}
+	return err
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// put writes r's mutable fields back to its message row.
+func (s *Store) put(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+	_, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" SET state = ?, due = ?, updated = ?, deliveries = ?, failures = ?, last_error = ?, receipt = ?, lease_until = ?, dead_at = ? WHERE topic = ? AND id = ?",
+		int(r.State), r.DueAt, r.UpdatedAt, r.Deliveries, r.Failures, nullStr(r.LastError), nullStr(r.Receipt), r.LeaseUntil, r.DeadAt, r.Topic, r.ID)
+	return err
+}
+
+// move changes r's state: queue row out, fields changed by f, row back.
+func (s *Store) move(ctx context.Context, tx *sql.Tx, c counts, r *store.Record, f func()) error {
+	if err := s.delQ(ctx, tx, r); err != nil {
+		return err
+	}
+	c.add(r.Topic, r.State, -1)
+	f()
+	c.add(r.Topic, r.State, 1)
+	if err := s.put(ctx, tx, r); err != nil {
+		return err
+	}
+	return s.addQ(ctx, tx, r)
+}
+
+func notFound(topic, id string) error {
+	return fmt.Errorf("mysqlstore: message %q in topic %q: %w", id, topic, store.ErrNotFound)
+}
+
+func conflict(r *store.Record, why string) error {
+	return fmt.Errorf("mysqlstore: message %q in topic %q is %s (%s): %w", r.ID, r.Topic, r.State, why, store.ErrConflict)
+}
+
+// MessageInsertMany implements store.Store.
+func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
+	var out []store.InsertResult
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		out = make([]store.InsertResult, len(p.Messages))
+		c := counts{}
+		for i := range p.Messages {
+			m := &p.Messages[i]
+			ex, err := s.getMsg(ctx, tx, p.Topic, m.ID, true)
+			if err != nil {
+				return err
+			}
+			if ex == nil {
+				if ex, err = s.getTomb(ctx, tx, p.Topic, m.ID); err != nil {
+					return err
+				}
+			}
+			if ex != nil {
+				out[i] = store.InsertResult{Record: ex, Duplicate: true}
+				continue
+			}
+			r := &store.Record{Topic: p.Topic, ID: m.ID, Payload: bytes.Clone(m.Payload), Headers: maps.Clone(m.Headers), DueAt: m.Due(now), CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts, State: store.StateScheduled}
+			if r.DueAt <= now {
+				r.State = store.StateReady
+			}
+			if r.Payload == nil {
+				r.Payload = []byte{}
+			}
+			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				r.Topic, r.ID, int(r.State), r.Payload, encodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts)
+			if isDup(err) {
+				// A concurrent insert of the same id committed after the
+				// lookup (read committed locks no gap): the statement
+				// alone failed; the row now exists.
+				if ex, err = s.getMsg(ctx, tx, p.Topic, m.ID, true); err != nil {
+					return err
+				}
+				if ex == nil {
+					return errRetry
+				}
+				out[i] = store.InsertResult{Record: ex, Duplicate: true}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			seq, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			r.Seq = uint64(seq) // #nosec G115 -- AUTO_INCREMENT is positive
+			if err := s.addQ(ctx, tx, r); err != nil {
+				return err
+			}
+			c.add(r.Topic, r.State, 1)
+			out[i] = store.InsertResult{Record: r}
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MessageGet implements store.Store.
+func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record, error) {
+	var r *store.Record
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if r, err = s.getMsg(ctx, tx, topic, id, false); err != nil || r != nil {
+			return err
+		}
+		if r, err = s.getTomb(ctx, tx, topic, id); err != nil || r != nil {
+			return err
+		}
+		return notFound(topic, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// live loads a message for update; an acked one is a conflict.
+func (s *Store) live(ctx context.Context, tx *sql.Tx, topic, id string) (*store.Record, error) {
+	r, err := s.getMsg(ctx, tx, topic, id, true)
+	if err != nil || r != nil {
+		return r, err
+	}
+	t, err := s.getTomb(ctx, tx, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		return nil, conflict(t, "acked")
+	}
+	return nil, notFound(topic, id)
+}
+
+// MessageCancel implements store.Store.
+func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams) (*store.Record, error) {
+	var r *store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, _ int64) error {
+		var err error
+		if r, err = s.live(ctx, tx, p.Topic, p.ID); err != nil {
+			return err
+		}
+		if r.State == store.StateDead {
+			return conflict(r, "dead")
+		}
+		if err := s.delQ(ctx, tx, r); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil {
+			return err
+		}
+		c := counts{}
+		c.add(r.Topic, r.State, -1)
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// MessageReschedule implements store.Store.
+func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageRescheduleParams) (*store.Record, error) {
+	var r *store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		var err error
+		if r, err = s.live(ctx, tx, p.Topic, p.ID); err != nil {
+			return err
+		}
+		if r.State != store.StateScheduled && r.State != store.StateReady {
+			return conflict(r, "not waiting")
+		}
+		c := counts{}
+		if err := s.move(ctx, tx, c, r, func() {
+			r.DueAt, r.UpdatedAt = p.Due(now), now
+			r.State = store.StateScheduled
+			if r.DueAt <= now {
+				r.State = store.StateReady
+			}
+		}); err != nil {
+			return err
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+type qkey struct {
+	due int64
+	seq uint64
+	id  string
+	top string
+}
+
+func (s *Store) pick(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]qkey, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []qkey
+	for rows.Next() {
+		var k qkey
+		var id, top []byte
+		if err := rows.Scan(&k.due, &k.seq, &id, &top); err != nil {
+			return nil, err
+		}
+		k.id, k.top = string(id), string(top)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// MessagePromote implements store.Store.
+func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	res := &store.PromoteResult{}
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		*res = store.PromoteResult{}
+		if !s.callerNow {
+			res.Now = now
+		}
+		if p.Max > 0 {
+			keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+			if err != nil {
+				return err
+			}
+			c := counts{}
+			for _, k := range keys {
+				r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.State != store.StateScheduled || r.Seq != k.seq {
+					continue
+				}
+				if err := s.move(ctx, tx, c, r, func() { r.State, r.UpdatedAt = store.StateReady, now }); err != nil {
+					return err
+				}
+				res.Promoted++
+			}
+			if err := s.flushCounts(ctx, tx, c); err != nil {
+				return err
+			}
+		}
+		var next sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?", p.Topic).Scan(&next); err != nil {
+			return err
+		}
+		res.NextDue = next.Int64
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// MessageLease implements store.Store.
+func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	var out []*store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		out = nil
+		if p.Max <= 0 {
+			return nil
+		}
+		keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_ready")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+		if err != nil {
+			return err
+		}
+		c := counts{}
+		for _, k := range keys {
+			r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
+			if err != nil {
+				return err
+			}
+			if r == nil || r.State != store.StateReady || r.Seq != k.seq {
+				continue
+			}
+			if err := s.move(ctx, tx, c, r, func() {
+				r.State, r.UpdatedAt = store.StateInflight, now
+				r.Deliveries++
+				r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
+				r.LeaseUntil = now + p.LeaseFor
+			}); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) leased(ctx context.Context, tx *sql.Tx, topic, id, receipt string) (*store.Record, error) {
+	r, err := s.live(ctx, tx, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != store.StateInflight {
+		return nil, conflict(r, "not leased")
+	}
+	if r.Receipt != receipt {
+		return nil, conflict(r, "stale receipt")
+	}
+	return r, nil
+}
+
+func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receipt string, now int64) error {
+	r, err := s.leased(ctx, tx, topic, id, receipt)
+	if err != nil {
+		return err
+	}
+	if err := s.delQ(ctx, tx, r); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", topic, id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
+		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError)); err != nil {
+		return err
+	}
+	c.add(topic, store.StateInflight, -1)
+	c.add(topic, store.StateAcked, 1)
+	return nil
+}
+
+// MessageAck implements store.Store.
+func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error {
+	return s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		c := counts{}
+		if err := s.ack(ctx, tx, c, p.Topic, p.ID, p.Receipt, now); err != nil {
+			return err
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+}
+
+// MessageAckMany implements store.Store.
+func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
+	var out []error
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		out = make([]error, len(p.Items))
+		c := counts{}
+		for i, it := range p.Items {
+			err := s.ack(ctx, tx, c, p.Topic, it.ID, it.Receipt, now)
+			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			out[i] = err
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fail counts a failure, as Nack and LeaseExpire do.
+func fail(r *store.Record, now, retryAt int64, reason string) {
+	r.Failures++
+	r.LastError = reason
+	r.Receipt = ""
+	r.LeaseUntil = 0
+	r.UpdatedAt = now
+	switch {
+	case r.Failures >= r.MaxAttempts:
+		r.State, r.DeadAt = store.StateDead, now
+	case retryAt <= now:
+		r.State, r.DueAt = store.StateReady, retryAt
+	default:
+		r.State, r.DueAt = store.StateScheduled, retryAt
+	}
+}
+
+// MessageNack implements store.Store.
+func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
+	var r *store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		var err error
+		if r, err = s.leased(ctx, tx, p.Topic, p.ID, p.Receipt); err != nil {
+			return err
+		}
+		c := counts{}
+		if err := s.move(ctx, tx, c, r, func() { fail(r, now, now+p.RetryDelay, p.Error) }); err != nil {
+			return err
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// MessageExtend implements store.Store.
+func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
+	var r *store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		var err error
+		if r, err = s.leased(ctx, tx, p.Topic, p.ID, p.Receipt); err != nil {
+			return err
+		}
+		return s.move(ctx, tx, counts{}, r, func() { r.LeaseUntil, r.UpdatedAt = now+p.LeaseFor, now })
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// LeaseExpiredError is the LastError of a message whose lease ran out.
+const LeaseExpiredError = "lease expired"
+
+// LeaseExpire implements store.Store.
+func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
+	var out []*store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		out = nil
+		if p.Max <= 0 {
+			return nil
+		}
+		keys, err := s.pick(ctx, tx, "SELECT lease_until, seq, id, topic FROM "+s.t("q_inflight")+" WHERE lease_until <= ? ORDER BY lease_until, seq LIMIT ? FOR UPDATE SKIP LOCKED", now, p.Max)
+		if err != nil {
+			return err
+		}
+		c := counts{}
+		for _, k := range keys {
+			r, err := s.getMsg(ctx, tx, k.top, k.id, true)
+			if err != nil {
+				return err
+			}
+			if r == nil || r.State != store.StateInflight || r.Seq != k.seq {
+				continue
+			}
+			if err := s.move(ctx, tx, c, r, func() { fail(r, now, now, LeaseExpiredError) }); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// The DeadList cursor is the (DeadAt, Seq) of the last record returned.
+func parseDeadCursor(c string) (int64, uint64, error) {
+	a, b, ok := strings.Cut(c, ".")
+	if ok {
+		deadAt, err1 := strconv.ParseInt(a, 10, 64)
+		seq, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 == nil && err2 == nil {
+			return deadAt, seq, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("mysqlstore: invalid dead-list cursor %q: %w", c, store.ErrBadCursor)
+}
+
+// DeadList implements store.Store.
+func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store.Record, string, error) {
+	var deadAt int64 = -1 << 63
+	var seq uint64
+	if p.Cursor != "" {
+		var err error
+		if deadAt, seq, err = parseDeadCursor(p.Cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	var out []*store.Record
+	next := ""
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		out, next = nil, ""
+		if p.Limit <= 0 {
+			return nil
+		}
+		keys, err := s.pick(ctx, tx, "SELECT dead_at, seq, id, topic FROM "+s.t("q_dead")+" WHERE topic = ? AND (dead_at, seq) > (?, ?) ORDER BY dead_at, seq LIMIT ?", p.Topic, deadAt, seq, p.Limit+1)
+		if err != nil {
+			return err
+		}
+		more := len(keys) > p.Limit
+		if more {
+			keys = keys[:p.Limit]
+		}
+		for _, k := range keys {
+			r, err := s.getMsg(ctx, tx, p.Topic, k.id, false)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		if more && len(keys) > 0 {
+			last := keys[len(keys)-1]
+			next = strconv.FormatInt(last.due, 10) + "." + strconv.FormatUint(last.seq, 10)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// deadOnes returns the dead messages a replay or delete acts on.
+func (s *Store) deadOnes(ctx context.Context, tx *sql.Tx, topic, id string, max int) ([]*store.Record, error) {
+	if id != "" {
+		r, err := s.getMsg(ctx, tx, topic, id, true)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || r.State != store.StateDead {
+			return nil, fmt.Errorf("mysqlstore: message %q in topic %q is not dead: %w", id, topic, store.ErrNotFound)
+		}
+		return []*store.Record{r}, nil
+	}
+	if max <= 0 {
+		return nil, nil
+	}
+	keys, err := s.pick(ctx, tx, "SELECT dead_at, seq, id, topic FROM "+s.t("q_dead")+" WHERE topic = ? ORDER BY dead_at, seq LIMIT ? FOR UPDATE SKIP LOCKED", topic, max)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.Record
+	for _, k := range keys {
+		r, err := s.getMsg(ctx, tx, topic, k.id, true)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil && r.State == store.StateDead && r.Seq == k.seq {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// DeadReplay implements store.Store.
+func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*store.Record, error) {
+	var out []*store.Record
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		var err error
+		if out, err = s.deadOnes(ctx, tx, p.Topic, p.ID, p.Max); err != nil {
+			return err
+		}
+		c := counts{}
+		for _, r := range out {
+			if err := s.move(ctx, tx, c, r, func() {
+				r.State, r.DueAt, r.Failures, r.DeadAt, r.UpdatedAt = store.StateReady, now, 0, 0, now
+			}); err != nil {
+				return err
+			}
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeadDelete implements store.Store.
+func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int, error) {
+	n := 0
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		rs, err := s.deadOnes(ctx, tx, p.Topic, p.ID, p.Max)
+		if err != nil {
+			return err
+		}
+		c := counts{}
+		for _, r := range rs {
+			if err := s.delQ(ctx, tx, r); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil {
+				return err
+			}
+			c.add(r.Topic, store.StateDead, -1)
+		}
+		n = len(rs)
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// DedupPurge implements store.Store: tombstones go in batches of Max, by
+// acked_at, each batch one short transaction.
+func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int, error) {
+	n := 0
+	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		n = 0
+		if p.Max <= 0 {
+			return nil
+		}
+		keys, err := s.pick(ctx, tx, "SELECT acked_at, seq, id, topic FROM "+s.t("tombstone")+" WHERE acked_at <= ? ORDER BY acked_at, seq LIMIT ? FOR UPDATE SKIP LOCKED", now-p.Window, p.Max)
+		if err != nil {
+			return err
+		}
+		c := counts{}
+		for _, k := range keys {
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", k.top, k.id)
+			if err != nil {
+				return err
+			}
+			if a, _ := res.RowsAffected(); a > 0 {
+				c.add(k.top, store.StateAcked, -1)
+				n++
+			}
+		}
+		return s.flushCounts(ctx, tx, c)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

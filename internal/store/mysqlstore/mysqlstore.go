@@ -1,0 +1,337 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// DefaultPrefix prefixes the store's tables when Options.Prefix is empty.
+const DefaultPrefix = "delayq_"
+
+// DefaultTimeout bounds each call when Options.Timeout is zero.
+const DefaultTimeout = 2 * time.Second
+
+// DefaultPollInterval is how often Subscribe reads the topics' change
+// counters when Options.PollInterval is zero.
+const DefaultPollInterval = 50 * time.Millisecond
+
+// TimeSource says which clock judges "now".
+type TimeSource int
+
+const (
+	// TimeDB (the default) reads the database server's clock in every
+	// operation and ignores each call's Now: one clock for every server
+	// sharing the database.
+	TimeDB TimeSource = iota
+	// TimeCaller uses the Now each call passes: for tests that drive time,
+	// never for several servers whose clocks may disagree.
+	TimeCaller
+)
+
+// Options configure Open.
+type Options struct {
+	// URL is mysql://user:pass@host:port/db?param=value (parameters are
+	// go-sql-driver's). Errors show it with the password hidden.
+	URL string
+	// Prefix of the store's tables in the URL's database: 0-32 chars of
+	// [a-z0-9_]. Default "delayq_".
+	Prefix string
+	// NoMigrate makes Open check the schema version instead of migrating.
+	NoMigrate bool
+	// TimeSource says whose clock judges time. Default TimeDB.
+	TimeSource TimeSource
+	// Timeout bounds each call. Default DefaultTimeout.
+	Timeout time.Duration
+	// PollInterval of Subscribe. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives notification errors. Default slog.Default().
+	Logger *slog.Logger
+
+	skipCheck bool // Migrate: open without looking at the schema
+}
+
+// Store is the MySQL/MariaDB store.Store (and store.Notifier, store.Clock).
+type Store struct {
+	db        *sql.DB
+	p         string // table prefix, validated
+	log       *slog.Logger
+	callerNow bool
+	timeout   time.Duration
+	poll      time.Duration
+
+	// fakeNow, when set (tests), is what the "database clock" reads.
+	fakeNow atomic.Pointer[func() int64]
+
+	closed    atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Clock    = (*Store)(nil)
+)
+
+var prefixRE = regexp.MustCompile(`^[a-z0-9_]{0,32}$`)
+
+// ParseURL converts a mysql:// URL to go-sql-driver's configuration.
+func ParseURL(raw string) (*mysql.Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "mysql" && u.Scheme != "mariadb") || u.Host == "" {
+		return nil, fmt.Errorf("mysqlstore: invalid URL %q: want mysql://user:pass@host:port/db", RedactURL(raw))
+	}
+	c := mysql.NewConfig()
+	c.Net, c.Addr = "tcp", u.Host
+	if u.Port() == "" {
+		c.Addr = u.Host + ":3306"
+	}
+	if u.User != nil {
+		c.User = u.User.Username()
+		c.Passwd, _ = u.User.Password()
+	}
+	c.DBName = strings.TrimPrefix(u.Path, "/")
+	if c.DBName == "" || strings.Contains(c.DBName, "/") {
+		return nil, fmt.Errorf("mysqlstore: URL %q names no database", RedactURL(raw))
+	}
+	if q := u.Query(); len(q) > 0 {
+		// Parse the parameters through the driver's own DSN syntax so
+		// that every parameter it knows applies.
+		dsn := "/x?" + q.Encode()
+		pc, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("mysqlstore: URL %q: %v", RedactURL(raw), err)
+		}
+		pc.User, pc.Passwd, pc.Net, pc.Addr, pc.DBName = c.User, c.Passwd, c.Net, c.Addr, c.DBName
+		c = pc
+	}
+	// found rows, not changed rows: an UPDATE that matched is a success.
+	c.ClientFoundRows = true
+	c.ParseTime = false
+	return c, nil
+}
+
+// RedactURL hides the password of a URL.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "xxxxx" + raw[i:]
+		}
+		return raw
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	return u.String()
+}
+
+func redactErr(err error, c *mysql.Config) error {
+	if err == nil || c == nil || c.Passwd == "" {
+		return err
+	}
+	if strings.Contains(err.Error(), c.Passwd) {
+		return errors.New(strings.ReplaceAll(err.Error(), c.Passwd, "xxxxx"))
+	}
+	return err
+}
+
+// Open connects, migrates (unless NoMigrate) and returns the store.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	prefix := o.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !prefixRE.MatchString(prefix) {
+		return nil, fmt.Errorf("mysqlstore: invalid table prefix %q: want 0-32 chars of [a-z0-9_]", prefix)
+	}
+	cfg, err := ParseURL(o.URL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{p: prefix, log: o.Logger, callerNow: o.TimeSource == TimeCaller, timeout: o.Timeout, poll: o.PollInterval, done: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultPollInterval
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = s.timeout
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: %w", redactErr(err, cfg))
+	}
+	s.db = sql.OpenDB(conn)
+	s.db.SetMaxIdleConns(16)
+	s.db.SetConnMaxIdleTime(time.Minute)
+	c, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.db.PingContext(c); err != nil {
+		_ = s.db.Close()
+		return nil, fmt.Errorf("mysqlstore: connect: %w: %w", store.ErrUnavailable, redactErr(err, cfg))
+	}
+	switch {
+	case o.skipCheck:
+	case o.NoMigrate:
+		err = s.checkVersion(ctx)
+	default:
+		_, _, err = s.migrate(ctx)
+	}
+	if err != nil {
+		_ = s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return store.ErrClosed
+	}
+	s.closeOnce.Do(func() { close(s.done) })
+	return s.db.Close()
+}
+
+// t is a table name with the prefix.
+func (s *Store) t(name string) string { return "`" + s.p + name + "`" }
+
+// errRetry asks txn to run the transaction again.
+var errRetry = errors.New("mysqlstore: retry")
+
+func isDup(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+func isRetryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205 // deadlock, lock wait timeout
+	}
+	return false
+}
+
+func (s *Store) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrCorrupt) {
+		return err
+	}
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return fmt.Errorf("mysqlstore: %w: %w", store.ErrUnavailable, err)
+}
+
+// txn runs fn in a READ COMMITTED transaction (no gap locks: the queues'
+// ranges are read with SKIP LOCKED and every write names its rows), with
+// now the database's clock (or callNow in TimeCaller mode); deadlocks are
+// retried.
+func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		err = s.txnOnce(ctx, callNow, fn)
+		if !isRetryable(err) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+	return s.wrap(err)
+}
+
+func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	now := callNow
+	if !s.callerNow {
+		if now, err = s.dbNow(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := fn(tx, now); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// dbNow reads the database's clock in ms: the one clock every instant
+// of an operation is computed from (read once per transaction, then
+// passed to its statements). In tests (SetTestClock) the test's clock is
+// read instead, through the same round trip; SET timestamp cannot stand
+// in for NOW(), as it ends in 2038 and the suites use later instants.
+func (s *Store) dbNow(ctx context.Context, q querier) (int64, error) {
+	if f := s.fakeNow.Load(); f != nil {
+		var now int64
+		err := q.QueryRowContext(ctx, "SELECT CAST(? AS SIGNED)", (*f)()).Scan(&now)
+		return now, err
+	}
+	var now int64
+	err := q.QueryRowContext(ctx, "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) AS SIGNED)").Scan(&now)
+	return now, err
+}
+
+// StoreNow implements store.Clock.
+func (s *Store) StoreNow(ctx context.Context) (int64, bool, error) {
+	if s.callerNow {
+		return 0, false, nil
+	}
+	if s.closed.Load() {
+		return 0, false, store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	now, err := s.dbNow(ctx, s.db)
+	if err != nil {
+		return 0, false, s.wrap(err)
+	}
+	return now, true, nil
+}
+
+// SetTestClock makes the "database clock" read f, for tests that run the
+// TimeDB path with a clock they drive. nil restores the real clock.
+func (s *Store) SetTestClock(f func() int64) {
+	if f == nil {
+		s.fakeNow.Store(nil)
+		return
+	}
+	s.fakeNow.Store(&f)
+}

@@ -1,0 +1,95 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Subscribe implements store.Notifier. MySQL has no NOTIFY: every change
+// that makes a message scheduled or ready bumps its topic's ver (in the
+// same transaction as the change), and each server polls the topics' ver
+// every PollInterval with one query. A change committed on another server
+// is seen within PollInterval plus one query's time; for each topic whose
+// ver moved, fn gets 0 when messages are ready, and the earliest scheduled
+// due time otherwise.
+func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error {
+	seen := map[string]int64{}
+	first := true
+	tick := time.NewTicker(s.poll)
+	defer tick.Stop()
+	for {
+		changed, err := s.pollVers(ctx, seen, first)
+		if err != nil {
+			if ctx.Err() != nil || s.closed.Load() {
+				return nil
+			}
+			return s.wrap(err)
+		}
+		if first {
+			first = false
+			if subscribed != nil {
+				subscribed()
+			}
+		}
+		for _, c := range changed {
+			fn(c.topic, c.due)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+type change struct {
+	topic string
+	due   int64
+}
+
+func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool) ([]change, error) {
+	qctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// Idle, this one query is all a poll costs: the topic table is small
+	// (one row per topic) and read from its clustered index.
+	rows, err := s.db.QueryContext(qctx, "SELECT name, ver FROM "+s.t("topic"))
+	if err != nil {
+		return nil, err
+	}
+	var moved []string
+	for rows.Next() {
+		var name []byte
+		var ver int64
+		if err := rows.Scan(&name, &ver); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		n := string(name)
+		old, ok := seen[n]
+		seen[n] = ver
+		if !first && (!ok || old != ver) {
+			moved = append(moved, n)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []change
+	for _, n := range moved {
+		var ready, sched sql.NullInt64
+		if err := s.db.QueryRowContext(qctx, "SELECT (SELECT MIN(due) FROM "+s.t("q_ready")+" WHERE topic = ?), (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", n, n).Scan(&ready, &sched); err != nil {
+			return nil, err
+		}
+		switch {
+		case ready.Valid:
+			out = append(out, change{n, 0})
+		case sched.Valid:
+			out = append(out, change{n, sched.Int64})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mysqlstore_test
+
+const raceOn = false

@@ -1,0 +1,66 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// TxMessage is a message sent by SendTx.
+type TxMessage struct {
+	// ID is the message's id; "" has the database generate one (a UUID).
+	ID      string
+	Payload []byte
+	// Delay, rounded up to a millisecond; 0: due at once.
+	Delay time.Duration
+	// MaxAttempts 0: 25.
+	MaxAttempts int
+}
+
+// TxResult is what SendTx answers for one message.
+type TxResult struct {
+	ID        string
+	Duplicate bool      // the topic already holds this id; nothing was sent
+	DueAt     time.Time // the message's due time (the existing one's, for a duplicate)
+}
+
+// SendTx sends messages to topic inside the application's transaction tx,
+// through the stored procedure <prefix>send (prefix "" for DefaultPrefix):
+// they exist if and only if tx commits. Errors (a bad argument, a
+// concurrent send of the same id) leave tx to the caller, who should roll
+// it back.
+func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMessage) ([]TxResult, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !prefixRE.MatchString(prefix) {
+		return nil, fmt.Errorf("mysqlstore: invalid table prefix %q", prefix)
+	}
+	out := make([]TxResult, len(msgs))
+	for i, m := range msgs {
+		var id any
+		if m.ID != "" {
+			id = m.ID
+		}
+		delay := (m.Delay + time.Millisecond - 1).Milliseconds()
+		if m.Delay < 0 {
+			return nil, fmt.Errorf("mysqlstore: send message %d: negative delay", i)
+		}
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		if _, err := tx.ExecContext(ctx, "CALL `"+prefix+"send`(?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)", topic, id, payload, delay, m.MaxAttempts); err != nil {
+			return nil, fmt.Errorf("mysqlstore: send message %d: %w", i, err)
+		}
+		var gotID []byte
+		var dup int
+		var due int64
+		if err := tx.QueryRowContext(ctx, "SELECT @delayq_id, @delayq_dup, @delayq_due").Scan(&gotID, &dup, &due); err != nil {
+			return nil, fmt.Errorf("mysqlstore: send message %d: %w", i, err)
+		}
+		out[i] = TxResult{ID: string(gotID), Duplicate: dup != 0, DueAt: time.UnixMilli(due)}
+	}
+	return out, nil
+}

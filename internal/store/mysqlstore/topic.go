@@ -1,0 +1,123 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+func (s *Store) topicRec(ctx context.Context, tx *sql.Tx, name string) (*store.TopicRecord, error) {
+	t := &store.TopicRecord{Name: name}
+	err := tx.QueryRowContext(ctx, "SELECT settings, scheduled, ready, inflight, dead, acked FROM "+s.t("topic")+" WHERE name = ?", name).
+		Scan(&t.Settings, &t.Counts.Scheduled, &t.Counts.Ready, &t.Counts.Inflight, &t.Counts.Dead, &t.Counts.Acked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("mysqlstore: topic %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Each MIN reads the first entry of a primary-key (or index) prefix.
+	var a, b, c sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?), (SELECT MIN(due) FROM "+s.t("q_ready")+" WHERE topic = ?), (SELECT MIN(lease_until) FROM "+s.t("q_inflight")+" WHERE topic = ?)", name, name, name).Scan(&a, &b, &c); err != nil {
+		return nil, err
+	}
+	t.NextDue, t.OldestReady, t.NextLeaseExpiry = a.Int64, b.Int64, c.Int64
+	return t, nil
+}
+
+// TopicGet implements store.Store.
+func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord, error) {
+	var t *store.TopicRecord
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		var err error
+		t, err = s.topicRec(ctx, tx, topic)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// TopicList implements store.Store.
+func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+	var out []*store.TopicRecord
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		out = nil
+		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+s.t("topic")+" ORDER BY name")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for rows.Next() {
+			var n []byte
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return err
+			}
+			names = append(names, string(n))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, n := range names {
+			t, err := s.topicRec(ctx, tx, n)
+			if err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TopicSettingsPut implements store.Store.
+func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) error {
+	if settings == nil {
+		settings = []byte{}
+	}
+	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings)", topic, settings)
+		return err
+	})
+}
+
+// DueCounts counts the topic's scheduled messages due in each of n
+// buckets of bucketMS from fromMS (the dashboard's Upcoming chart).
+func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS int64, n int) ([]int64, error) {
+	out := make([]int64, max(n, 0))
+	if n <= 0 || bucketMS <= 0 {
+		return out, nil
+	}
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, "SELECT (due - ?) DIV ?, COUNT(*) FROM "+s.t("q_scheduled")+
+			" WHERE topic = ? AND due >= ? AND due < ? + ? * ? GROUP BY 1", fromMS, bucketMS, topic, fromMS, fromMS, bucketMS, int64(n))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b, c int64
+			if err := rows.Scan(&b, &c); err != nil {
+				return err
+			}
+			if b >= 0 && b < int64(n) {
+				out[b] = c
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
