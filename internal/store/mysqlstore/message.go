@@ -19,7 +19,7 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanMsg(sc scanner) (*store.Record, error) {
 	r := &store.Record{}
-	var state int
+	var state uint8 // a value out of range fails the scan
 	var headers []byte
 	var lastErr, receipt sql.NullString
 	var topic, id []byte
@@ -90,7 +90,7 @@ func (c counts) add(topic string, st store.State, d int64) {
 
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	for topic, a := range c {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?) "+
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
 			"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)", topic, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
 			return err
@@ -104,13 +104,13 @@ func (s *Store) addQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
 	var err error
 	switch r.State {
 	case store.StateScheduled:
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_scheduled")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_scheduled")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateReady:
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_ready")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_ready")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateInflight:
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_inflight")+" (lease_until, seq, topic, id) VALUES (?, ?, ?, ?)", r.LeaseUntil, r.Seq, r.Topic, r.ID)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_inflight")+" (lease_until, seq, topic, id) VALUES (?, ?, ?, ?)", r.LeaseUntil, r.Seq, r.Topic, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateDead:
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_dead")+" (topic, dead_at, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DeadAt, r.Seq, r.ID)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_dead")+" (topic, dead_at, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DeadAt, r.Seq, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	}
 	return err
 }
@@ -119,13 +119,13 @@ func (s *Store) delQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
 	var err error
 	switch r.State {
 	case store.StateScheduled:
-		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq)
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateReady:
-		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_ready")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq)
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_ready")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateInflight:
-		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_inflight")+" WHERE lease_until = ? AND seq = ?", r.LeaseUntil, r.Seq)
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_inflight")+" WHERE lease_until = ? AND seq = ?", r.LeaseUntil, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateDead:
-		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_dead")+" WHERE topic = ? AND dead_at = ? AND seq = ?", r.Topic, r.DeadAt, r.Seq)
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_dead")+" WHERE topic = ? AND dead_at = ? AND seq = ?", r.Topic, r.DeadAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	}
 	return err
 }
@@ -139,7 +139,7 @@ func nullStr(s string) any {
 
 // put writes r's mutable fields back to its message row.
 func (s *Store) put(ctx context.Context, tx *sql.Tx, r *store.Record) error {
-	_, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" SET state = ?, due = ?, updated = ?, deliveries = ?, failures = ?, last_error = ?, receipt = ?, lease_until = ?, dead_at = ? WHERE topic = ? AND id = ?",
+	_, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" SET state = ?, due = ?, updated = ?, deliveries = ?, failures = ?, last_error = ?, receipt = ?, lease_until = ?, dead_at = ? WHERE topic = ? AND id = ?", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		int(r.State), r.DueAt, r.UpdatedAt, r.Deliveries, r.Failures, nullStr(r.LastError), nullStr(r.Receipt), r.LeaseUntil, r.DeadAt, r.Topic, r.ID)
 	return err
 }
@@ -194,7 +194,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			if r.Payload == nil {
 				r.Payload = []byte{}
 			}
-			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 				r.Topic, r.ID, int(r.State), r.Payload, encodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts)
 			if isDup(err) {
 				// A concurrent insert of the same id committed after the
@@ -280,7 +280,7 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 		if err := s.delQ(ctx, tx, r); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			return err
 		}
 		c := counts{}
@@ -453,10 +453,10 @@ func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receip
 	if err := s.delQ(ctx, tx, r); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", topic, id); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", topic, id); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError)); err != nil {
 		return err
 	}
@@ -715,7 +715,7 @@ func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int,
 			if err := s.delQ(ctx, tx, r); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", r.Topic, r.ID); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 				return err
 			}
 			c.add(r.Topic, store.StateDead, -1)
@@ -744,7 +744,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 		}
 		c := counts{}
 		for _, k := range keys {
-			res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", k.top, k.id)
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", k.top, k.id) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			if err != nil {
 				return err
 			}

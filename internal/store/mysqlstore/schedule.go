@@ -29,7 +29,7 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 		if spec == nil {
 			spec = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("schedule")+" (name, spec, last_tick, created, updated) VALUES (?, ?, ?, ?, ?) "+
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("schedule")+" (name, spec, last_tick, created, updated) VALUES (?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			"ON DUPLICATE KEY UPDATE spec = VALUES(spec), last_tick = GREATEST(last_tick, VALUES(last_tick)), updated = VALUES(updated)",
 			p.Name, spec, p.LastTick, now, now); err != nil {
 			return err
@@ -63,7 +63,7 @@ func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 	var out []*store.Schedule
 	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		out = nil
-		rows, err := tx.QueryContext(ctx, "SELECT name, spec, last_tick, created, updated FROM "+s.t("schedule")+" ORDER BY name")
+		rows, err := tx.QueryContext(ctx, "SELECT name, spec, last_tick, created, updated FROM "+s.t("schedule")+" ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 // ScheduleDelete implements store.Store.
 func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("schedule")+" WHERE name = ?", name)
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("schedule")+" WHERE name = ?", name) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 func (s *Store) ScheduleTick(ctx context.Context, p *store.ScheduleTickParams) (*store.Schedule, error) {
 	var sc *store.Schedule
 	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
-		res, err := tx.ExecContext(ctx, "UPDATE "+s.t("schedule")+" SET last_tick = GREATEST(last_tick, ?) WHERE name = ?", p.Tick, p.Name)
+		res, err := tx.ExecContext(ctx, "UPDATE "+s.t("schedule")+" SET last_tick = GREATEST(last_tick, ?) WHERE name = ?", p.Tick, p.Name) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
 		}

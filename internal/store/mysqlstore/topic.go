@@ -47,7 +47,7 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 	var out []*store.TopicRecord
 	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		out = nil
-		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+s.t("topic")+" ORDER BY name")
+		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+s.t("topic")+" ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
 		}
@@ -55,12 +55,12 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 		for rows.Next() {
 			var n []byte
 			if err := rows.Scan(&n); err != nil {
-				rows.Close()
+				_ = rows.Close()
 				return err
 			}
 			names = append(names, string(n))
 		}
-		rows.Close()
+		_ = rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 		settings = []byte{}
 	}
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings)", topic, settings)
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings)", topic, settings) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	})
 }
@@ -99,7 +99,7 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 	}
 	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		clear(out)
-		rows, err := tx.QueryContext(ctx, "SELECT (due - ?) DIV ?, COUNT(*) FROM "+s.t("q_scheduled")+
+		rows, err := tx.QueryContext(ctx, "SELECT (due - ?) DIV ?, COUNT(*) FROM "+s.t("q_scheduled")+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			" WHERE topic = ? AND due >= ? AND due < ? + ? * ? GROUP BY 1", fromMS, bucketMS, topic, fromMS, fromMS, bucketMS, int64(n))
 		if err != nil {
 			return err

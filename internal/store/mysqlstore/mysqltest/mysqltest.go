@@ -41,7 +41,7 @@ import (
 // owns database Database.
 const (
 	User     = "delayq"
-	Password = "delayq-test-pw"
+	Password = "delayq-test-pw" // #nosec G101 -- a throwaway test server's password
 	Database = "delayq"
 )
 
@@ -185,7 +185,7 @@ func start() (*Server, error) {
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
 	logPath := filepath.Join(root, "mariadbd.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // #nosec G304 -- the server's log in the harness's own temp dir
 	if err != nil {
 		s.remove()
 		return nil, err
