@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -258,10 +259,11 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make the replica's copy certain before the kill: replication is
-	// asynchronous (see "Durability").
-	if n, err := plain.Do(ctx, "WAIT", "1", "1000").Int(); err != nil || n < 1 {
-		t.Fatalf("WAIT 1 1000 = %d, %v", n, err)
-	}
+	// asynchronous (see "Durability"). WAIT on this connection would not
+	// do: it waits only for this client's own writes, and the store wrote
+	// through its own connections; so wait until the replica has applied
+	// the master's whole replication stream.
+	waitReplicated(t, plain, sn.Replica.Addr())
 
 	old, err := sn.MasterAddr()
 	if err != nil || old != sn.Master.Addr() {
@@ -332,4 +334,28 @@ func TestConformanceSentinel(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return openSentinel(t, sn.URL(), fmt.Sprintf("c%d", n.Add(1)), TimeCaller)
 	})
+}
+
+// waitReplicated waits until the replica at addr has applied everything
+// the master (reached by master) has written so far.
+func waitReplicated(t *testing.T, master *redis.Client, addr string) {
+	t.Helper()
+	offset := func(c *redis.Client, field string) int64 {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err != nil {
+			t.Fatalf("INFO replication: %v", err)
+		}
+		n, _ := strconv.ParseInt(parseInfo(info)[field], 10, 64)
+		return n
+	}
+	want := offset(master, "master_repl_offset")
+	replica := redis.NewClient(&redis.Options{Addr: addr})
+	defer replica.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for offset(replica, "slave_repl_offset") < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s did not reach the master's replication offset %d within 10 s", addr, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
