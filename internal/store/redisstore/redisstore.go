@@ -351,6 +351,12 @@ func redactURL(s string) string {
 	}
 	out, rest := s[:start], s[start:]
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if q := strings.Index(rest[:at], "?"); q >= 0 && !strings.Contains(rest[:q], ":") {
+			// The '@' is in the query and no "user:" precedes it: what
+			// looks like userinfo is query text that may hold a secret
+			// ("?sentinel_password=a:@b"). Hide all of it.
+			return out + rest[:q] + "?xxxxx"
+		}
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
 			out += user + ":xxxxx"
 			if strings.Contains(rest[:at], "?") { // the '@' was in the query: all that follows is too
