@@ -11,7 +11,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/pebblestore"
 )
 
@@ -30,7 +30,7 @@ func BenchmarkSendBatchHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { eng.Close(context.Background()); st.Close() }()
-	srv, err := server.New(server.Config{Queue: eng, Ready: eng.Ready, Logger: quiet})
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Ready: eng.Ready, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

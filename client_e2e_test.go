@@ -10,7 +10,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 // e2e is a Client talking to a real server on an engine with a memstore.
@@ -23,7 +23,7 @@ type e2e struct {
 func setupE2E(t *testing.T, opts ...delayq.ClientOption) *e2e {
 	t.Helper()
 	eng := newEngine(t)
-	srv, err := server.New(server.Config{Queue: eng, Scheduler: eng, Ready: eng.Ready, Logger: quiet})
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng, Ready: eng.Ready, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

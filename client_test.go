@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -364,7 +363,7 @@ func TestClientRequestShapes(t *testing.T) {
 	if m.State != StateReady {
 		t.Errorf("cancel state %q", m.State)
 	}
-	errs, err := c.AckBatch(ctx, "t", []AckRequest{{"a", "r1"}, {"b", "r2"}})
+	errs, err := c.AckBatch(ctx, "t", []AckRequest{{ID: "a", Receipt: "r1"}, {ID: "b", Receipt: "r2"}})
 	must(err)
 	if errs[0] != nil || !errors.Is(errs[1], ErrConflict) {
 		t.Errorf("batch ack errs %v", errs)
@@ -459,30 +458,6 @@ func TestNewClientRejectsBadURLs(t *testing.T) {
 	c, err = NewClient("https://example.com/delayq/")
 	if err != nil || c.base != "https://example.com/delayq" {
 		t.Fatalf("prefix: %v %q", err, c.base)
-	}
-}
-
-func TestNewID(t *testing.T) {
-	t.Parallel()
-	base := time.UnixMilli(1_700_000_000_000)
-	var ids []string
-	seen := map[string]bool{}
-	for i := range 1000 {
-		id := newIDAt(base.Add(time.Duration(i) * time.Millisecond))
-		if len(id) != 26 || ValidateID(id) != nil || seen[id] {
-			t.Fatalf("bad or repeated id %q", id)
-		}
-		seen[id] = true
-		ids = append(ids, id)
-	}
-	if !sort.StringsAreSorted(ids) {
-		t.Fatal("ids made in later milliseconds do not sort later")
-	}
-	if got := newIDAt(time.UnixMilli(0))[:10]; got != "0000000000" {
-		t.Fatalf("time part of epoch = %q", got)
-	}
-	if got := newIDAt(time.UnixMilli(1<<48 - 1))[:10]; got != "7ZZZZZZZZZ" {
-		t.Fatalf("time part of max = %q", got)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -112,7 +112,7 @@ func startExampleServer() (string, func()) {
 	if err != nil {
 		panic(err)
 	}
-	srv, err := server.New(server.Config{Queue: eng, Logger: quiet})
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

@@ -58,9 +58,9 @@ fuzz() { # package target
     tail -2 "$DELAYQ_RESULTS_DIR/fuzz-$2.log" | head -1
   fi
 }
-fuzz ./internal/server FuzzRequestDecoders
-fuzz ./internal/server FuzzFastValid
-fuzz ./internal/server FuzzSendDecoders
+fuzz ./internal/httpapi FuzzRequestDecoders
+fuzz ./internal/httpapi FuzzFastValid
+fuzz ./internal/httpapi FuzzSendDecoders
 fuzz ./internal/wire FuzzDecodeSendBatchResponse
 fuzz ./internal/wire FuzzDuration
 fuzz . FuzzValidateName

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/delayq/delayq/internal/bench"
-	"github.com/delayq/delayq/internal/bench/dqtarget"
+	"github.com/delayq/delayq/bench/dqtarget"
 )
 
 func init() {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/memstore"
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -31,7 +31,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Queue: eng, Scheduler: eng})
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng})
 	if err != nil {
 		t.Fatal(err)
 	}

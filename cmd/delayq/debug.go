@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 // startDebug serves Go's profiling endpoints (/debug/pprof/: CPU and heap
@@ -28,7 +28,7 @@ func startDebug(addr string, allowedHosts []string, log *slog.Logger) (stop func
 	}
 	// Only loopback Host names and --allowed-hosts: a page on a rebound
 	// DNS name must not read profiles.
-	h, err := server.DebugHandler(allowedHosts)
+	h, err := httpapi.DebugHandler(allowedHosts)
 	if err != nil {
 		return nil, fmt.Errorf("--allowed-hosts: %w", err)
 	}

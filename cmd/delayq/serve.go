@@ -20,7 +20,7 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/push"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 )
 
@@ -92,7 +92,7 @@ func (l *serveTokenList) Set(v string) error { *l = append(*l, v); return nil }
 func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("delayq serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.addr, "addr", server.DefaultAddr, "listen `address`")
+	fs.StringVar(&o.addr, "addr", httpapi.DefaultAddr, "listen `address`")
 	fs.StringVar(&o.data, "data", "./delayq-data", "data `directory` of the embedded engine")
 	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, redis+cluster://h1:p1,h2:p2, or redis+sentinel://s1:p1,s2:p2/MASTERNAME/0; rediss… for TLS) instead of --data")
 	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4)")
@@ -119,11 +119,11 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.DurationVar(&o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
 	fs.DurationVar(&o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
-	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
-	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
+	fs.IntVar(&o.maxConns, "max-conns", httpapi.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", httpapi.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
 	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
 	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", server.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", httpapi.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	fs.DurationVar(&o.clockOffset, clockOffsetFlag, 0, "testing only: shifts this server's clock, to test servers whose clocks disagree")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -270,11 +270,11 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := server.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
+	if err := httpapi.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
 		return err
 	}
 	hosts := splitHostList(o.allowedHosts)
-	if err := server.CheckAllowedHosts(hosts); err != nil {
+	if err := httpapi.CheckAllowedHosts(hosts); err != nil {
 		return fmt.Errorf("--allowed-hosts: %w", err)
 	}
 	if o.debugAddr != "" {
@@ -342,7 +342,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	srv, err := server.New(server.Config{
+	srv, err := httpapi.New(httpapi.Config{
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
 		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,

@@ -7,7 +7,7 @@
 // It imports only the standard library, so targets for other systems
 // (asynq, beanstalkd) live in the separate bench/peers module and the
 // product's go.mod never depends on their clients. delayq's own targets
-// live in internal/bench/dqtarget.
+// live in bench/dqtarget.
 //
 // Every message carries its benchmark sequence number in the first 8
 // bytes of its payload (the rest is incompressible filler), so the checker

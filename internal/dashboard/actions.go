@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // actTarget reads the topic (from the path or the form) and optional id
@@ -20,12 +20,12 @@ func actTarget(r *http.Request, v *viewer, needID bool) (topic, id string, err e
 	if topic == "" {
 		topic = r.PostForm.Get("topic")
 	}
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return "", "", err
 	}
 	if needID {
 		id = r.PostForm.Get("id")
-		if err := delayq.ValidateID(id); err != nil {
+		if err := domain.ValidateID(id); err != nil {
 			return "", "", err
 		}
 	}
@@ -67,25 +67,25 @@ func (d *Dashboard) rescheduleMessage(w http.ResponseWriter, r *http.Request, v 
 
 // parseWhen reads a reschedule form: a delay ("90s", "2h30m") or an
 // absolute RFC 3339 time, exactly one of them.
-func parseWhen(delay, at string) (delayq.When, error) {
+func parseWhen(delay, at string) (domain.When, error) {
 	delay, at = strings.TrimSpace(delay), strings.TrimSpace(at)
 	switch {
 	case delay != "" && at != "":
-		return delayq.When{}, delayq.Invalid("delay", "give either a delay or a time, not both")
+		return domain.When{}, domain.Invalid("delay", "give either a delay or a time, not both")
 	case delay != "":
 		d, err := time.ParseDuration(delay)
 		if err != nil {
-			return delayq.When{}, delayq.Invalid("delay", "is not a duration such as 90s or 2h30m")
+			return domain.When{}, domain.Invalid("delay", "is not a duration such as 90s or 2h30m")
 		}
-		return delayq.When{Delay: d}, nil
+		return domain.When{Delay: d}, nil
 	case at != "":
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
-			return delayq.When{}, delayq.Invalid("deliver_at", "is not an RFC 3339 time such as 2030-01-02T15:04:05Z")
+			return domain.When{}, domain.Invalid("deliver_at", "is not an RFC 3339 time such as 2030-01-02T15:04:05Z")
 		}
-		return delayq.When{DeliverAt: t}, nil
+		return domain.When{DeliverAt: t}, nil
 	}
-	return delayq.When{}, delayq.Invalid("delay", "give a delay or a time")
+	return domain.When{}, domain.Invalid("delay", "give a delay or a time")
 }
 
 func (d *Dashboard) deadReplay(w http.ResponseWriter, r *http.Request, v *viewer) error {
@@ -155,21 +155,21 @@ func (d *Dashboard) saveSettings(w http.ResponseWriter, r *http.Request, v *view
 // checkPushURL refuses a new push URL from a token without admin on "*"
 // (see auth.MaySetPushURL), as the API does; the form shows such a token
 // the URL read-only, so saving it back unchanged passes.
-func (d *Dashboard) checkPushURL(r *http.Request, v *viewer, topic string, s delayq.TopicSettings) error {
+func (d *Dashboard) checkPushURL(r *http.Request, v *viewer, topic string, s domain.TopicSettings) error {
 	if v.token == nil || s.Push == nil || v.CanSetPushURL() {
 		return nil
 	}
 	var old string
 	ti, err := d.q.Topic(r.Context(), topic)
 	switch {
-	case errors.Is(err, delayq.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 	case err != nil:
 		return err
 	case ti.Settings.Push != nil:
 		old = ti.Settings.Push.URL
 	}
 	if !auth.MaySetPushURL(v.token, old, s.Push.URL) {
-		return fmt.Errorf("%w: setting or changing the push URL needs a token with admin on \"*\"; the other settings may be saved with the URL as it is", delayq.ErrForbidden)
+		return fmt.Errorf("%w: setting or changing the push URL needs a token with admin on \"*\"; the other settings may be saved with the URL as it is", domain.ErrForbidden)
 	}
 	return nil
 }
@@ -177,21 +177,21 @@ func (d *Dashboard) checkPushURL(r *http.Request, v *viewer, topic string, s del
 // parseSettings reads the settings form. An empty field means "server
 // default"; the rate limit and push target are off when their first
 // field is empty.
-func parseSettings(f url.Values) (delayq.TopicSettings, error) {
+func parseSettings(f url.Values) (domain.TopicSettings, error) {
 	p := formParser{f: f}
-	s := delayq.TopicSettings{
+	s := domain.TopicSettings{
 		MaxAttempts: p.int("max_attempts"),
 		Lease:       p.dur("lease"),
-		Backoff: delayq.Backoff{
+		Backoff: domain.Backoff{
 			Initial: p.dur("backoff_initial"), Max: p.dur("backoff_max"),
 			Multiplier: p.float("backoff_multiplier"), Jitter: p.float("backoff_jitter"),
 		},
 	}
 	if f.Get("rate_per_second") != "" {
-		s.RateLimit = &delayq.RateLimit{PerSecond: p.float("rate_per_second"), Burst: p.int("rate_burst")}
+		s.RateLimit = &domain.RateLimit{PerSecond: p.float("rate_per_second"), Burst: p.int("rate_burst")}
 	}
 	if f.Get("push_url") != "" {
-		s.Push = &delayq.PushSettings{URL: strings.TrimSpace(f.Get("push_url")), Timeout: p.dur("push_timeout"), Concurrency: p.int("push_concurrency")}
+		s.Push = &domain.PushSettings{URL: strings.TrimSpace(f.Get("push_url")), Timeout: p.dur("push_timeout"), Concurrency: p.int("push_concurrency")}
 	}
 	return s, p.err
 }
@@ -206,7 +206,7 @@ func (p *formParser) field(name string) string { return strings.TrimSpace(p.f.Ge
 
 func (p *formParser) fail(name, want string) {
 	if p.err == nil {
-		p.err = delayq.Invalid(name, "must be %s", want)
+		p.err = domain.Invalid(name, "must be %s", want)
 	}
 }
 

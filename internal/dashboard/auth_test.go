@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // pagesToProbe are every GET page, with a query that would show data.
@@ -40,10 +40,10 @@ func seed(t *testing.T, b *bundle) {
 // unchanged checks that seed's state is intact.
 func unchanged(t *testing.T, b *bundle) {
 	t.Helper()
-	if s := b.state(t, "orders", "order-42"); s != delayq.StateScheduled {
+	if s := b.state(t, "orders", "order-42"); s != domain.StateScheduled {
 		t.Errorf("order-42 is %s, want scheduled", s)
 	}
-	if s := b.state(t, "orders", "dead-1"); s != delayq.StateDead {
+	if s := b.state(t, "orders", "dead-1"); s != domain.StateDead {
 		t.Errorf("dead-1 is %s, want dead", s)
 	}
 	ti, err := b.eng.Topic(t.Context(), "orders")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // chromiumPath is Debian's chromium (apt-get install -y chromium).
@@ -100,9 +100,9 @@ func seedDemo(t *testing.T, b *bundle) {
 	t.Helper()
 	ctx := context.Background()
 	batch := func(topic string, n int, due func(i int) time.Duration) {
-		reqs := make([]delayq.SendRequest, n)
+		reqs := make([]domain.SendRequest, n)
 		for i := range reqs {
-			reqs[i] = delayq.NewSendRequest([]byte(fmt.Sprintf(`{"n":%d}`, i)), delayq.After(due(i)))
+			reqs[i] = domain.NewSendRequest([]byte(fmt.Sprintf(`{"n":%d}`, i)), domain.After(due(i)))
 		}
 		if _, err := b.api.SendBatch(ctx, topic, reqs); err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func seedDemo(t *testing.T, b *bundle) {
 	// Deliveries: webhooks due now and a little later, leased and acked.
 	batch("webhooks.push", 150, func(i int) time.Duration { return time.Duration(i%5) * 40 * time.Millisecond })
 	for got := 0; got < 150; {
-		ms, err := b.api.Lease(ctx, "webhooks.push", delayq.LeaseRequest{Max: 50, Wait: 2 * time.Second})
+		ms, err := b.api.Lease(ctx, "webhooks.push", domain.LeaseRequest{Max: 50, Wait: 2 * time.Second})
 		if err != nil || len(ms) == 0 {
 			t.Fatalf("lease webhooks: %d %v", len(ms), err)
 		}
@@ -199,7 +199,7 @@ func TestBrowser(t *testing.T) {
 	do(t, ctx, "dead letters", chromedp.Navigate(base+"/ui/dead?topic=billing.retry"), chromedp.WaitVisible("#dead"))
 	screenshot(t, ctx, "dead")
 	do(t, ctx, "replay", chromedp.Click("#dead tbody tr:first-child button.replay"), chromedp.WaitVisible(".flash"))
-	if s := b.state(t, "billing.retry", "invoice-1001"); s != delayq.StateReady {
+	if s := b.state(t, "billing.retry", "invoice-1001"); s != domain.StateReady {
 		t.Fatalf("invoice-1001 is %s after replay in the browser", s)
 	}
 
@@ -228,7 +228,7 @@ func TestBrowser(t *testing.T) {
 	if s := text(t, ctx, ".errorpage"); !strings.Contains(s, "cross-site request refused") {
 		t.Errorf("cross-site post answered: %s", s)
 	}
-	if s := b.state(t, "orders.close", "order-43"); s != delayq.StateScheduled {
+	if s := b.state(t, "orders.close", "order-43"); s != domain.StateScheduled {
 		t.Fatalf("order-43 is %s after a cross-site post", s)
 	}
 
@@ -273,7 +273,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("stranger's POST with csrf %s: %q, want %s", c.csrf, s, c.want)
 		}
 	}
-	if s := b.state(t, "orders.close", "order-43"); s != delayq.StateScheduled {
+	if s := b.state(t, "orders.close", "order-43"); s != domain.StateScheduled {
 		t.Fatalf("order-43 is %s after a stranger's post", s)
 	}
 }

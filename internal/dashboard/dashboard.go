@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // Defaults of Config.
@@ -34,7 +34,7 @@ var assets embed.FS
 type Config struct {
 	// Queue is read and acted on. Required. Give it the Recorder's Queue
 	// decorator so the dashboard's own actions appear in message histories.
-	Queue delayq.Queue
+	Queue domain.Queue
 	// Recorder supplies rates, lateness and message histories; it must
 	// also be the engine's Observer (see Tee). Required.
 	Recorder *Recorder
@@ -67,7 +67,7 @@ type Config struct {
 type Dashboard struct {
 	cfg      Config
 	log      *slog.Logger
-	q        delayq.Queue
+	q        domain.Queue
 	rec      *Recorder
 	upcoming UpcomingSource
 	fallback bool // upcoming is the Recorder
@@ -119,7 +119,7 @@ func findUpcoming(cfg Config) (UpcomingSource, bool) {
 		if src, ok := q.(UpcomingSource); ok {
 			return src, false
 		}
-		u, ok := q.(interface{ Unwrap() delayq.Queue })
+		u, ok := q.(interface{ Unwrap() domain.Queue })
 		if !ok {
 			break
 		}
@@ -223,7 +223,7 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request) (*viewer, error
 			if errors.As(err, &mbe) {
 				return v, fmt.Errorf("form too large: %w", err)
 			}
-			return v, fmt.Errorf("%w: %v", delayq.ErrInvalid, err)
+			return v, fmt.Errorf("%w: %v", domain.ErrInvalid, err)
 		}
 		if !csrfOK(v.csrf, r.PostForm.Get(csrfField)) {
 			return v, errCSRF
@@ -243,21 +243,21 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request) (*viewer, error
 func statusOf(err error) int {
 	var mbe *http.MaxBytesError
 	switch {
-	case errors.Is(err, errCrossSite), errors.Is(err, errCSRF), errors.Is(err, errReadOnly), errors.Is(err, delayq.ErrForbidden):
+	case errors.Is(err, errCrossSite), errors.Is(err, errCSRF), errors.Is(err, errReadOnly), errors.Is(err, domain.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, errLoginRequired), errors.Is(err, delayq.ErrUnauthorized):
+	case errors.Is(err, errLoginRequired), errors.Is(err, domain.ErrUnauthorized):
 		return http.StatusUnauthorized
-	case errors.Is(err, delayq.ErrInvalid):
+	case errors.Is(err, domain.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, delayq.ErrNotFound), errors.Is(err, errPageNotFound):
+	case errors.Is(err, domain.ErrNotFound), errors.Is(err, errPageNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, delayq.ErrConflict):
+	case errors.Is(err, domain.ErrConflict):
 		return http.StatusConflict
-	case errors.As(err, &mbe), errors.Is(err, delayq.ErrTooLarge):
+	case errors.As(err, &mbe), errors.Is(err, domain.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, delayq.ErrRateLimited):
+	case errors.Is(err, domain.ErrRateLimited):
 		return http.StatusTooManyRequests
-	case errors.Is(err, delayq.ErrUnavailable):
+	case errors.Is(err, domain.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // TestEventDetailFormattedWhenRead: every send and lease is recorded but
@@ -14,7 +14,7 @@ import (
 func TestEventDetailFormattedWhenRead(t *testing.T) {
 	q := &recordingQueue{r: NewRecorder(RecorderConfig{MaxMessages: 16, EventsPerMessage: 4})}
 	due := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
-	m := &delayq.Message{Topic: "t", ID: "m1", State: delayq.StateReady, DeliverAt: due, Attempt: 3, LeaseExpiresAt: due.Add(time.Minute)}
+	m := &domain.Message{Topic: "t", ID: "m1", State: domain.StateReady, DeliverAt: due, Attempt: 3, LeaseExpiresAt: due.Add(time.Minute)}
 	q.sent(m)
 	q.leased(m) // the message and its event ring exist from here on
 	if n := testing.AllocsPerRun(100, func() { q.sent(m); q.leased(m) }); n != 0 {

@@ -18,8 +18,9 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/dashboard"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/server"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -60,7 +61,7 @@ func testTokens(t *testing.T) *auth.Set {
 // the API and the dashboard on one httptest server.
 type bundle struct {
 	eng  *engine.Engine
-	q    delayq.Queue // the recording queue the server and dashboard use
+	q    domain.Queue // the recording queue the server and dashboard use
 	rec  *dashboard.Recorder
 	dash *dashboard.Dashboard
 	ts   *httptest.Server
@@ -86,9 +87,9 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inner delayq.Queue = eng
+	var inner domain.Queue = eng
 	if o.plainQueue {
-		inner = struct{ delayq.Queue }{eng}
+		inner = struct{ domain.Queue }{eng}
 	}
 	b := &bundle{eng: eng, rec: rec, q: rec.Queue(inner)}
 	var tokens *auth.Set
@@ -99,7 +100,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Queue: b.q, Ready: eng.Ready, Tokens: tokens, Dashboard: b.dash})
+	srv, err := httpapi.New(httpapi.Config{Queue: b.q, Ready: eng.Ready, Tokens: tokens, Dashboard: b.dash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +122,9 @@ func setup(t *testing.T, o setupOpts) *bundle {
 }
 
 // send schedules a message through the API.
-func (b *bundle) send(t *testing.T, topic, id string, delay time.Duration) *delayq.Message {
+func (b *bundle) send(t *testing.T, topic, id string, delay time.Duration) *domain.Message {
 	t.Helper()
-	m, err := b.api.Send(context.Background(), topic, delayq.NewSendRequest([]byte(`{"order":42}`), delayq.WithID(id), delayq.After(delay)))
+	m, err := b.api.Send(context.Background(), topic, domain.NewSendRequest([]byte(`{"order":42}`), domain.WithID(id), domain.After(delay)))
 	if err != nil {
 		t.Fatalf("send %s/%s: %v", topic, id, err)
 	}
@@ -135,20 +136,20 @@ func (b *bundle) send(t *testing.T, topic, id string, delay time.Duration) *dela
 func (b *bundle) kill(t *testing.T, topic, id, reason string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := b.api.Send(ctx, topic, delayq.NewSendRequest([]byte("x"), delayq.WithID(id), delayq.WithMaxAttempts(1))); err != nil {
+	if _, err := b.api.Send(ctx, topic, domain.NewSendRequest([]byte("x"), domain.WithID(id), domain.WithMaxAttempts(1))); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := b.api.Lease(ctx, topic, delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	ms, err := b.api.Lease(ctx, topic, domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
 	if err != nil || len(ms) != 1 || ms[0].ID != id {
 		t.Fatalf("lease %s/%s: %v %v", topic, id, ms, err)
 	}
-	m, err := b.api.Nack(ctx, topic, id, ms[0].Receipt, delayq.NackRequest{Reason: reason})
-	if err != nil || m.State != delayq.StateDead {
+	m, err := b.api.Nack(ctx, topic, id, ms[0].Receipt, domain.NackRequest{Reason: reason})
+	if err != nil || m.State != domain.StateDead {
 		t.Fatalf("nack %s/%s: %+v %v", topic, id, m, err)
 	}
 }
 
-func (b *bundle) state(t *testing.T, topic, id string) delayq.State {
+func (b *bundle) state(t *testing.T, topic, id string) domain.State {
 	t.Helper()
 	m, err := b.eng.Get(context.Background(), topic, id)
 	if err != nil {

@@ -9,23 +9,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // rateSpan is the span of the rates on the Topics page.
 const rateSpan = 5 * time.Minute
 
 func forbidden(topic string) error {
-	return fmt.Errorf("%w: your token cannot read topic %s", delayq.ErrForbidden, topic)
+	return fmt.Errorf("%w: your token cannot read topic %s", domain.ErrForbidden, topic)
 }
 
 // readableTopics lists the topics the viewer may read.
-func (d *Dashboard) readableTopics(r *http.Request, v *viewer) ([]delayq.TopicInfo, error) {
+func (d *Dashboard) readableTopics(r *http.Request, v *viewer) ([]domain.TopicInfo, error) {
 	infos, err := d.q.Topics(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(infos, func(t delayq.TopicInfo) bool { return !v.CanRead(t.Name) }), nil
+	return slices.DeleteFunc(infos, func(t domain.TopicInfo) bool { return !v.CanRead(t.Name) }), nil
 }
 
 // topicParam reads and checks an optional ?topic= the viewer must be able to read.
@@ -34,7 +34,7 @@ func topicParam(r *http.Request, v *viewer) (string, error) {
 	if t == "" {
 		return "", nil
 	}
-	if err := delayq.ValidateTopic(t); err != nil {
+	if err := domain.ValidateTopic(t); err != nil {
 		return "", err
 	}
 	if !v.CanRead(t) {
@@ -44,14 +44,14 @@ func topicParam(r *http.Request, v *viewer) (string, error) {
 }
 
 type topicRow struct {
-	delayq.TopicInfo
+	domain.TopicInfo
 	Sum      Summary
 	Failures float64 // nacks + lease expiries per minute
 }
 
 type topicsData struct {
 	Rows     []topicRow
-	Total    delayq.TopicCounts
+	Total    domain.TopicCounts
 	Span     time.Duration
 	Started  time.Time
 	Dropped  int64
@@ -82,7 +82,7 @@ type spanSummary struct {
 }
 
 type topicData struct {
-	Info     *delayq.TopicInfo
+	Info     *domain.TopicInfo
 	Spans    []spanSummary
 	Counters []Counter
 	Sent     template.HTML
@@ -92,7 +92,7 @@ type topicData struct {
 
 func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	name := r.PathValue("topic")
-	if err := delayq.ValidateTopic(name); err != nil {
+	if err := domain.ValidateTopic(name); err != nil {
 		return err
 	}
 	if !v.CanRead(name) {
@@ -133,7 +133,7 @@ func (d *Dashboard) activityChart(s Summary, title, class string, cs ...Counter)
 }
 
 type upcomingData struct {
-	Topics     []delayq.TopicInfo
+	Topics     []domain.TopicInfo
 	Topic      string
 	Minutes    template.HTML
 	Hours      template.HTML
@@ -246,7 +246,7 @@ type timelinessData struct {
 	Rows    []latRow
 	Total   Summary
 	Topic   string
-	Topics  []delayq.TopicInfo
+	Topics  []domain.TopicInfo
 	Window  time.Duration
 	Windows []time.Duration
 	Chart   template.HTML
@@ -270,7 +270,7 @@ func (d *Dashboard) timelinessPage(w http.ResponseWriter, r *http.Request, v *vi
 	if s := r.URL.Query().Get("window"); s != "" {
 		dw, err := time.ParseDuration(s)
 		if err != nil || !slices.Contains(windows, dw) {
-			return delayq.Invalid("window", "must be one of the offered windows")
+			return domain.Invalid("window", "must be one of the offered windows")
 		}
 		win = dw
 	}
@@ -331,7 +331,7 @@ type timelineEntry struct {
 
 type messageData struct {
 	Topic, ID string
-	Msg       *delayq.Message
+	Msg       *domain.Message
 	NotFound  bool
 	Timeline  []timelineEntry
 	Payload   string
@@ -349,10 +349,10 @@ func (d *Dashboard) messagePage(w http.ResponseWriter, r *http.Request, v *viewe
 		d.render(w, http.StatusOK, "message", p)
 		return nil
 	}
-	if err := delayq.ValidateTopic(data.Topic); err != nil {
+	if err := domain.ValidateTopic(data.Topic); err != nil {
 		return err
 	}
-	if err := delayq.ValidateID(data.ID); err != nil {
+	if err := domain.ValidateID(data.ID); err != nil {
 		return err
 	}
 	if !v.allows(messageScope, data.Topic) {
@@ -398,12 +398,12 @@ func isText(b []byte) bool {
 }
 
 // timeline merges the record's timestamps with what the Recorder saw.
-func timeline(m *delayq.Message, seen []Event, now time.Time) []timelineEntry {
+func timeline(m *domain.Message, seen []Event, now time.Time) []timelineEntry {
 	var out []timelineEntry
 	if m != nil {
 		out = append(out, timelineEntry{At: m.CreatedAt, What: "created"})
 		due := "due"
-		if m.State == delayq.StateScheduled {
+		if m.State == domain.StateScheduled {
 			due = "due (scheduled)"
 		}
 		out = append(out, timelineEntry{At: m.DeliverAt, What: due})
@@ -426,10 +426,10 @@ func timeline(m *delayq.Message, seen []Event, now time.Time) []timelineEntry {
 }
 
 type deadData struct {
-	Topics   []delayq.TopicInfo
+	Topics   []domain.TopicInfo
 	Topic    string
 	Filter   string
-	Messages []*delayq.Message
+	Messages []*domain.Message
 	Scanned  int
 	Next     string
 	Dead     int64
@@ -481,7 +481,7 @@ func (d *Dashboard) scanDead(r *http.Request, data *deadData) error {
 	cursor := r.URL.Query().Get("cursor")
 	needle := strings.ToLower(data.Filter)
 	for {
-		pg, err := d.q.DeadList(r.Context(), data.Topic, delayq.DeadListRequest{Limit: deadShow, Cursor: cursor})
+		pg, err := d.q.DeadList(r.Context(), data.Topic, domain.DeadListRequest{Limit: deadShow, Cursor: cursor})
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 func TestServerWiring(t *testing.T) {
@@ -83,7 +83,7 @@ func TestUpcomingFromEngine(t *testing.T) {
 	// Sent straight to the engine, around the recorder: only the engine's
 	// DueCounts can know about these (like messages sent before start).
 	for _, id := range []string{"x1", "x2"} {
-		if _, err := b.eng.Send(context.Background(), "orders", delayq.SendRequest{ID: id, Payload: []byte("p"), When: delayq.When{Delay: 10 * time.Minute}}); err != nil {
+		if _, err := b.eng.Send(context.Background(), "orders", domain.SendRequest{ID: id, Payload: []byte("p"), When: domain.When{Delay: 10 * time.Minute}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestUpcomingFallback(t *testing.T) {
 	// A message that comes due and is leased leaves the counts.
 	b.send(t, "soon", "s", 200*time.Millisecond)
 	wantBody(t, br.get("/ui/upcoming?topic=soon"), `id="next-hour">1<`)
-	ms, err := b.api.Lease(context.Background(), "soon", delayq.LeaseRequest{Wait: 5 * time.Second})
+	ms, err := b.api.Lease(context.Background(), "soon", domain.LeaseRequest{Wait: 5 * time.Second})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("lease: %v %v", ms, err)
 	}
@@ -155,7 +155,7 @@ func TestTimeliness(t *testing.T) {
 	for i := range 5 {
 		b.send(t, "orders", "m"+string(rune('0'+i)), 0)
 	}
-	ms, err := b.api.Lease(context.Background(), "orders", delayq.LeaseRequest{Max: 10, Wait: time.Second})
+	ms, err := b.api.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 10, Wait: time.Second})
 	if err != nil || len(ms) != 5 {
 		t.Fatalf("lease: %d %v", len(ms), err)
 	}
@@ -221,7 +221,7 @@ func TestDeadPage(t *testing.T) {
 	r := br.post("/ui/dead/replay", url.Values{"topic": {"orders"}, "id": {"d1"}})
 	wantStatus(t, r, http.StatusSeeOther)
 	wantBody(t, br.get(r.header.Get("Location")), "Dead letter replayed")
-	if s := b.state(t, "orders", "d1"); s != delayq.StateReady {
+	if s := b.state(t, "orders", "d1"); s != domain.StateReady {
 		t.Errorf("d1 is %s after replay, want ready", s)
 	}
 	wantStatus(t, br.post("/ui/dead/delete", url.Values{"topic": {"orders"}, "id": {"d2"}}), http.StatusSeeOther)
@@ -234,7 +234,7 @@ func TestDeadPage(t *testing.T) {
 	wantBody(t, br.get(r.header.Get("Location")), "2 dead letters replayed.")
 	// d1, d3, d4 are ready again: consume them, then make one more dead letter.
 	ctx := context.Background()
-	ms, err := b.api.Lease(ctx, "orders", delayq.LeaseRequest{Max: 10})
+	ms, err := b.api.Lease(ctx, "orders", domain.LeaseRequest{Max: 10})
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("lease replayed: %d %v", len(ms), err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // Queue returns q with a recording layer: every successful call that
@@ -15,31 +15,31 @@ import (
 //
 //	q := rec.Queue(eng)
 //	server.Config{Queue: q, Dashboard: dashboard.New(dashboard.Config{Queue: q, …})}
-func (r *Recorder) Queue(q delayq.Queue) delayq.Queue { return &recordingQueue{Queue: q, r: r} }
+func (r *Recorder) Queue(q domain.Queue) domain.Queue { return &recordingQueue{Queue: q, r: r} }
 
-// recordingQueue decorates a delayq.Queue; see Recorder.Queue.
+// recordingQueue decorates a domain.Queue; see Recorder.Queue.
 type recordingQueue struct {
-	delayq.Queue
+	domain.Queue
 	r *Recorder
 }
 
 // Unwrap returns the decorated queue (the dashboard looks for an
 // UpcomingSource on it).
-func (q *recordingQueue) Unwrap() delayq.Queue { return q.Queue }
+func (q *recordingQueue) Unwrap() domain.Queue { return q.Queue }
 
 // track records an event of a message and moves its count in the
 // fallback Upcoming source: it is counted at m's due time while m waits
 // in state scheduled, and not counted otherwise. m needs Topic and ID.
-func (q *recordingQueue) track(m *delayq.Message, what, detail string) {
+func (q *recordingQueue) track(m *domain.Message, what, detail string) {
 	q.trackEvent(m, Event{What: what, Detail: detail})
 }
 
 // trackEvent is track with the event given (its At is set here).
-func (q *recordingQueue) trackEvent(m *delayq.Message, ev Event) {
+func (q *recordingQueue) trackEvent(m *domain.Message, ev Event) {
 	now := q.r.cfg.Now()
 	ev.At = now
 	var due time.Time
-	if m.State == delayq.StateScheduled && m.DeliverAt.After(now) && m.DeliverAt.Sub(now) <= q.r.cfg.Horizon {
+	if m.State == domain.StateScheduled && m.DeliverAt.After(now) && m.DeliverAt.Sub(now) <= q.r.cfg.Horizon {
 		due = m.DeliverAt
 	}
 	prev := q.r.msgs.add(m.Topic, m.ID, ev, due)
@@ -48,18 +48,18 @@ func (q *recordingQueue) trackEvent(m *delayq.Message, ev Event) {
 	}
 }
 
-func (q *recordingQueue) sent(m *delayq.Message) {
+func (q *recordingQueue) sent(m *domain.Message) {
 	if m == nil || m.Duplicate {
 		return
 	}
 	q.trackEvent(m, Event{What: "sent", lazy: detailDue, lazyAt: m.DeliverAt})
 }
 
-func (q *recordingQueue) leased(m *delayq.Message) {
+func (q *recordingQueue) leased(m *domain.Message) {
 	q.trackEvent(m, Event{What: "leased", lazy: detailLease, lazyAt: m.LeaseExpiresAt, attempt: m.Attempt})
 }
 
-func (q *recordingQueue) Send(ctx context.Context, topic string, req delayq.SendRequest) (*delayq.Message, error) {
+func (q *recordingQueue) Send(ctx context.Context, topic string, req domain.SendRequest) (*domain.Message, error) {
 	m, err := q.Queue.Send(ctx, topic, req)
 	if err == nil {
 		q.sent(m)
@@ -67,7 +67,7 @@ func (q *recordingQueue) Send(ctx context.Context, topic string, req delayq.Send
 	return m, err
 }
 
-func (q *recordingQueue) SendBatch(ctx context.Context, topic string, reqs []delayq.SendRequest) ([]delayq.SendResult, error) {
+func (q *recordingQueue) SendBatch(ctx context.Context, topic string, reqs []domain.SendRequest) ([]domain.SendResult, error) {
 	res, err := q.Queue.SendBatch(ctx, topic, reqs)
 	for _, r := range res {
 		if r.Err == nil {
@@ -77,17 +77,17 @@ func (q *recordingQueue) SendBatch(ctx context.Context, topic string, reqs []del
 	return res, err
 }
 
-func (q *recordingQueue) Cancel(ctx context.Context, topic, id string) (*delayq.Message, error) {
+func (q *recordingQueue) Cancel(ctx context.Context, topic, id string) (*domain.Message, error) {
 	m, err := q.Queue.Cancel(ctx, topic, id)
 	if err == nil && m != nil {
 		gone := *m
-		gone.State = delayq.StateCancelled
+		gone.State = domain.StateCancelled
 		q.track(&gone, "cancelled", "was "+string(m.State))
 	}
 	return m, err
 }
 
-func (q *recordingQueue) Reschedule(ctx context.Context, topic, id string, when delayq.When) (*delayq.Message, error) {
+func (q *recordingQueue) Reschedule(ctx context.Context, topic, id string, when domain.When) (*domain.Message, error) {
 	m, err := q.Queue.Reschedule(ctx, topic, id, when)
 	if err == nil && m != nil {
 		q.track(m, "rescheduled", "due "+fmtTime(m.DeliverAt))
@@ -95,7 +95,7 @@ func (q *recordingQueue) Reschedule(ctx context.Context, topic, id string, when 
 	return m, err
 }
 
-func (q *recordingQueue) Lease(ctx context.Context, topic string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
+func (q *recordingQueue) Lease(ctx context.Context, topic string, req domain.LeaseRequest) ([]*domain.Message, error) {
 	ms, err := q.Queue.Lease(ctx, topic, req)
 	for _, m := range ms {
 		q.leased(m)
@@ -106,25 +106,25 @@ func (q *recordingQueue) Lease(ctx context.Context, topic string, req delayq.Lea
 func (q *recordingQueue) Ack(ctx context.Context, topic, id, receipt string) error {
 	err := q.Queue.Ack(ctx, topic, id, receipt)
 	if err == nil {
-		q.track(&delayq.Message{Topic: topic, ID: id, State: delayq.StateAcked}, "acked", "")
+		q.track(&domain.Message{Topic: topic, ID: id, State: domain.StateAcked}, "acked", "")
 	}
 	return err
 }
 
-func (q *recordingQueue) AckBatch(ctx context.Context, topic string, acks []delayq.AckRequest) ([]error, error) {
+func (q *recordingQueue) AckBatch(ctx context.Context, topic string, acks []domain.AckRequest) ([]error, error) {
 	errs, err := q.Queue.AckBatch(ctx, topic, acks)
 	for i, e := range errs {
 		if e == nil && i < len(acks) {
-			q.track(&delayq.Message{Topic: topic, ID: acks[i].ID, State: delayq.StateAcked}, "acked", "batch")
+			q.track(&domain.Message{Topic: topic, ID: acks[i].ID, State: domain.StateAcked}, "acked", "batch")
 		}
 	}
 	return errs, err
 }
 
-func (q *recordingQueue) Nack(ctx context.Context, topic, id, receipt string, req delayq.NackRequest) (*delayq.Message, error) {
+func (q *recordingQueue) Nack(ctx context.Context, topic, id, receipt string, req domain.NackRequest) (*domain.Message, error) {
 	m, err := q.Queue.Nack(ctx, topic, id, receipt, req)
 	if err == nil && m != nil {
-		if m.State == delayq.StateDead {
+		if m.State == domain.StateDead {
 			q.track(m, "nacked, now dead", req.Reason)
 		} else {
 			q.track(m, "nacked", joinNonEmpty("; ", "retry at "+fmtTime(m.DeliverAt), req.Reason))
@@ -133,7 +133,7 @@ func (q *recordingQueue) Nack(ctx context.Context, topic, id, receipt string, re
 	return m, err
 }
 
-func (q *recordingQueue) DeadReplay(ctx context.Context, topic, id string) (*delayq.Message, error) {
+func (q *recordingQueue) DeadReplay(ctx context.Context, topic, id string) (*domain.Message, error) {
 	m, err := q.Queue.DeadReplay(ctx, topic, id)
 	if err == nil && m != nil {
 		q.track(m, "replayed", "from dead letters")
@@ -144,7 +144,7 @@ func (q *recordingQueue) DeadReplay(ctx context.Context, topic, id string) (*del
 func (q *recordingQueue) DeadDelete(ctx context.Context, topic, id string) error {
 	err := q.Queue.DeadDelete(ctx, topic, id)
 	if err == nil {
-		q.track(&delayq.Message{Topic: topic, ID: id, State: delayq.StateDead}, "purged", "from dead letters")
+		q.track(&domain.Message{Topic: topic, ID: id, State: domain.StateDead}, "purged", "from dead letters")
 	}
 	return err
 }

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
@@ -42,13 +42,13 @@ var funcs = template.FuncMap{
 	"q":       func(s Summary, q float64) string { return latOrDash(s, s.Quantile(q)) },
 	"lmax":    func(s Summary) string { return latOrDash(s, s.Max()) },
 	"lmean":   func(s Summary) string { return latOrDash(s, s.Mean()) },
-	"cancellable": func(m *delayq.Message) bool {
-		return m.State == delayq.StateScheduled || m.State == delayq.StateReady || m.State == delayq.StateInflight
+	"cancellable": func(m *domain.Message) bool {
+		return m.State == domain.StateScheduled || m.State == domain.StateReady || m.State == domain.StateInflight
 	},
-	"reschedulable": func(m *delayq.Message) bool {
-		return m.State == delayq.StateScheduled || m.State == delayq.StateReady
+	"reschedulable": func(m *domain.Message) bool {
+		return m.State == domain.StateScheduled || m.State == domain.StateReady
 	},
-	"rateLimit": func(r *delayq.RateLimit) string {
+	"rateLimit": func(r *domain.RateLimit) string {
 		if r == nil {
 			return "none"
 		}

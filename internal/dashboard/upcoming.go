@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // UpcomingSource counts scheduled messages by due time: the query the
@@ -141,7 +141,7 @@ func (r *Recorder) recordDue(topic string, prev, due, now time.Time) {
 // message whose state changed without going through Queue (lease expiry
 // retries, evicted histories) may be counted at a stale due time.
 func (r *Recorder) DueCounts(_ context.Context, topic string, from time.Time, bucket time.Duration, n int) ([]int64, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
 	r.mu.RLock()

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
@@ -40,11 +40,11 @@ func openBench(b *testing.B, st store.Store) *engine.Engine {
 	return e
 }
 
-func batch(prefix string, n, payload int, delay time.Duration) []delayq.SendRequest {
+func batch(prefix string, n, payload int, delay time.Duration) []domain.SendRequest {
 	p := make([]byte, payload)
-	reqs := make([]delayq.SendRequest, n)
+	reqs := make([]domain.SendRequest, n)
 	for i := range reqs {
-		reqs[i] = delayq.SendRequest{ID: fmt.Sprintf("%s-%d", prefix, i), Payload: p, When: delayq.When{Delay: delay}}
+		reqs[i] = domain.SendRequest{ID: fmt.Sprintf("%s-%d", prefix, i), Payload: p, When: domain.When{Delay: delay}}
 	}
 	return reqs
 }
@@ -88,7 +88,7 @@ func BenchmarkDrain(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for {
-						ms, err := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 100})
+						ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 100})
 						if err != nil {
 							b.Error(err)
 							return
@@ -96,9 +96,9 @@ func BenchmarkDrain(b *testing.B) {
 						if len(ms) == 0 {
 							return
 						}
-						acks := make([]delayq.AckRequest, len(ms))
+						acks := make([]domain.AckRequest, len(ms))
 						for i, m := range ms {
-							acks[i] = delayq.AckRequest{ID: m.ID, Receipt: m.Receipt}
+							acks[i] = domain.AckRequest{ID: m.ID, Receipt: m.Receipt}
 						}
 						if _, err := e.AckBatch(ctx, "t", acks); err != nil {
 							b.Error(err)
@@ -130,9 +130,9 @@ func BenchmarkSendBatch100Senders8(b *testing.B) {
 			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					reqs := make([]delayq.SendRequest, 100)
+					reqs := make([]domain.SendRequest, 100)
 					for i := range reqs {
-						reqs[i] = delayq.SendRequest{Payload: p, When: delayq.When{Delay: time.Hour}}
+						reqs[i] = domain.SendRequest{Payload: p, When: domain.When{Delay: time.Hour}}
 					}
 					if _, err := e.SendBatch(ctx, "t", reqs); err != nil {
 						b.Error(err)
@@ -176,16 +176,16 @@ func latenessRun(b *testing.B, n int, window time.Duration, senders, consumers i
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				ms, err := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 100, Lease: time.Minute, Wait: time.Second})
+				ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 100, Lease: time.Minute, Wait: time.Second})
 				if err != nil {
 					return
 				}
 				now := time.Now()
-				acks := make([]delayq.AckRequest, len(ms))
+				acks := make([]domain.AckRequest, len(ms))
 				for i, m := range ms {
 					seq, _ := strconv.Atoi(string(m.Payload[:8]))
 					late[seq] = now.Sub(dueOf(seq))
-					acks[i] = delayq.AckRequest{ID: m.ID, Receipt: m.Receipt}
+					acks[i] = domain.AckRequest{ID: m.ID, Receipt: m.Receipt}
 				}
 				if len(ms) > 0 {
 					if _, err := e.AckBatch(ctx, "t", acks); err != nil {
@@ -209,11 +209,11 @@ func latenessRun(b *testing.B, n int, window time.Duration, senders, consumers i
 				if lo >= n {
 					return
 				}
-				reqs := make([]delayq.SendRequest, 100)
+				reqs := make([]domain.SendRequest, 100)
 				for i := range reqs {
 					p := make([]byte, 256)
 					copy(p, fmt.Sprintf("%08d", lo+i))
-					reqs[i] = delayq.SendRequest{Payload: p, When: delayq.When{DeliverAt: dueOf(lo + i)}}
+					reqs[i] = domain.SendRequest{Payload: p, When: domain.When{DeliverAt: dueOf(lo + i)}}
 				}
 				if _, err := e.SendBatch(ctx, "t", reqs); err != nil {
 					b.Error(err)

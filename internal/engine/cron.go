@@ -7,7 +7,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // cronParser reads standard 5-field expressions and descriptors (@daily,
@@ -45,35 +45,35 @@ func parseCron(expr, tz string) (*cronSpec, error) {
 	// Five fields of lists and ranges fit easily; the bound keeps an
 	// unbounded string out of the store and out of error messages.
 	if len(expr) > maxCronLen {
-		return nil, delayq.Invalid("cron", "is %d bytes, the limit is %d", len(expr), maxCronLen)
+		return nil, domain.Invalid("cron", "is %d bytes, the limit is %d", len(expr), maxCronLen)
 	}
 	if len(tz) > maxZoneLen {
-		return nil, delayq.Invalid("timezone", "is %d bytes, the limit is %d", len(tz), maxZoneLen)
+		return nil, domain.Invalid("timezone", "is %d bytes, the limit is %d", len(tz), maxZoneLen)
 	}
 	expr = strings.TrimSpace(expr)
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
-		return nil, delayq.Invalid("cron", "give the zone in timezone, not as a TZ= prefix")
+		return nil, domain.Invalid("cron", "give the zone in timezone, not as a TZ= prefix")
 	}
 	loc := time.UTC
 	if tz != "" {
 		var err error
 		if tz == "Local" || strings.ContainsAny(tz, " \\") {
-			return nil, delayq.Invalid("timezone", "must be an IANA zone name such as \"Europe/Paris\"")
+			return nil, domain.Invalid("timezone", "must be an IANA zone name such as \"Europe/Paris\"")
 		}
 		if loc, err = time.LoadLocation(tz); err != nil {
-			return nil, delayq.Invalid("timezone", "is not a known IANA zone: %q", tz)
+			return nil, domain.Invalid("timezone", "is not a known IANA zone: %q", tz)
 		}
 	}
 	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil || d < time.Second || d%time.Second != 0 {
-			return nil, delayq.Invalid("cron", "@every needs a whole number of seconds, at least 1s (e.g. \"@every 10m\")")
+			return nil, domain.Invalid("cron", "@every needs a whole number of seconds, at least 1s (e.g. \"@every 10m\")")
 		}
 		return &cronSpec{loc: loc, every: d}, nil
 	}
 	sched, err := cronParser.Parse(expr)
 	if err != nil {
-		return nil, delayq.Invalid("cron", "%v (want 5 fields \"min hour dom month dow\", a descriptor such as @daily, or @every 10m)", err)
+		return nil, domain.Invalid("cron", "%v (want 5 fields \"min hour dom month dow\", a descriptor such as @daily, or @every 10m)", err)
 	}
 	return &cronSpec{loc: loc, wall: sched}, nil
 }

@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -12,32 +12,32 @@ const (
 	maxDeadPage     = 1000
 )
 
-// DeadList implements delayq.Queue.
-func (e *Engine) DeadList(ctx context.Context, topic string, req delayq.DeadListRequest) (*delayq.DeadPage, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+// DeadList implements domain.Queue.
+func (e *Engine) DeadList(ctx context.Context, topic string, req domain.DeadListRequest) (*domain.DeadPage, error) {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
 	limit := cmpOr(req.Limit, defaultDeadPage)
 	if limit < 1 || limit > maxDeadPage {
-		return nil, delayq.Invalid("limit", "must be between 1 and %d", maxDeadPage)
+		return nil, domain.Invalid("limit", "must be between 1 and %d", maxDeadPage)
 	}
 	if len(req.Cursor) > 1024 {
-		return nil, delayq.Invalid("cursor", "is not one this server made")
+		return nil, domain.Invalid("cursor", "is not one this server made")
 	}
 	recs, next, err := e.st.DeadList(ctx, &store.DeadListParams{Topic: topic, Limit: limit, Cursor: req.Cursor})
 	if err != nil {
 		return nil, storeErr("list", "dead letters of "+topic, err)
 	}
 	now := e.now()
-	page := &delayq.DeadPage{Messages: make([]*delayq.Message, len(recs)), Next: next}
+	page := &domain.DeadPage{Messages: make([]*domain.Message, len(recs)), Next: next}
 	for i, r := range recs {
 		page.Messages[i] = toMessage(r, now)
 	}
 	return page, nil
 }
 
-// DeadReplay implements delayq.Queue.
-func (e *Engine) DeadReplay(ctx context.Context, topic, id string) (*delayq.Message, error) {
+// DeadReplay implements domain.Queue.
+func (e *Engine) DeadReplay(ctx context.Context, topic, id string) (*domain.Message, error) {
 	if err := validateMsg(topic, id); err != nil {
 		return nil, err
 	}
@@ -53,9 +53,9 @@ func (e *Engine) DeadReplay(ctx context.Context, topic, id string) (*delayq.Mess
 	return toMessage(recs[0], now), nil
 }
 
-// DeadReplayAll implements delayq.Queue.
+// DeadReplayAll implements domain.Queue.
 func (e *Engine) DeadReplayAll(ctx context.Context, topic string) (int, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return 0, err
 	}
 	total := 0
@@ -74,7 +74,7 @@ func (e *Engine) DeadReplayAll(ctx context.Context, topic string) (int, error) {
 	}
 }
 
-// DeadDelete implements delayq.Queue.
+// DeadDelete implements domain.Queue.
 func (e *Engine) DeadDelete(ctx context.Context, topic, id string) error {
 	if err := validateMsg(topic, id); err != nil {
 		return err
@@ -86,9 +86,9 @@ func (e *Engine) DeadDelete(ctx context.Context, topic, id string) error {
 	return storeErr("delete", "dead letter "+topic+"/"+id, err)
 }
 
-// DeadPurge implements delayq.Queue.
+// DeadPurge implements domain.Queue.
 func (e *Engine) DeadPurge(ctx context.Context, topic string) (int, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return 0, err
 	}
 	total := 0

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // dueCounter is implemented by stores that can count scheduled messages
@@ -25,11 +25,11 @@ var ErrUnsupported = errors.New("engine: not supported by this store")
 // a burst is visible before it does. It reads index keys only, but its cost
 // on the embedded store grows with the messages in range.
 func (e *Engine) DueCounts(ctx context.Context, topic string, from time.Time, bucket time.Duration, n int) ([]int64, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
 	if bucket < time.Millisecond || n < 1 || n > maxDueBuckets {
-		return nil, delayq.Invalid("buckets", "need a bucket of at least 1ms and 1 to %d buckets", maxDueBuckets)
+		return nil, domain.Invalid("buckets", "need a bucket of at least 1ms and 1 to %d buckets", maxDueBuckets)
 	}
 	dc, ok := e.st.(dueCounter)
 	if !ok {

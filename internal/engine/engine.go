@@ -31,8 +31,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -51,7 +51,7 @@ const (
 )
 
 // DefaultBackoff is the retry policy of topics that set none.
-var DefaultBackoff = delayq.Backoff{Initial: time.Second, Max: time.Hour, Multiplier: 2, Jitter: 0.2}
+var DefaultBackoff = domain.Backoff{Initial: time.Second, Max: time.Hour, Multiplier: 2, Jitter: 0.2}
 
 // Config configures an Engine. The zero value of each field means its default.
 type Config struct {
@@ -66,8 +66,8 @@ type Config struct {
 	// Defaults are topic settings for topics that set none; zero fields take
 	// the built-in defaults (25 attempts, 30 s lease, backoff 1 s ×2 up to
 	// 1 h with ±20 % jitter).
-	Defaults delayq.TopicSettings
-	// MaxPayload bytes per message. Default delayq.DefaultMaxPayload (1 MiB).
+	Defaults domain.TopicSettings
+	// MaxPayload bytes per message. Default domain.DefaultMaxPayload (1 MiB).
 	MaxPayload int
 	// MaxDelay is the furthest a message may be scheduled. Default 10 years.
 	MaxDelay time.Duration
@@ -81,20 +81,20 @@ type Config struct {
 	sweepEvery time.Duration // the safety sweep's period; tests shorten it
 }
 
-// Engine implements delayq.Queue on a store.Store. It is safe for concurrent use.
+// Engine implements domain.Queue on a store.Store. It is safe for concurrent use.
 type Engine struct {
 	st       store.Store
 	clk      clock.Clock
 	log      *slog.Logger
 	obs      Observer
-	defaults delayq.TopicSettings
+	defaults domain.TopicSettings
 	maxPay   int
 	maxDelay time.Duration
 	dedup    time.Duration
 	sweep    time.Duration // safety sweep period
 	known    *topicLimit   // nil: no topic limit
 
-	ids   idGen
+	ids   domain.IDGenerator
 	sched *scheduler
 	gate  rateGate
 	skew  storeClock // offset to the store's clock (stores with their own)
@@ -113,7 +113,7 @@ type Engine struct {
 	bg        sync.WaitGroup
 }
 
-var _ delayq.Queue = (*Engine)(nil)
+var _ domain.Queue = (*Engine)(nil)
 
 // Open starts an engine on cfg.Store. It arms the scheduler from the
 // store's topics, so messages that came due while the process was down are
@@ -128,7 +128,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log:      cmpOr(cfg.Logger, slog.Default()),
 		obs:      cmpOr[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		maxPay:   cmpOr(cfg.MaxPayload, delayq.DefaultMaxPayload),
+		maxPay:   cmpOr(cfg.MaxPayload, domain.DefaultMaxPayload),
 		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
 		dedup:    cmpOr(cfg.DedupWindow, DefaultDedupWindow),
 		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
@@ -224,10 +224,10 @@ func (e *Engine) Close(ctx context.Context) error {
 // Ready reports whether the store answers.
 func (e *Engine) Ready(ctx context.Context) error {
 	if e.isClosing() {
-		return delayq.ErrUnavailable
+		return domain.ErrUnavailable
 	}
 	if _, err := e.st.TopicList(ctx); err != nil {
-		return fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -270,7 +270,7 @@ type topic struct {
 	// waiters are the long-polls registered for a wake-up (*waiter),
 	// oldest first.
 	waiters  list.List
-	cached   *delayq.TopicSettings
+	cached   *domain.TopicSettings
 	setEpoch uint64 // settingsEpoch of the last SetTopicSettings here
 	// throttledSince is the start of the current throttled period (engine
 	// ms), 0 when the rate limit is not holding messages back.
@@ -435,15 +435,15 @@ func storeErr(op, what string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return &opError{msg: what + " not found", kind: delayq.ErrNotFound, cause: err}
+		return &opError{msg: what + " not found", kind: domain.ErrNotFound, cause: err}
 	case errors.Is(err, store.ErrBadCursor):
-		return delayq.Invalid("cursor", "is not one this server made")
+		return domain.Invalid("cursor", "is not one this server made")
 	case errors.Is(err, store.ErrConflict):
-		return &opError{msg: fmt.Sprintf("%s %s: %v", op, what, conflictReason(op)), kind: delayq.ErrConflict, cause: err}
+		return &opError{msg: fmt.Sprintf("%s %s: %v", op, what, conflictReason(op)), kind: domain.ErrConflict, cause: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	default:
-		return &opError{msg: fmt.Sprintf("%s %s: storage unavailable: %v", op, what, err), kind: delayq.ErrUnavailable, cause: err}
+		return &opError{msg: fmt.Sprintf("%s %s: storage unavailable: %v", op, what, err), kind: domain.ErrUnavailable, cause: err}
 	}
 }
 

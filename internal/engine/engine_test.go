@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -44,25 +44,25 @@ func setup(t *testing.T, cfg engine.Config) *bundle {
 	return &bundle{e: e, clk: clk, ctx: context.Background()}
 }
 
-func send(t *testing.T, b *bundle, topic, id string, delay time.Duration) *delayq.Message {
+func send(t *testing.T, b *bundle, topic, id string, delay time.Duration) *domain.Message {
 	t.Helper()
-	m, err := b.e.Send(b.ctx, topic, delayq.SendRequest{ID: id, Payload: []byte("p-" + id), When: delayq.When{Delay: delay}})
+	m, err := b.e.Send(b.ctx, topic, domain.SendRequest{ID: id, Payload: []byte("p-" + id), When: domain.When{Delay: delay}})
 	if err != nil {
 		t.Fatalf("send %s: %v", id, err)
 	}
 	return m
 }
 
-func lease(t *testing.T, b *bundle, topic string, max int, wait time.Duration) []*delayq.Message {
+func lease(t *testing.T, b *bundle, topic string, max int, wait time.Duration) []*domain.Message {
 	t.Helper()
-	ms, err := b.e.Lease(b.ctx, topic, delayq.LeaseRequest{Max: max, Wait: wait, Lease: 10 * time.Second})
+	ms, err := b.e.Lease(b.ctx, topic, domain.LeaseRequest{Max: max, Wait: wait, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("lease: %v", err)
 	}
 	return ms
 }
 
-func ids(ms []*delayq.Message) []string {
+func ids(ms []*domain.Message) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.ID
@@ -74,7 +74,7 @@ func TestNeverEarlyAndOnTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
 		m := send(t, b, "orders", "o1", 30*time.Minute)
-		if m.State != delayq.StateScheduled {
+		if m.State != domain.StateScheduled {
 			t.Fatalf("state = %s, want scheduled", m.State)
 		}
 		if got := lease(t, b, "orders", 10, 0); len(got) != 0 {
@@ -83,7 +83,7 @@ func TestNeverEarlyAndOnTime(t *testing.T) {
 		// Long-poll across the due time: it must return the message, and
 		// not before its due time.
 		start := time.Now()
-		var got []*delayq.Message
+		var got []*domain.Message
 		for len(got) == 0 {
 			got = lease(t, b, "orders", 10, 30*time.Second)
 		}
@@ -118,7 +118,7 @@ func TestOrderByDueThenSendOrder(t *testing.T) {
 func TestLongPollWakesOnSend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
-		done := make(chan []*delayq.Message)
+		done := make(chan []*domain.Message)
 		go func() { done <- lease(t, b, "t", 1, 20*time.Second) }()
 		synctest.Wait() // the long-poll is parked
 		sent := time.Now()
@@ -145,7 +145,7 @@ func TestIdempotentSendAndDedupWindow(t *testing.T) {
 		if err := b.e.Ack(b.ctx, "t", "x", m.Receipt); err != nil {
 			t.Fatal(err)
 		}
-		if again := send(t, b, "t", "x", 0); !again.Duplicate || again.State != delayq.StateAcked {
+		if again := send(t, b, "t", "x", 0); !again.Duplicate || again.State != domain.StateAcked {
 			t.Fatalf("send after ack within window = %+v, want duplicate acked", again)
 		}
 		time.Sleep(time.Hour + 2*time.Minute) // past the window and a janitor run
@@ -159,21 +159,21 @@ func TestLeaseExpiryRedeliversAndFencesStaleReceipt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
 		send(t, b, "t", "m", 0)
-		first, err := b.e.Lease(b.ctx, "t", delayq.LeaseRequest{Lease: time.Second})
+		first, err := b.e.Lease(b.ctx, "t", domain.LeaseRequest{Lease: time.Second})
 		if err != nil || len(first) != 1 {
 			t.Fatalf("lease: %v %v", first, err)
 		}
-		second, err := b.e.Lease(b.ctx, "t", delayq.LeaseRequest{Wait: 5 * time.Second, Lease: time.Minute})
+		second, err := b.e.Lease(b.ctx, "t", domain.LeaseRequest{Wait: 5 * time.Second, Lease: time.Minute})
 		if err != nil || len(second) != 1 {
 			t.Fatalf("re-lease after expiry: %v %v", second, err)
 		}
 		if second[0].Receipt == first[0].Receipt || second[0].Attempt != 2 || second[0].Failures != 1 {
 			t.Fatalf("redelivery = %+v", second[0])
 		}
-		if err := b.e.Ack(b.ctx, "t", "m", first[0].Receipt); !errors.Is(err, delayq.ErrConflict) {
+		if err := b.e.Ack(b.ctx, "t", "m", first[0].Receipt); !errors.Is(err, domain.ErrConflict) {
 			t.Fatalf("stale ack err = %v, want ErrConflict", err)
 		}
-		if _, err := b.e.Extend(b.ctx, "t", "m", first[0].Receipt, time.Minute); !errors.Is(err, delayq.ErrConflict) {
+		if _, err := b.e.Extend(b.ctx, "t", "m", first[0].Receipt, time.Minute); !errors.Is(err, domain.ErrConflict) {
 			t.Fatalf("stale extend err = %v, want ErrConflict", err)
 		}
 		if err := b.e.Ack(b.ctx, "t", "m", second[0].Receipt); err != nil {
@@ -185,8 +185,8 @@ func TestLeaseExpiryRedeliversAndFencesStaleReceipt(t *testing.T) {
 func TestNackBackoffThenDeadAndReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
-		_, err := b.e.SetTopicSettings(b.ctx, "t", delayq.TopicSettings{MaxAttempts: 3,
-			Backoff: delayq.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.0001}})
+		_, err := b.e.SetTopicSettings(b.ctx, "t", domain.TopicSettings{MaxAttempts: 3,
+			Backoff: domain.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.0001}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,20 +198,20 @@ func TestNackBackoffThenDeadAndReplay(t *testing.T) {
 				t.Fatalf("attempt %d: no delivery", i+1)
 			}
 			at := time.Now()
-			n, err := b.e.Nack(b.ctx, "t", "p", m[0].Receipt, delayq.NackRequest{Reason: fmt.Sprintf("boom %d", i+1)})
+			n, err := b.e.Nack(b.ctx, "t", "p", m[0].Receipt, domain.NackRequest{Reason: fmt.Sprintf("boom %d", i+1)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if i < 2 {
 				d := n.DeliverAt.Sub(at)
-				if n.State != delayq.StateScheduled || d < wantDelay[i] || d > wantDelay[i]+time.Millisecond+wantDelay[i]/1000 {
+				if n.State != domain.StateScheduled || d < wantDelay[i] || d > wantDelay[i]+time.Millisecond+wantDelay[i]/1000 {
 					t.Fatalf("after nack %d: state %s, retry in %v, want %v", i+1, n.State, d, wantDelay[i])
 				}
-			} else if n.State != delayq.StateDead || n.Failures != 3 || n.LastError != "boom 3" {
+			} else if n.State != domain.StateDead || n.Failures != 3 || n.LastError != "boom 3" {
 				t.Fatalf("after last nack: %+v", n)
 			}
 		}
-		page, err := b.e.DeadList(b.ctx, "t", delayq.DeadListRequest{})
+		page, err := b.e.DeadList(b.ctx, "t", domain.DeadListRequest{})
 		if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != "p" {
 			t.Fatalf("dead list = %+v, %v", page, err)
 		}
@@ -252,21 +252,21 @@ func TestCancelAndReschedule(t *testing.T) {
 		send(t, b, "t", "c", time.Hour)
 		send(t, b, "t", "r", time.Hour)
 		c, err := b.e.Cancel(b.ctx, "t", "c")
-		if err != nil || c.State != delayq.StateScheduled {
+		if err != nil || c.State != domain.StateScheduled {
 			t.Fatalf("cancel: %+v %v", c, err)
 		}
-		if _, err := b.e.Get(b.ctx, "t", "c"); !errors.Is(err, delayq.ErrNotFound) {
+		if _, err := b.e.Get(b.ctx, "t", "c"); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("get after cancel: %v", err)
 		}
-		r, err := b.e.Reschedule(b.ctx, "t", "r", delayq.When{Delay: time.Second})
-		if err != nil || r.State != delayq.StateScheduled {
+		r, err := b.e.Reschedule(b.ctx, "t", "r", domain.When{Delay: time.Second})
+		if err != nil || r.State != domain.StateScheduled {
 			t.Fatalf("reschedule: %+v %v", r, err)
 		}
 		got := lease(t, b, "t", 1, 5*time.Second)
 		if len(got) != 1 || got[0].ID != "r" {
 			t.Fatalf("rescheduled message not delivered: %v", ids(got))
 		}
-		if _, err := b.e.Reschedule(b.ctx, "t", "r", delayq.When{Delay: time.Second}); !errors.Is(err, delayq.ErrConflict) {
+		if _, err := b.e.Reschedule(b.ctx, "t", "r", domain.When{Delay: time.Second}); !errors.Is(err, domain.ErrConflict) {
 			t.Fatalf("reschedule inflight: %v, want conflict", err)
 		}
 	})
@@ -277,18 +277,18 @@ func TestInvalidInputNamesTheField(t *testing.T) {
 		b := setup(t, engine.Config{MaxPayload: 10, MaxDelay: time.Hour})
 		cases := []struct {
 			topic string
-			req   delayq.SendRequest
+			req   domain.SendRequest
 			field string
 			is    error
 		}{
-			{"bad topic", delayq.SendRequest{}, "topic", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{ID: "a{b}"}, "id", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{When: delayq.When{Delay: -time.Second}}, "delay", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{When: delayq.When{Delay: 2 * time.Hour}}, "delay", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{When: delayq.When{Delay: time.Second, DeliverAt: time.Now()}}, "delay", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{When: delayq.When{DeliverAt: time.Now().Add(2 * time.Hour)}}, "deliver_at", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{MaxAttempts: -1}, "max_attempts", delayq.ErrInvalid},
-			{"t", delayq.SendRequest{Payload: make([]byte, 11)}, "", delayq.ErrTooLarge},
+			{"bad topic", domain.SendRequest{}, "topic", domain.ErrInvalid},
+			{"t", domain.SendRequest{ID: "a{b}"}, "id", domain.ErrInvalid},
+			{"t", domain.SendRequest{When: domain.When{Delay: -time.Second}}, "delay", domain.ErrInvalid},
+			{"t", domain.SendRequest{When: domain.When{Delay: 2 * time.Hour}}, "delay", domain.ErrInvalid},
+			{"t", domain.SendRequest{When: domain.When{Delay: time.Second, DeliverAt: time.Now()}}, "delay", domain.ErrInvalid},
+			{"t", domain.SendRequest{When: domain.When{DeliverAt: time.Now().Add(2 * time.Hour)}}, "deliver_at", domain.ErrInvalid},
+			{"t", domain.SendRequest{MaxAttempts: -1}, "max_attempts", domain.ErrInvalid},
+			{"t", domain.SendRequest{Payload: make([]byte, 11)}, "", domain.ErrTooLarge},
 		}
 		for _, c := range cases {
 			_, err := b.e.Send(b.ctx, c.topic, c.req)
@@ -296,7 +296,7 @@ func TestInvalidInputNamesTheField(t *testing.T) {
 				t.Errorf("%q %+v: err %v, want %v", c.topic, c.req.When, err, c.is)
 				continue
 			}
-			var ie *delayq.InvalidError
+			var ie *domain.InvalidError
 			if c.field != "" && (!errors.As(err, &ie) || ie.Field != c.field) {
 				t.Errorf("%+v: err %v does not name field %q", c.req.When, err, c.field)
 			}
@@ -312,10 +312,10 @@ func TestBurstReleasedAndCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
 		const n = 5000 // several promotion batches due in the same millisecond
-		reqs := make([]delayq.SendRequest, 1000)
+		reqs := make([]domain.SendRequest, 1000)
 		for k := 0; k < n/1000; k++ {
 			for i := range reqs {
-				reqs[i] = delayq.SendRequest{ID: fmt.Sprintf("m%05d", k*1000+i), Payload: []byte("x"), When: delayq.When{Delay: time.Second}}
+				reqs[i] = domain.SendRequest{ID: fmt.Sprintf("m%05d", k*1000+i), Payload: []byte("x"), When: domain.When{Delay: time.Second}}
 			}
 			if _, err := b.e.SendBatch(b.ctx, "t", reqs); err != nil {
 				t.Fatal(err)
@@ -363,12 +363,12 @@ func TestCloseWakesLongPolls(t *testing.T) {
 		b := setup(t, engine.Config{})
 		errc := make(chan error)
 		go func() {
-			_, err := b.e.Lease(b.ctx, "t", delayq.LeaseRequest{Wait: 30 * time.Second})
+			_, err := b.e.Lease(b.ctx, "t", domain.LeaseRequest{Wait: 30 * time.Second})
 			errc <- err
 		}()
 		synctest.Wait()
 		_ = b.e.Close(context.Background())
-		if err := <-errc; !errors.Is(err, delayq.ErrUnavailable) {
+		if err := <-errc; !errors.Is(err, domain.ErrUnavailable) {
 			t.Fatalf("long-poll after close: %v", err)
 		}
 	})
@@ -387,7 +387,7 @@ func TestDueCountsForUpcomingChart(t *testing.T) {
 		if fmt.Sprint(got) != "[1 2 0]" {
 			t.Fatalf("per-minute counts %v, want [1 2 0]", got)
 		}
-		if _, err := b.e.DueCounts(b.ctx, "t", time.Now(), 0, 3); !errors.Is(err, delayq.ErrInvalid) {
+		if _, err := b.e.DueCounts(b.ctx, "t", time.Now(), 0, 3); !errors.Is(err, domain.ErrInvalid) {
 			t.Fatalf("zero bucket: %v, want ErrInvalid", err)
 		}
 	})

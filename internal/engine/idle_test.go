@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -32,7 +32,7 @@ func TestIdleTopicsCostNothing(t *testing.T) {
 		}
 		defer e.Close(ctx)
 		for i := range 1000 {
-			if _, err := e.Lease(ctx, fmt.Sprintf("random-%d", i), delayq.LeaseRequest{Max: 1}); err != nil {
+			if _, err := e.Lease(ctx, fmt.Sprintf("random-%d", i), domain.LeaseRequest{Max: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -40,13 +40,13 @@ func TestIdleTopicsCostNothing(t *testing.T) {
 			t.Fatalf("%d topics in memory after 1000 lookups; the test checks nothing", n)
 		}
 		// In use: a scheduled message (armed), and a long-poll.
-		if _, err := e.Send(ctx, "armed", delayq.SendRequest{Payload: []byte("x"), When: delayq.When{Delay: time.Hour}}); err != nil {
+		if _, err := e.Send(ctx, "armed", domain.SendRequest{Payload: []byte("x"), When: domain.When{Delay: time.Hour}}); err != nil {
 			t.Fatal(err)
 		}
-		polled := make(chan []*delayq.Message)
+		polled := make(chan []*domain.Message)
 		go func() { // a consumer: long-polls back to back
 			for {
-				ms, err := e.Lease(ctx, "polled", delayq.LeaseRequest{Max: 1, Wait: delayq.MaxWait})
+				ms, err := e.Lease(ctx, "polled", domain.LeaseRequest{Max: 1, Wait: domain.MaxWait})
 				if err != nil || len(ms) > 0 {
 					polled <- ms
 					return
@@ -59,17 +59,17 @@ func TestIdleTopicsCostNothing(t *testing.T) {
 			t.Fatalf("%d topics in memory after they idled; want 2 (armed, polled)", n)
 		}
 		// The long-poll still hears its topic: a send wakes it.
-		if _, err := e.Send(ctx, "polled", delayq.SendRequest{Payload: []byte("y")}); err != nil {
+		if _, err := e.Send(ctx, "polled", domain.SendRequest{Payload: []byte("y")}); err != nil {
 			t.Fatal(err)
 		}
 		if ms := <-polled; len(ms) != 1 {
 			t.Fatalf("long-poll got %v", ms)
 		}
 		// A dropped topic works again.
-		if _, err := e.Send(ctx, "random-7", delayq.SendRequest{Payload: []byte("z"), When: delayq.When{Delay: time.Second}}); err != nil {
+		if _, err := e.Send(ctx, "random-7", domain.SendRequest{Payload: []byte("z"), When: domain.When{Delay: time.Second}}); err != nil {
 			t.Fatal(err)
 		}
-		if ms, err := e.Lease(ctx, "random-7", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second}); err != nil || len(ms) != 1 {
+		if ms, err := e.Lease(ctx, "random-7", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second}); err != nil || len(ms) != 1 {
 			t.Fatalf("lease on a dropped-then-reused topic: %v %v", ms, err)
 		}
 	})
@@ -88,9 +88,9 @@ func TestLongPollLooksOnceMoreBeforeAnsweringEmpty(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.Close(ctx)
-		got := make(chan []*delayq.Message)
+		got := make(chan []*domain.Message)
 		go func() {
-			ms, _ := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 1, Wait: 2 * time.Second})
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 1, Wait: 2 * time.Second})
 			got <- ms
 		}()
 		time.Sleep(time.Second)
@@ -133,12 +133,12 @@ func TestSweepKeepsNewerSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	if _, err := e.SetTopicSettings(ctx, "t", delayq.TopicSettings{MaxAttempts: 3}); err != nil {
+	if _, err := e.SetTopicSettings(ctx, "t", domain.TopicSettings{MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	st.hook = func() {
 		st.hook = nil
-		if _, err := e.SetTopicSettings(ctx, "t", delayq.TopicSettings{MaxAttempts: 7}); err != nil {
+		if _, err := e.SetTopicSettings(ctx, "t", domain.TopicSettings{MaxAttempts: 7}); err != nil {
 			t.Error(err)
 		}
 	}

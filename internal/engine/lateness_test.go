@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -51,10 +51,10 @@ func TestLatenessFromTheLeaseStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	if _, err := e.Send(ctx, "t", delayq.SendRequest{Payload: []byte("x")}); err != nil {
+	if _, err := e.Send(ctx, "t", domain.SendRequest{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 1})
+	ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 1})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("lease: %v %v", ms, err)
 	}

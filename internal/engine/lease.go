@@ -7,25 +7,25 @@ import (
 	"runtime/trace"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Lease implements delayq.Queue. It long-polls: it registers as a waiter
+// Lease implements domain.Queue. It long-polls: it registers as a waiter
 // before each attempt, so a promotion between the attempt and the wait is
 // not missed.
-func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRequest) ([]*delayq.Message, error) {
-	if err := delayq.ValidateTopic(topicName); err != nil {
+func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRequest) ([]*domain.Message, error) {
+	if err := domain.ValidateTopic(topicName); err != nil {
 		return nil, err
 	}
 	max := cmpOr(req.Max, 1)
 	switch {
-	case max < 1 || max > delayq.MaxBatch:
-		return nil, delayq.Invalid("max", "must be between 1 and %d", delayq.MaxBatch)
+	case max < 1 || max > domain.MaxBatch:
+		return nil, domain.Invalid("max", "must be between 1 and %d", domain.MaxBatch)
 	case req.Lease < 0 || req.Lease > MaxLease:
-		return nil, delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
-	case req.Wait < 0 || req.Wait > delayq.MaxWait:
-		return nil, delayq.Invalid("wait", "must be between 0 and %s", delayq.MaxWait)
+		return nil, domain.Invalid("lease", "must be between 1ms and %s", MaxLease)
+	case req.Wait < 0 || req.Wait > domain.MaxWait:
+		return nil, domain.Invalid("wait", "must be between 0 and %s", domain.MaxWait)
 	}
 	t := e.acquire(topicName)
 	defer e.release(t)
@@ -46,7 +46,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req delayq.LeaseRe
 	last := false
 	for {
 		if e.isClosing() {
-			return nil, delayq.ErrUnavailable
+			return nil, domain.ErrUnavailable
 		}
 		w := t.waiter()
 		r := trace.StartRegion(ctx, "delayq.lease")
@@ -98,14 +98,14 @@ func (e *Engine) waitLease(ctx context.Context, wake <-chan struct{}, timeout <-
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.closing:
-		return delayq.ErrUnavailable
+		return domain.ErrUnavailable
 	}
 	return nil
 }
 
 // leaseOnce leases up to max ready messages, within the topic's rate
 // limit. When the limit allows none it returns the wait for a token.
-func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Duration) ([]*delayq.Message, time.Duration, error) {
+func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Duration) ([]*domain.Message, time.Duration, error) {
 	set, err := e.settings(ctx, t)
 	if err != nil {
 		return nil, 0, err
@@ -138,7 +138,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		until = max(until, r.LeaseUntil)
 	}
 	e.sched.armExpire(until)
-	out := make([]*delayq.Message, len(recs))
+	out := make([]*domain.Message, len(recs))
 	for i, r := range recs {
 		// Lateness counts from the due time, or from the send for messages
 		// sent with a due time in the past (they were never late); the
@@ -169,7 +169,7 @@ func max64(a, b int64) int64 {
 	return b
 }
 
-// Ack implements delayq.Queue.
+// Ack implements domain.Queue.
 func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	if err := validateRef(topic, id, receipt); err != nil {
 		return err
@@ -182,13 +182,13 @@ func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	return nil
 }
 
-// AckBatch implements delayq.Queue.
-func (e *Engine) AckBatch(ctx context.Context, topic string, acks []delayq.AckRequest) ([]error, error) {
-	if err := delayq.ValidateTopic(topic); err != nil {
+// AckBatch implements domain.Queue.
+func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRequest) ([]error, error) {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	if len(acks) == 0 || len(acks) > delayq.MaxBatch {
-		return nil, delayq.Invalid("acks", "must have 1 to %d items", delayq.MaxBatch)
+	if len(acks) == 0 || len(acks) > domain.MaxBatch {
+		return nil, domain.Invalid("acks", "must have 1 to %d items", domain.MaxBatch)
 	}
 	out := make([]error, len(acks))
 	items := make([]store.AckItem, 0, len(acks))
@@ -219,13 +219,13 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []delayq.AckRe
 	return out, nil
 }
 
-// Nack implements delayq.Queue.
-func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq.NackRequest) (*delayq.Message, error) {
+// Nack implements domain.Queue.
+func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain.NackRequest) (*domain.Message, error) {
 	if err := validateRef(topic, id, receipt); err != nil {
 		return nil, err
 	}
 	if req.HasDelay && (req.Delay < 0 || req.Delay > e.maxDelay) {
-		return nil, delayq.Invalid("delay", "must be between 0 and %s", e.maxDelay)
+		return nil, domain.Invalid("delay", "must be between 0 and %s", e.maxDelay)
 	}
 	cur, err := e.st.MessageGet(ctx, topic, id)
 	if err != nil {
@@ -262,13 +262,13 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req delayq
 	return toMessage(rec, e.storeNow()), nil
 }
 
-// Extend implements delayq.Queue.
-func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease time.Duration) (*delayq.Message, error) {
+// Extend implements domain.Queue.
+func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease time.Duration) (*domain.Message, error) {
 	if err := validateRef(topic, id, receipt); err != nil {
 		return nil, err
 	}
 	if lease <= 0 || lease > MaxLease {
-		return nil, delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
+		return nil, domain.Invalid("lease", "must be between 1ms and %s", MaxLease)
 	}
 	rec, err := e.st.MessageExtend(ctx, &store.MessageExtendParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now(), LeaseFor: lease.Milliseconds()})
 	if err != nil {
@@ -280,7 +280,7 @@ func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease ti
 
 // backoff is the delay before retry n (n ≥ 1): Initial·Multiplier^(n-1)
 // capped at Max, then spread by ±Jitter using u in [0,1).
-func backoff(b delayq.Backoff, n int, u float64) time.Duration {
+func backoff(b domain.Backoff, n int, u float64) time.Duration {
 	d := float64(b.Initial)
 	for i := 1; i < n && d < float64(b.Max); i++ {
 		d *= b.Multiplier
@@ -300,17 +300,17 @@ func truncateReason(s string) string {
 }
 
 func validateRef(topic, id, receipt string) error {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return err
 	}
-	if err := delayq.ValidateID(id); err != nil {
+	if err := domain.ValidateID(id); err != nil {
 		return err
 	}
 	if receipt == "" {
-		return delayq.Invalid("receipt", "must not be empty")
+		return domain.Invalid("receipt", "must not be empty")
 	}
 	if len(receipt) > 256 {
-		return delayq.Invalid("receipt", "is too long")
+		return domain.Invalid("receipt", "is too long")
 	}
 	return nil
 }

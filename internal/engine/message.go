@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Get implements delayq.Queue.
-func (e *Engine) Get(ctx context.Context, topic, id string) (*delayq.Message, error) {
+// Get implements domain.Queue.
+func (e *Engine) Get(ctx context.Context, topic, id string) (*domain.Message, error) {
 	if err := validateMsg(topic, id); err != nil {
 		return nil, err
 	}
@@ -20,8 +20,8 @@ func (e *Engine) Get(ctx context.Context, topic, id string) (*delayq.Message, er
 	return toMessage(rec, e.storeNow()), nil
 }
 
-// Cancel implements delayq.Queue.
-func (e *Engine) Cancel(ctx context.Context, topic, id string) (*delayq.Message, error) {
+// Cancel implements domain.Queue.
+func (e *Engine) Cancel(ctx context.Context, topic, id string) (*domain.Message, error) {
 	if err := validateMsg(topic, id); err != nil {
 		return nil, err
 	}
@@ -34,8 +34,8 @@ func (e *Engine) Cancel(ctx context.Context, topic, id string) (*delayq.Message,
 	return toMessage(rec, e.storeNow()), nil
 }
 
-// Reschedule implements delayq.Queue.
-func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.When) (*delayq.Message, error) {
+// Reschedule implements domain.Queue.
+func (e *Engine) Reschedule(ctx context.Context, topic, id string, when domain.When) (*domain.Message, error) {
 	if err := validateMsg(topic, id); err != nil {
 		return nil, err
 	}
@@ -58,17 +58,17 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when delayq.W
 }
 
 func validateMsg(topic, id string) error {
-	if err := delayq.ValidateTopic(topic); err != nil {
+	if err := domain.ValidateTopic(topic); err != nil {
 		return err
 	}
-	return delayq.ValidateID(id)
+	return domain.ValidateID(id)
 }
 
 // toMessage converts a record for callers. A scheduled record already due
 // by now (the store's time) reads as ready: it is, and promotion is about
 // to say so.
-func toMessage(r *store.Record, now int64) *delayq.Message {
-	m := &delayq.Message{
+func toMessage(r *store.Record, now int64) *domain.Message {
+	m := &domain.Message{
 		Topic:       r.Topic,
 		ID:          r.ID,
 		Payload:     r.Payload,
@@ -82,8 +82,8 @@ func toMessage(r *store.Record, now int64) *delayq.Message {
 		CreatedAt:   msTime(r.CreatedAt),
 		UpdatedAt:   msTime(r.UpdatedAt),
 	}
-	if m.State == delayq.StateScheduled && r.DueAt <= now {
-		m.State = delayq.StateReady
+	if m.State == domain.StateScheduled && r.DueAt <= now {
+		m.State = domain.StateReady
 	}
 	if r.State == store.StateInflight {
 		m.Receipt = r.Receipt
@@ -92,18 +92,18 @@ func toMessage(r *store.Record, now int64) *delayq.Message {
 	return m
 }
 
-func publicState(s store.State) delayq.State {
+func publicState(s store.State) domain.State {
 	switch s {
 	case store.StateScheduled:
-		return delayq.StateScheduled
+		return domain.StateScheduled
 	case store.StateReady:
-		return delayq.StateReady
+		return domain.StateReady
 	case store.StateInflight:
-		return delayq.StateInflight
+		return domain.StateInflight
 	case store.StateDead:
-		return delayq.StateDead
+		return domain.StateDead
 	case store.StateAcked:
-		return delayq.StateAcked
+		return domain.StateAcked
 	}
-	return delayq.State(s.String())
+	return domain.State(s.String())
 }

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -24,7 +24,7 @@ type rateGate interface {
 	// admit calls lease with k in 1..n, the number of messages the limit
 	// allows now, and returns its records and k. When no token is
 	// available it does not call lease, and returns the wait for one.
-	admit(ctx context.Context, t *topic, n int, rl delayq.RateLimit, now int64, lease leaseFunc) (recs []*store.Record, granted int, retryAfter time.Duration, err error)
+	admit(ctx context.Context, t *topic, n int, rl domain.RateLimit, now int64, lease leaseFunc) (recs []*store.Record, granted int, retryAfter time.Duration, err error)
 }
 
 // localGate is a token bucket per topic in this process
@@ -42,7 +42,7 @@ type topicLimiter struct {
 	lim *rate.Limiter
 }
 
-func (localGate) admit(_ context.Context, t *topic, n int, rl delayq.RateLimit, now int64, lease leaseFunc) ([]*store.Record, int, time.Duration, error) {
+func (localGate) admit(_ context.Context, t *topic, n int, rl domain.RateLimit, now int64, lease leaseFunc) ([]*store.Record, int, time.Duration, error) {
 	tl := &t.limiter
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
@@ -82,7 +82,7 @@ type storeGate struct {
 	obs Observer
 }
 
-func (g storeGate) admit(ctx context.Context, t *topic, n int, rl delayq.RateLimit, now int64, lease leaseFunc) ([]*store.Record, int, time.Duration, error) {
+func (g storeGate) admit(ctx context.Context, t *topic, n int, rl domain.RateLimit, now int64, lease leaseFunc) ([]*store.Record, int, time.Duration, error) {
 	p := &store.RateTakeParams{Topic: t.name, N: n, PerSecond: rl.PerSecond, Burst: rl.Burst, Now: now}
 	k, retry, err := g.rl.RateTake(ctx, p)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -38,13 +38,13 @@ func TestRateLimitHeldOver30s(t *testing.T) {
 		var obs countObserver
 		b := setup(t, engine.Config{Observer: &obs})
 		ctx := b.ctx
-		if _, err := b.e.SetTopicSettings(ctx, "rl", delayq.TopicSettings{RateLimit: &delayq.RateLimit{PerSecond: 100, Burst: 10}}); err != nil {
+		if _, err := b.e.SetTopicSettings(ctx, "rl", domain.TopicSettings{RateLimit: &domain.RateLimit{PerSecond: 100, Burst: 10}}); err != nil {
 			t.Fatal(err)
 		}
-		reqs := make([]delayq.SendRequest, 1000)
+		reqs := make([]domain.SendRequest, 1000)
 		for batch := range 10 {
 			for i := range reqs {
-				reqs[i] = delayq.SendRequest{ID: "m" + itoa(batch*1000+i), Payload: []byte("x")}
+				reqs[i] = domain.SendRequest{ID: "m" + itoa(batch*1000+i), Payload: []byte("x")}
 			}
 			if _, err := b.e.SendBatch(ctx, "rl", reqs); err != nil {
 				t.Fatal(err)
@@ -60,7 +60,7 @@ func TestRateLimitHeldOver30s(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for time.Since(start) < window {
-					ms, err := b.e.Lease(ctx, "rl", delayq.LeaseRequest{Max: 50, Wait: time.Until(start.Add(window)), Lease: time.Hour})
+					ms, err := b.e.Lease(ctx, "rl", domain.LeaseRequest{Max: 50, Wait: time.Until(start.Add(window)), Lease: time.Hour})
 					if err != nil {
 						t.Error(err)
 						return
@@ -109,7 +109,7 @@ func TestRateLimitHeldOver30s(t *testing.T) {
 func TestRateLimitLongPollWaitsForTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{})
-		if _, err := b.e.SetTopicSettings(b.ctx, "slow", delayq.TopicSettings{RateLimit: &delayq.RateLimit{PerSecond: 0.5}}); err != nil {
+		if _, err := b.e.SetTopicSettings(b.ctx, "slow", domain.TopicSettings{RateLimit: &domain.RateLimit{PerSecond: 0.5}}); err != nil {
 			t.Fatal(err)
 		}
 		send(t, b, "slow", "a", 0)
@@ -131,7 +131,7 @@ func TestRateLimitLongPollWaitsForTokens(t *testing.T) {
 		// Lifting the limit releases at once.
 		send(t, b, "slow", "c", 0)
 		send(t, b, "slow", "d", 0)
-		if _, err := b.e.SetTopicSettings(b.ctx, "slow", delayq.TopicSettings{}); err != nil {
+		if _, err := b.e.SetTopicSettings(b.ctx, "slow", domain.TopicSettings{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := lease(t, b, "slow", 10, 0); len(got) != 2 {

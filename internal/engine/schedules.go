@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Recurring schedules (delayq.Scheduler). Each schedule has one wheel
+// Recurring schedules (domain.Scheduler). Each schedule has one wheel
 // entry, armed at its next tick. When it fires, fireSchedule re-reads the
 // schedule from the store (another server may have changed, paused or
 // deleted it), sends the message of the latest tick not yet handled, with
@@ -27,7 +27,7 @@ import (
 //
 // Missed ticks: ticks in (LastTick, now] are handled as one: the latest
 // is sent (MissedFireOnce), or, under MissedSkip, sent only if it is at
-// most delayq.ScheduleGrace late. The engine finds missed ticks at Open
+// most domain.ScheduleGrace late. The engine finds missed ticks at Open
 // (every schedule is armed at its next tick after LastTick, which fires at
 // once when it is past) and in a sweep every scheduleSweepEvery, which also
 // picks up schedules created through other engines.
@@ -47,12 +47,12 @@ type storedSchedule struct {
 	Missed      string            `json:"missed,omitempty"`
 }
 
-var _ delayq.Scheduler = (*Engine)(nil)
+var _ domain.Scheduler = (*Engine)(nil)
 
-// ScheduleSet implements delayq.Scheduler. LastTick restarts at now for a
+// ScheduleSet implements domain.Scheduler. LastTick restarts at now for a
 // new schedule, a changed cron or zone, and a resume, so that no tick
 // before that counts as missed.
-func (e *Engine) ScheduleSet(ctx context.Context, s delayq.Schedule) (*delayq.Schedule, error) {
+func (e *Engine) ScheduleSet(ctx context.Context, s domain.Schedule) (*domain.Schedule, error) {
 	sp, cs, err := e.checkSchedule(&s)
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (e *Engine) ScheduleSet(ctx context.Context, s delayq.Schedule) (*delayq.Sc
 	return e.putSchedule(ctx, s.Name, sp, cs, restart, now)
 }
 
-func (e *Engine) putSchedule(ctx context.Context, name string, sp *storedSchedule, cs *cronSpec, lastTick, now int64) (*delayq.Schedule, error) {
+func (e *Engine) putSchedule(ctx context.Context, name string, sp *storedSchedule, cs *cronSpec, lastTick, now int64) (*domain.Schedule, error) {
 	blob, _ := json.Marshal(sp) // plain data: cannot fail
 	rec, err := e.st.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Name: name, Spec: blob, LastTick: lastTick, Now: now})
 	if err != nil {
@@ -85,11 +85,11 @@ func (e *Engine) putSchedule(ctx context.Context, name string, sp *storedSchedul
 }
 
 // checkSchedule validates a schedule and encodes its spec.
-func (e *Engine) checkSchedule(s *delayq.Schedule) (*storedSchedule, *cronSpec, error) {
-	if err := delayq.ValidateScheduleName(s.Name); err != nil {
+func (e *Engine) checkSchedule(s *domain.Schedule) (*storedSchedule, *cronSpec, error) {
+	if err := domain.ValidateScheduleName(s.Name); err != nil {
 		return nil, nil, err
 	}
-	if err := delayq.ValidateTopic(s.Topic); err != nil {
+	if err := domain.ValidateTopic(s.Topic); err != nil {
 		return nil, nil, err
 	}
 	cs, err := parseCron(s.Cron, s.Timezone)
@@ -97,19 +97,19 @@ func (e *Engine) checkSchedule(s *delayq.Schedule) (*storedSchedule, *cronSpec, 
 		return nil, nil, err
 	}
 	if cs.next(msTime(e.now())).IsZero() {
-		return nil, nil, delayq.Invalid("cron", "%q never fires", s.Cron)
+		return nil, nil, domain.Invalid("cron", "%q never fires", s.Cron)
 	}
 	switch {
 	case len(s.Payload) > e.maxPay:
 		return nil, nil, &sizeError{field: "payload", size: len(s.Payload), limit: e.maxPay}
 	case s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts:
-		return nil, nil, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+		return nil, nil, domain.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	case s.Delay < 0 || s.Delay > e.maxDelay:
-		return nil, nil, delayq.Invalid("delay", "must be between 0 and %s", e.maxDelay)
-	case s.Missed != "" && s.Missed != delayq.MissedFireOnce && s.Missed != delayq.MissedSkip:
-		return nil, nil, delayq.Invalid("missed", "must be %q or %q", delayq.MissedFireOnce, delayq.MissedSkip)
+		return nil, nil, domain.Invalid("delay", "must be between 0 and %s", e.maxDelay)
+	case s.Missed != "" && s.Missed != domain.MissedFireOnce && s.Missed != domain.MissedSkip:
+		return nil, nil, domain.Invalid("missed", "must be %q or %q", domain.MissedFireOnce, domain.MissedSkip)
 	}
-	if err := delayq.ValidateHeaders(s.Headers); err != nil {
+	if err := domain.ValidateHeaders(s.Headers); err != nil {
 		return nil, nil, err
 	}
 	return &storedSchedule{
@@ -131,21 +131,21 @@ func decodeSchedule(blob []byte) (*storedSchedule, error) {
 func loadSchedule(rec *store.Schedule) (*storedSchedule, *cronSpec, error) {
 	sp, err := decodeSchedule(rec.Spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: schedule %s: %v", delayq.ErrUnavailable, rec.Name, err)
+		return nil, nil, fmt.Errorf("%w: schedule %s: %v", domain.ErrUnavailable, rec.Name, err)
 	}
 	cs, err := parseCron(sp.Cron, sp.Timezone)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: schedule %s: %v", delayq.ErrUnavailable, rec.Name, err)
+		return nil, nil, fmt.Errorf("%w: schedule %s: %v", domain.ErrUnavailable, rec.Name, err)
 	}
 	return sp, cs, nil
 }
 
-func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *delayq.Schedule {
-	out := &delayq.Schedule{
+func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.Schedule {
+	out := &domain.Schedule{
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
-		Missed:   delayq.MissedPolicy(cmpOr(sp.Missed, string(delayq.MissedFireOnce))),
+		Missed:   domain.MissedPolicy(cmpOr(sp.Missed, string(domain.MissedFireOnce))),
 		LastTick: msTime(rec.LastTick), CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
 	}
 	if !sp.Paused {
@@ -154,9 +154,9 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *delayq.S
 	return out
 }
 
-// ScheduleGet implements delayq.Scheduler.
-func (e *Engine) ScheduleGet(ctx context.Context, name string) (*delayq.Schedule, error) {
-	if err := delayq.ValidateScheduleName(name); err != nil {
+// ScheduleGet implements domain.Scheduler.
+func (e *Engine) ScheduleGet(ctx context.Context, name string) (*domain.Schedule, error) {
+	if err := domain.ValidateScheduleName(name); err != nil {
 		return nil, err
 	}
 	rec, err := e.st.ScheduleGet(ctx, name)
@@ -170,13 +170,13 @@ func (e *Engine) ScheduleGet(ctx context.Context, name string) (*delayq.Schedule
 	return toSchedule(rec, sp, cs), nil
 }
 
-// ScheduleList implements delayq.Scheduler.
-func (e *Engine) ScheduleList(ctx context.Context) ([]delayq.Schedule, error) {
+// ScheduleList implements domain.Scheduler.
+func (e *Engine) ScheduleList(ctx context.Context) ([]domain.Schedule, error) {
 	recs, err := e.st.ScheduleList(ctx)
 	if err != nil {
 		return nil, storeErr("list", "schedules", err)
 	}
-	out := make([]delayq.Schedule, 0, len(recs))
+	out := make([]domain.Schedule, 0, len(recs))
 	for _, r := range recs {
 		sp, cs, err := loadSchedule(r)
 		if err != nil {
@@ -187,9 +187,9 @@ func (e *Engine) ScheduleList(ctx context.Context) ([]delayq.Schedule, error) {
 	return out, nil
 }
 
-// ScheduleDelete implements delayq.Scheduler.
+// ScheduleDelete implements domain.Scheduler.
 func (e *Engine) ScheduleDelete(ctx context.Context, name string) error {
-	if err := delayq.ValidateScheduleName(name); err != nil {
+	if err := domain.ValidateScheduleName(name); err != nil {
 		return err
 	}
 	if err := e.st.ScheduleDelete(ctx, name); err != nil {
@@ -199,10 +199,10 @@ func (e *Engine) ScheduleDelete(ctx context.Context, name string) error {
 	return nil
 }
 
-// SchedulePause implements delayq.Scheduler. Resuming restarts LastTick
+// SchedulePause implements domain.Scheduler. Resuming restarts LastTick
 // at now: ticks that fell while paused are skipped, not missed.
-func (e *Engine) SchedulePause(ctx context.Context, name string, paused bool) (*delayq.Schedule, error) {
-	if err := delayq.ValidateScheduleName(name); err != nil {
+func (e *Engine) SchedulePause(ctx context.Context, name string, paused bool) (*domain.Schedule, error) {
+	if err := domain.ValidateScheduleName(name); err != nil {
 		return nil, err
 	}
 	rec, err := e.st.ScheduleGet(ctx, name)
@@ -317,20 +317,20 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) {
 // template the server's limits no longer accept) are logged and the tick
 // counts as handled; storage errors are returned, to be retried.
 func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, tick, now int64) error {
-	if sp.Missed == string(delayq.MissedSkip) && now-tick > delayq.ScheduleGrace.Milliseconds() {
+	if sp.Missed == string(domain.MissedSkip) && now-tick > domain.ScheduleGrace.Milliseconds() {
 		e.log.Info("schedule tick skipped (missed)", "schedule", name, "tick", msTime(tick))
 		return nil
 	}
-	req := delayq.SendRequest{
-		ID:      delayq.ScheduleMessageID(name, msTime(tick)),
+	req := domain.SendRequest{
+		ID:      domain.ScheduleMessageID(name, msTime(tick)),
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
-		When: delayq.When{DeliverAt: msTime(tick + sp.DelayMS)},
+		When: domain.When{DeliverAt: msTime(tick + sp.DelayMS)},
 	}
-	res, err := e.sendBatch(ctx, sp.Topic, []delayq.SendRequest{req}, false) // no topic limit: an admin on "*" made the schedule
+	res, err := e.sendBatch(ctx, sp.Topic, []domain.SendRequest{req}, false) // no topic limit: an admin on "*" made the schedule
 	if err == nil {
 		err = res[0].Err
 	}
-	if errors.Is(err, delayq.ErrInvalid) || errors.Is(err, delayq.ErrTooLarge) {
+	if errors.Is(err, domain.ErrInvalid) || errors.Is(err, domain.ErrTooLarge) {
 		e.log.Error("schedule tick not sent: the message is invalid", "schedule", name, "tick", msTime(tick), "err", err)
 		return nil
 	}

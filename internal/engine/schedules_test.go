@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
@@ -35,7 +35,7 @@ func drain(t *testing.T, e *engine.Engine, topic string) []string {
 	t.Helper()
 	var out []string
 	for {
-		ms, err := e.Lease(context.Background(), topic, delayq.LeaseRequest{Max: 1000})
+		ms, err := e.Lease(context.Background(), topic, domain.LeaseRequest{Max: 1000})
 		if err != nil {
 			t.Fatalf("lease: %v", err)
 		}
@@ -54,7 +54,7 @@ func drain(t *testing.T, e *engine.Engine, topic string) []string {
 func tickIDs(name string, ts ...time.Time) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
-		out[i] = delayq.ScheduleMessageID(name, t)
+		out[i] = domain.ScheduleMessageID(name, t)
 	}
 	return out
 }
@@ -95,13 +95,13 @@ func TestScheduleAcrossDST(t *testing.T) {
 				setClock(clk, c.start)
 				e := openOn(t, memstore.New(), clk)
 				ctx := context.Background()
-				if _, err := e.ScheduleSet(ctx, delayq.Schedule{Name: c.name, Topic: "dst", Cron: c.cron, Timezone: "America/New_York", Payload: []byte("tick")}); err != nil {
+				if _, err := e.ScheduleSet(ctx, domain.Schedule{Name: c.name, Topic: "dst", Cron: c.cron, Timezone: "America/New_York", Payload: []byte("tick")}); err != nil {
 					t.Fatal(err)
 				}
 				var got []string
 				var when []time.Time
 				for clk.Now().Before(c.end) {
-					ms, err := e.Lease(ctx, "dst", delayq.LeaseRequest{Max: 10, Wait: 30 * time.Second})
+					ms, err := e.Lease(ctx, "dst", domain.LeaseRequest{Max: 10, Wait: 30 * time.Second})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -129,7 +129,7 @@ func TestScheduleAcrossDST(t *testing.T) {
 // (the latest) under fire-once, and not at all under skip; ticks after
 // the restart fire normally.
 func TestScheduleMissedOnRestart(t *testing.T) {
-	for _, policy := range []delayq.MissedPolicy{delayq.MissedFireOnce, delayq.MissedSkip} {
+	for _, policy := range []domain.MissedPolicy{domain.MissedFireOnce, domain.MissedSkip} {
 		t.Run(string(policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Date(2026, 5, 1, 9, 55, 0, 0, time.UTC)
@@ -138,7 +138,7 @@ func TestScheduleMissedOnRestart(t *testing.T) {
 				st := memstore.New()
 				ctx := context.Background()
 				e1 := openOn(t, st, clk)
-				if _, err := e1.ScheduleSet(ctx, delayq.Schedule{Name: "hourly", Topic: "m", Cron: "0 * * * *", Payload: []byte("x"), Missed: policy}); err != nil {
+				if _, err := e1.ScheduleSet(ctx, domain.Schedule{Name: "hourly", Topic: "m", Cron: "0 * * * *", Payload: []byte("x"), Missed: policy}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(10 * time.Minute) // 10:00 fires
@@ -150,7 +150,7 @@ func TestScheduleMissedOnRestart(t *testing.T) {
 				synctest.Wait()
 				time.Sleep(time.Second)
 				want := []time.Time{time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-				if policy == delayq.MissedFireOnce {
+				if policy == domain.MissedFireOnce {
 					want = append(want, time.Date(2026, 5, 1, 15, 0, 0, 0, time.UTC))
 				}
 				sameIDs(t, "after restart", drain(t, e2, "m"), tickIDs("hourly", want...))
@@ -183,7 +183,7 @@ func TestScheduleTwoEnginesOneMessagePerTick(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e1.Close(ctx)
-		if _, err := e1.ScheduleSet(ctx, delayq.Schedule{Name: "minutely", Topic: "two", Cron: "* * * * *", Payload: []byte("x")}); err != nil {
+		if _, err := e1.ScheduleSet(ctx, domain.Schedule{Name: "minutely", Topic: "two", Cron: "* * * * *", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 		e2, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Observer: &obs})
@@ -209,7 +209,7 @@ func TestSchedulePauseResumeDelete(t *testing.T) {
 		setClock(clk, time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC))
 		e := openOn(t, memstore.New(), clk)
 		ctx := context.Background()
-		if _, err := e.ScheduleSet(ctx, delayq.Schedule{Name: "p", Topic: "p", Cron: "@every 1m", Payload: []byte("x")}); err != nil {
+		if _, err := e.ScheduleSet(ctx, domain.Schedule{Name: "p", Topic: "p", Cron: "@every 1m", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(150 * time.Second)
@@ -242,10 +242,10 @@ func TestSchedulePauseResumeDelete(t *testing.T) {
 		if got := drain(t, e, "p"); len(got) != 0 {
 			t.Fatalf("after delete: %v", got)
 		}
-		if _, err := e.ScheduleGet(ctx, "p"); !errors.Is(err, delayq.ErrNotFound) {
+		if _, err := e.ScheduleGet(ctx, "p"); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
-		if err := e.ScheduleDelete(ctx, "p"); !errors.Is(err, delayq.ErrNotFound) {
+		if err := e.ScheduleDelete(ctx, "p"); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("delete again: %v", err)
 		}
 	})
@@ -254,41 +254,41 @@ func TestSchedulePauseResumeDelete(t *testing.T) {
 func TestScheduleValidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{MaxPayload: 10})
-		ok := delayq.Schedule{Name: "n", Topic: "t", Cron: "0 * * * *"}
+		ok := domain.Schedule{Name: "n", Topic: "t", Cron: "0 * * * *"}
 		cases := []struct {
 			field string
-			mod   func(*delayq.Schedule)
+			mod   func(*domain.Schedule)
 		}{
-			{"name", func(s *delayq.Schedule) { s.Name = "a b" }},
-			{"name", func(s *delayq.Schedule) { s.Name = strings.Repeat("n", 151) }},
-			{"topic", func(s *delayq.Schedule) { s.Topic = "" }},
-			{"cron", func(s *delayq.Schedule) { s.Cron = "* * *" }},
-			{"cron", func(s *delayq.Schedule) { s.Cron = "0 0 30 2 *" }},
-			{"timezone", func(s *delayq.Schedule) { s.Timezone = "Nowhere/City" }},
-			{"missed", func(s *delayq.Schedule) { s.Missed = "always" }},
-			{"delay", func(s *delayq.Schedule) { s.Delay = -time.Second }},
-			{"max_attempts", func(s *delayq.Schedule) { s.MaxAttempts = -1 }},
-			{"headers", func(s *delayq.Schedule) { s.Headers = map[string]string{"": "x"} }},
+			{"name", func(s *domain.Schedule) { s.Name = "a b" }},
+			{"name", func(s *domain.Schedule) { s.Name = strings.Repeat("n", 151) }},
+			{"topic", func(s *domain.Schedule) { s.Topic = "" }},
+			{"cron", func(s *domain.Schedule) { s.Cron = "* * *" }},
+			{"cron", func(s *domain.Schedule) { s.Cron = "0 0 30 2 *" }},
+			{"timezone", func(s *domain.Schedule) { s.Timezone = "Nowhere/City" }},
+			{"missed", func(s *domain.Schedule) { s.Missed = "always" }},
+			{"delay", func(s *domain.Schedule) { s.Delay = -time.Second }},
+			{"max_attempts", func(s *domain.Schedule) { s.MaxAttempts = -1 }},
+			{"headers", func(s *domain.Schedule) { s.Headers = map[string]string{"": "x"} }},
 		}
 		for _, c := range cases {
 			s := ok
 			c.mod(&s)
 			_, err := b.e.ScheduleSet(b.ctx, s)
-			var inv *delayq.InvalidError
+			var inv *domain.InvalidError
 			if !errors.As(err, &inv) || inv.Field != c.field {
 				t.Errorf("%s: got %v, want an InvalidError on %q", c.field, err, c.field)
 			}
 		}
 		s := ok
 		s.Payload = []byte("0123456789abc")
-		if _, err := b.e.ScheduleSet(b.ctx, s); !errors.Is(err, delayq.ErrTooLarge) {
+		if _, err := b.e.ScheduleSet(b.ctx, s); !errors.Is(err, domain.ErrTooLarge) {
 			t.Errorf("large payload: %v", err)
 		}
 		got, err := b.e.ScheduleSet(b.ctx, ok)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Missed != delayq.MissedFireOnce || got.NextTick.IsZero() || got.CreatedAt.IsZero() {
+		if got.Missed != domain.MissedFireOnce || got.NextTick.IsZero() || got.CreatedAt.IsZero() {
 			t.Errorf("defaults: %+v", got)
 		}
 		list, err := b.e.ScheduleList(b.ctx)

@@ -5,39 +5,39 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Send implements delayq.Queue.
-func (e *Engine) Send(ctx context.Context, topic string, req delayq.SendRequest) (*delayq.Message, error) {
-	res, err := e.SendBatch(ctx, topic, []delayq.SendRequest{req})
+// Send implements domain.Queue.
+func (e *Engine) Send(ctx context.Context, topic string, req domain.SendRequest) (*domain.Message, error) {
+	res, err := e.SendBatch(ctx, topic, []domain.SendRequest{req})
 	if err != nil {
 		return nil, err
 	}
 	return res[0].Message, res[0].Err
 }
 
-// SendBatch implements delayq.Queue. Valid items are inserted in one
+// SendBatch implements domain.Queue. Valid items are inserted in one
 // durable store write; invalid ones get their error in place.
-func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []delayq.SendRequest) ([]delayq.SendResult, error) {
+func (e *Engine) SendBatch(ctx context.Context, topicName string, reqs []domain.SendRequest) ([]domain.SendResult, error) {
 	return e.sendBatch(ctx, topicName, reqs, true)
 }
 
 // sendBatch is SendBatch; limit false skips the topic limit (recurring
 // schedules, which only an admin on "*" creates).
-func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []delayq.SendRequest, limit bool) ([]delayq.SendResult, error) {
-	if err := delayq.ValidateTopic(topicName); err != nil {
+func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []domain.SendRequest, limit bool) ([]domain.SendResult, error) {
+	if err := domain.ValidateTopic(topicName); err != nil {
 		return nil, err
 	}
 	if len(reqs) == 0 {
-		return nil, delayq.Invalid("messages", "must not be empty")
+		return nil, domain.Invalid("messages", "must not be empty")
 	}
-	if len(reqs) > delayq.MaxBatch {
-		return nil, delayq.Invalid("messages", "has %d items, the limit is %d", len(reqs), delayq.MaxBatch)
+	if len(reqs) > domain.MaxBatch {
+		return nil, domain.Invalid("messages", "has %d items, the limit is %d", len(reqs), domain.MaxBatch)
 	}
 	if e.isClosing() {
-		return nil, delayq.ErrUnavailable
+		return nil, domain.ErrUnavailable
 	}
 	t := e.topic(topicName)
 	set, err := e.settings(ctx, t)
@@ -45,7 +45,7 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []delayq.
 		return nil, err
 	}
 	now := e.now()
-	results := make([]delayq.SendResult, len(reqs))
+	results := make([]domain.SendResult, len(reqs))
 	msgs := make([]store.InsertMessage, 0, len(reqs))
 	slot := make([]int, 0, len(reqs)) // msgs[i] answers results[slot[i]]
 	for i, r := range reqs {
@@ -108,12 +108,12 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 }
 
 // prepare validates one send and resolves its due time and id.
-func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettings) (store.InsertMessage, error) {
+func (e *Engine) prepare(r domain.SendRequest, now int64, set domain.TopicSettings) (store.InsertMessage, error) {
 	var m store.InsertMessage
 	if len(r.Payload) > e.maxPay {
 		return m, &sizeError{field: "payload", size: len(r.Payload), limit: e.maxPay}
 	}
-	if err := delayq.ValidateHeaders(r.Headers); err != nil {
+	if err := domain.ValidateHeaders(r.Headers); err != nil {
 		return m, err
 	}
 	due, err := e.dueAt(r.When, now)
@@ -122,8 +122,8 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	}
 	id, generated := r.ID, r.ID == ""
 	if generated {
-		id = e.ids.next(now)
-	} else if err := delayq.ValidateID(id); err != nil {
+		id = e.ids.Next(now)
+	} else if err := domain.ValidateID(id); err != nil {
 		return m, err
 	}
 	attempts := r.MaxAttempts
@@ -131,7 +131,7 @@ func (e *Engine) prepare(r delayq.SendRequest, now int64, set delayq.TopicSettin
 	case attempts == 0:
 		attempts = set.MaxAttempts
 	case attempts < 0 || attempts > MaxMaxAttempts:
-		return m, delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+		return m, domain.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	}
 	// #nosec G115 -- attempts is in [1, MaxMaxAttempts] here: checked above, or a validated topic setting
 	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due.at, Relative: due.relative, Delay: due.delay, MaxAttempts: int32(attempts), Generated: generated}, nil
@@ -149,15 +149,15 @@ type dueTime struct {
 // dueAt validates a When. A deliver_at in the past means due now, and is
 // kept as given so it sorts before later dues (release order is by due
 // time, then send order).
-func (e *Engine) dueAt(w delayq.When, now int64) (dueTime, error) {
+func (e *Engine) dueAt(w domain.When, now int64) (dueTime, error) {
 	hasAt := !w.DeliverAt.IsZero()
 	switch {
 	case hasAt && w.Delay != 0:
-		return dueTime{}, delayq.Invalid("delay", "give either a delay or deliver_at, not both")
+		return dueTime{}, domain.Invalid("delay", "give either a delay or deliver_at, not both")
 	case w.Delay < 0:
-		return dueTime{}, delayq.Invalid("delay", "must not be negative, got %s", w.Delay)
+		return dueTime{}, domain.Invalid("delay", "must not be negative, got %s", w.Delay)
 	case w.Delay > e.maxDelay:
-		return dueTime{}, delayq.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
+		return dueTime{}, domain.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
 	case !hasAt:
 		// Round up so a sub-millisecond delay never makes a message early.
 		return dueTime{relative: true, delay: (w.Delay + time.Millisecond - 1).Milliseconds()}, nil
@@ -167,10 +167,10 @@ func (e *Engine) dueAt(w delayq.When, now int64) (dueTime, error) {
 		at++ // round up sub-millisecond precision: never early
 	}
 	if at-now > e.maxDelay.Milliseconds() {
-		return dueTime{}, delayq.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
+		return dueTime{}, domain.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
 	}
 	if at < 0 {
-		return dueTime{}, delayq.Invalid("deliver_at", "is before 1970")
+		return dueTime{}, domain.Invalid("deliver_at", "is before 1970")
 	}
 	return dueTime{at: at}, nil
 }
@@ -185,4 +185,4 @@ func (e *sizeError) Error() string {
 	return e.field + " is " + strconv.Itoa(e.size) + " bytes, the limit is " + strconv.Itoa(e.limit)
 }
 
-func (e *sizeError) Is(target error) bool { return target == delayq.ErrTooLarge }
+func (e *sizeError) Is(target error) bool { return target == domain.ErrTooLarge }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -33,7 +33,7 @@ func TestSafetySweepReleasesWhatNoTimerArmed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.Lease(ctx, "orders", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	msgs, err := e.Lease(ctx, "orders", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

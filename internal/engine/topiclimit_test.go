@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -34,12 +34,12 @@ func TestTopicLimit(t *testing.T) {
 		return e
 	}
 	sendTo := func(e *engine.Engine, topic string) error {
-		_, err := e.Send(ctx, topic, delayq.SendRequest{Payload: []byte("x"), When: delayq.When{Delay: time.Hour}})
+		_, err := e.Send(ctx, topic, domain.SendRequest{Payload: []byte("x"), When: domain.When{Delay: time.Hour}})
 		return err
 	}
 	wantLimit := func(err error, limit int) {
 		t.Helper()
-		if !errors.Is(err, delayq.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d topics", limit)) {
+		if !errors.Is(err, domain.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("limit of %d topics", limit)) {
 			t.Fatalf("err %v, want a conflict naming the limit of %d topics", err, limit)
 		}
 	}
@@ -51,11 +51,11 @@ func TestTopicLimit(t *testing.T) {
 		}
 	}
 	wantLimit(sendTo(e, "d"), 3)
-	_, err := e.SendBatch(ctx, "d", []delayq.SendRequest{{Payload: []byte("x")}, {Payload: []byte("y")}})
+	_, err := e.SendBatch(ctx, "d", []domain.SendRequest{{Payload: []byte("x")}, {Payload: []byte("y")}})
 	wantLimit(err, 3)
-	_, err = e.SetTopicSettings(ctx, "e", delayq.TopicSettings{MaxAttempts: 3})
+	_, err = e.SetTopicSettings(ctx, "e", domain.TopicSettings{MaxAttempts: 3})
 	wantLimit(err, 3)
-	if _, err := e.SetTopicSettings(ctx, "b", delayq.TopicSettings{MaxAttempts: 3}); err != nil {
+	if _, err := e.SetTopicSettings(ctx, "b", domain.TopicSettings{MaxAttempts: 3}); err != nil {
 		t.Fatalf("settings of an existing topic: %v", err)
 	}
 	if err := sendTo(e, "c"); err != nil {
@@ -103,7 +103,7 @@ func TestTopicLimitExemptsSchedules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, engine.Config{MaxTopics: 1})
 		send(t, b, "full", "m1", time.Hour)
-		if _, err := b.e.ScheduleSet(b.ctx, delayq.Schedule{Name: "every-minute", Topic: "ticks", Cron: "* * * * *", Payload: []byte("tick")}); err != nil {
+		if _, err := b.e.ScheduleSet(b.ctx, domain.Schedule{Name: "every-minute", Topic: "ticks", Cron: "* * * * *", Payload: []byte("tick")}); err != nil {
 			t.Fatal(err)
 		}
 		var got int

@@ -10,16 +10,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 )
 
-func builtinSettings() delayq.TopicSettings {
-	return delayq.TopicSettings{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, Lease: DefaultLease}
+func builtinSettings() domain.TopicSettings {
+	return domain.TopicSettings{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, Lease: DefaultLease}
 }
 
 // fillSettings returns s with zero fields taken from def.
-func fillSettings(s, def delayq.TopicSettings) delayq.TopicSettings {
+func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 	s.MaxAttempts = cmpOr(s.MaxAttempts, def.MaxAttempts)
 	s.Lease = cmpOr(s.Lease, def.Lease)
 	s.Backoff.Initial = cmpOr(s.Backoff.Initial, def.Backoff.Initial)
@@ -35,7 +35,7 @@ func fillSettings(s, def delayq.TopicSettings) delayq.TopicSettings {
 		s.Push = def.Push
 	}
 	if r := s.RateLimit; r != nil && r.Burst == 0 {
-		s.RateLimit = &delayq.RateLimit{PerSecond: r.PerSecond, Burst: defaultBurst(r.PerSecond)}
+		s.RateLimit = &domain.RateLimit{PerSecond: r.PerSecond, Burst: defaultBurst(r.PerSecond)}
 	}
 	if p := s.Push; p != nil {
 		c := *p
@@ -73,56 +73,56 @@ const (
 // and the server POSTs wherever they point (see docs/features.md on
 // SSRF); only http and https are allowed, and no user info, so that topic
 // answers never carry credentials.
-func validatePush(p *delayq.PushSettings) error {
+func validatePush(p *domain.PushSettings) error {
 	u, err := url.Parse(p.URL)
 	switch {
 	case p.URL == "":
-		return delayq.Invalid("push.url", "is required")
+		return domain.Invalid("push.url", "is required")
 	case err != nil:
-		return delayq.Invalid("push.url", "is not a URL: %v", err)
+		return domain.Invalid("push.url", "is not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return delayq.Invalid("push.url", "must be an http:// or https:// URL, got scheme %q", u.Scheme)
+		return domain.Invalid("push.url", "must be an http:// or https:// URL, got scheme %q", u.Scheme)
 	case u.Host == "":
-		return delayq.Invalid("push.url", "has no host")
+		return domain.Invalid("push.url", "has no host")
 	case u.User != nil:
-		return delayq.Invalid("push.url", "must not carry user info (use push.secret to authenticate pushes)")
+		return domain.Invalid("push.url", "must not carry user info (use push.secret to authenticate pushes)")
 	case u.Fragment != "":
-		return delayq.Invalid("push.url", "must not have a fragment")
+		return domain.Invalid("push.url", "must not have a fragment")
 	case p.Timeout < 0 || p.Timeout > MaxPushTimeout:
-		return delayq.Invalid("push.timeout", "must be between 1ms and %s", MaxPushTimeout)
+		return domain.Invalid("push.timeout", "must be between 1ms and %s", MaxPushTimeout)
 	case p.Concurrency < 0 || p.Concurrency > MaxPushConcurrency:
-		return delayq.Invalid("push.concurrency", "must be between 1 and %d", MaxPushConcurrency)
+		return domain.Invalid("push.concurrency", "must be between 1 and %d", MaxPushConcurrency)
 	case len(p.Secret) > maxPushSecret:
-		return delayq.Invalid("push.secret", "is longer than %d bytes", maxPushSecret)
+		return domain.Invalid("push.secret", "is longer than %d bytes", maxPushSecret)
 	}
 	return nil
 }
 
-func validateSettings(s delayq.TopicSettings) error {
+func validateSettings(s domain.TopicSettings) error {
 	switch {
 	case s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts:
-		return delayq.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+		return domain.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	case s.Lease < 0 || s.Lease > MaxLease:
-		return delayq.Invalid("lease", "must be between 1ms and %s", MaxLease)
+		return domain.Invalid("lease", "must be between 1ms and %s", MaxLease)
 	case s.Backoff.Initial < 0:
-		return delayq.Invalid("backoff.initial", "must not be negative")
+		return domain.Invalid("backoff.initial", "must not be negative")
 	case s.Backoff.Max < 0:
-		return delayq.Invalid("backoff.max", "must not be negative")
+		return domain.Invalid("backoff.max", "must not be negative")
 	case s.Backoff.Max != 0 && s.Backoff.Initial > s.Backoff.Max:
-		return delayq.Invalid("backoff.max", "must be at least backoff.initial")
+		return domain.Invalid("backoff.max", "must be at least backoff.initial")
 	case s.Backoff.Multiplier != 0 && (s.Backoff.Multiplier < 1 || s.Backoff.Multiplier > 100 || math.IsNaN(s.Backoff.Multiplier)):
-		return delayq.Invalid("backoff.multiplier", "must be between 1 and 100")
+		return domain.Invalid("backoff.multiplier", "must be between 1 and 100")
 	case s.Backoff.Jitter < 0 || s.Backoff.Jitter > 1 || math.IsNaN(s.Backoff.Jitter):
-		return delayq.Invalid("backoff.jitter", "must be between 0 and 1")
+		return domain.Invalid("backoff.jitter", "must be between 0 and 1")
 	}
 	if r := s.RateLimit; r != nil {
 		// Bounded both ways: a rate so small that the wait for a token
 		// overflows a Duration made long-polls spin at 1 ms.
 		if !(r.PerSecond >= MinRatePerSecond && r.PerSecond <= MaxRatePerSecond) {
-			return delayq.Invalid("rate_limit.per_second", "must be between %g and %g", MinRatePerSecond, MaxRatePerSecond)
+			return domain.Invalid("rate_limit.per_second", "must be between %g and %g", MinRatePerSecond, MaxRatePerSecond)
 		}
 		if r.Burst < 0 || r.Burst > MaxRateBurst {
-			return delayq.Invalid("rate_limit.burst", "must be between 1 and %d", MaxRateBurst)
+			return domain.Invalid("rate_limit.burst", "must be between 1 and %d", MaxRateBurst)
 		}
 	}
 	if p := s.Push; p != nil {
@@ -136,9 +136,9 @@ func validateSettings(s delayq.TopicSettings) error {
 // that never overrode them.
 type storedSettings struct {
 	MaxAttempts int               `json:"max_attempts,omitempty"`
-	Backoff     delayq.Backoff    `json:"backoff"`
+	Backoff     domain.Backoff    `json:"backoff"`
 	LeaseMS     int64             `json:"lease_ms,omitempty"`
-	RateLimit   *delayq.RateLimit `json:"rate_limit,omitempty"`
+	RateLimit   *domain.RateLimit `json:"rate_limit,omitempty"`
 	Push        *storedPush       `json:"push,omitempty"`
 }
 
@@ -149,7 +149,7 @@ type storedPush struct {
 	Secret      string `json:"secret,omitempty"`
 }
 
-func encodeSettings(s delayq.TopicSettings) []byte {
+func encodeSettings(s domain.TopicSettings) []byte {
 	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit}
 	if s.Push != nil {
 		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency, Secret: s.Push.Secret}
@@ -158,38 +158,38 @@ func encodeSettings(s delayq.TopicSettings) []byte {
 	return b
 }
 
-func decodeSettings(b []byte) (delayq.TopicSettings, error) {
+func decodeSettings(b []byte) (domain.TopicSettings, error) {
 	var ss storedSettings
 	if len(b) == 0 {
-		return delayq.TopicSettings{}, nil
+		return domain.TopicSettings{}, nil
 	}
 	if err := json.Unmarshal(b, &ss); err != nil {
-		return delayq.TopicSettings{}, fmt.Errorf("decode topic settings: %w", err)
+		return domain.TopicSettings{}, fmt.Errorf("decode topic settings: %w", err)
 	}
-	s := delayq.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
+	s := domain.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
 	if ss.Push != nil {
-		s.Push = &delayq.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency, Secret: ss.Push.Secret}
+		s.Push = &domain.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency, Secret: ss.Push.Secret}
 	}
 	return s, nil
 }
 
 // settings returns a topic's effective settings, caching the stored blob.
-func (e *Engine) settings(ctx context.Context, t *topic) (delayq.TopicSettings, error) {
+func (e *Engine) settings(ctx context.Context, t *topic) (domain.TopicSettings, error) {
 	t.mu.Lock()
 	c := t.cached
 	t.mu.Unlock()
 	if c != nil {
 		return fillSettings(*c, e.defaults), nil
 	}
-	var own delayq.TopicSettings
+	var own domain.TopicSettings
 	rec, err := e.st.TopicGet(ctx, t.name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return delayq.TopicSettings{}, storeErr("read settings of", "topic "+t.name, err)
+		return domain.TopicSettings{}, storeErr("read settings of", "topic "+t.name, err)
 	default:
 		if own, err = decodeSettings(rec.Settings); err != nil {
-			return delayq.TopicSettings{}, fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
+			return domain.TopicSettings{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
 		}
 	}
 	t.mu.Lock()
@@ -198,12 +198,12 @@ func (e *Engine) settings(ctx context.Context, t *topic) (delayq.TopicSettings, 
 	return fillSettings(own, e.defaults), nil
 }
 
-// SetTopicSettings implements delayq.Queue. A Push without a Secret keeps
+// SetTopicSettings implements domain.Queue. A Push without a Secret keeps
 // the secret stored for the topic, if any (secrets are write-only: answers
 // of the HTTP API never carry them, so a read-modify-write must not erase
 // them).
-func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.TopicSettings) (*delayq.TopicSettings, error) {
-	if err := delayq.ValidateTopic(name); err != nil {
+func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.TopicSettings) (*domain.TopicSettings, error) {
+	if err := domain.ValidateTopic(name); err != nil {
 		return nil, err
 	}
 	if err := validateSettings(s); err != nil {
@@ -240,17 +240,17 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s delayq.Top
 }
 
 // ownSettings reads the settings a topic set (no defaults) from the store.
-func (e *Engine) ownSettings(ctx context.Context, name string) (delayq.TopicSettings, error) {
+func (e *Engine) ownSettings(ctx context.Context, name string) (domain.TopicSettings, error) {
 	rec, err := e.st.TopicGet(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return delayq.TopicSettings{}, nil
+		return domain.TopicSettings{}, nil
 	case err != nil:
-		return delayq.TopicSettings{}, storeErr("read settings of", "topic "+name, err)
+		return domain.TopicSettings{}, storeErr("read settings of", "topic "+name, err)
 	}
 	own, err := decodeSettings(rec.Settings)
 	if err != nil {
-		return delayq.TopicSettings{}, fmt.Errorf("%w: %v", delayq.ErrUnavailable, err)
+		return domain.TopicSettings{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
 	}
 	return own, nil
 }
@@ -272,9 +272,9 @@ func (e *Engine) refreshSettings(t *topic, blob []byte, epoch uint64) {
 	t.mu.Unlock()
 }
 
-// Topic implements delayq.Queue.
-func (e *Engine) Topic(ctx context.Context, name string) (*delayq.TopicInfo, error) {
-	if err := delayq.ValidateTopic(name); err != nil {
+// Topic implements domain.Queue.
+func (e *Engine) Topic(ctx context.Context, name string) (*domain.TopicInfo, error) {
+	if err := domain.ValidateTopic(name); err != nil {
 		return nil, err
 	}
 	rec, err := e.st.TopicGet(ctx, name)
@@ -284,13 +284,13 @@ func (e *Engine) Topic(ctx context.Context, name string) (*delayq.TopicInfo, err
 	return e.topicInfo(rec)
 }
 
-// Topics implements delayq.Queue.
-func (e *Engine) Topics(ctx context.Context) ([]delayq.TopicInfo, error) {
+// Topics implements domain.Queue.
+func (e *Engine) Topics(ctx context.Context) ([]domain.TopicInfo, error) {
 	recs, err := e.st.TopicList(ctx)
 	if err != nil {
 		return nil, storeErr("list", "topics", err)
 	}
-	out := make([]delayq.TopicInfo, 0, len(recs))
+	out := make([]domain.TopicInfo, 0, len(recs))
 	for _, r := range recs {
 		ti, err := e.topicInfo(r)
 		if err != nil {
@@ -301,14 +301,14 @@ func (e *Engine) Topics(ctx context.Context) ([]delayq.TopicInfo, error) {
 	return out, nil
 }
 
-func (e *Engine) topicInfo(r *store.TopicRecord) (*delayq.TopicInfo, error) {
+func (e *Engine) topicInfo(r *store.TopicRecord) (*domain.TopicInfo, error) {
 	own, err := decodeSettings(r.Settings)
 	if err != nil {
-		return nil, fmt.Errorf("%w: topic %s: %v", delayq.ErrUnavailable, r.Name, err)
+		return nil, fmt.Errorf("%w: topic %s: %v", domain.ErrUnavailable, r.Name, err)
 	}
-	return &delayq.TopicInfo{
+	return &domain.TopicInfo{
 		Name:        r.Name,
-		Counts:      delayq.TopicCounts{Scheduled: r.Counts.Scheduled, Ready: r.Counts.Ready, Inflight: r.Counts.Inflight, Dead: r.Counts.Dead},
+		Counts:      domain.TopicCounts{Scheduled: r.Counts.Scheduled, Ready: r.Counts.Ready, Inflight: r.Counts.Inflight, Dead: r.Counts.Dead},
 		Settings:    fillSettings(own, e.defaults),
 		NextDue:     msTime(r.NextDue),
 		OldestReady: msTime(r.OldestReady),
@@ -413,7 +413,7 @@ func (e *Engine) admitTopic(ctx context.Context, name string) error {
 		e.known.add(name)
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return &opError{kind: delayq.ErrConflict, msg: fmt.Sprintf(
+		return &opError{kind: domain.ErrConflict, msg: fmt.Sprintf(
 			"topic limit reached: the server has its limit of %d topics (delayq serve --max-topics), so topic %s cannot be created; use an existing topic, or raise the limit", e.known.max, name)}
 	}
 	return storeErr("read", "topic "+name, err)

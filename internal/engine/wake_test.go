@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
@@ -43,15 +43,15 @@ func TestOnePromotionWakesOneLongPoll(t *testing.T) {
 		}
 		defer e.Close(ctx)
 		const consumers = 8
-		got := make(chan []*delayq.Message, consumers)
+		got := make(chan []*domain.Message, consumers)
 		for range consumers {
 			go func() {
-				ms, _ := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
 				got <- ms
 			}()
 		}
 		synctest.Wait() // every consumer is waiting
-		if _, err := e.Send(ctx, "t", delayq.SendRequest{ID: "m1", Payload: []byte("x"), When: delayq.When{Delay: time.Second}}); err != nil {
+		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m1", Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
 			t.Fatal(err)
 		}
 		before := st.leases.Load()
@@ -145,18 +145,18 @@ func TestWakeUpDuringAnAttemptIsNotLost(t *testing.T) {
 			Messages: []store.InsertMessage{{ID: "m0", Relative: true, MaxAttempts: 1}}}); err != nil {
 			t.Fatal(err)
 		}
-		first, second := make(chan []*delayq.Message, 1), make(chan []*delayq.Message, 1)
+		first, second := make(chan []*domain.Message, 1), make(chan []*domain.Message, 1)
 		go func() { // registers first; its store lease takes m0, then stalls
-			ms, _ := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 2, Wait: delayq.MaxWait})
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 2, Wait: domain.MaxWait})
 			first <- ms
 		}()
 		synctest.Wait()
 		go func() {
-			ms, _ := e.Lease(ctx, "t", delayq.LeaseRequest{Max: 2, Wait: delayq.MaxWait})
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 2, Wait: domain.MaxWait})
 			second <- ms
 		}()
 		synctest.Wait() // the second consumer waits
-		if _, err := e.Send(ctx, "t", delayq.SendRequest{ID: "m1", Payload: []byte("x")}); err != nil {
+		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m1", Payload: []byte("x")}); err != nil {
 			t.Fatal(err) // ready at once: wakes the oldest waiter, the stalled one
 		}
 		close(release)
@@ -171,7 +171,7 @@ func TestWakeUpDuringAnAttemptIsNotLost(t *testing.T) {
 	})
 }
 
-func ids(ms []*delayq.Message) []string {
+func ids(ms []*domain.Message) []string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -208,7 +208,7 @@ func TestNoMessageStrandedByTargetedWakeUps(t *testing.T) {
 					if rng.IntN(4) == 0 { // some long-polls are abandoned mid-wait
 						time.AfterFunc(time.Duration(rng.IntN(300))*time.Millisecond, cancel)
 					}
-					ms, err := e.Lease(lctx, "t", delayq.LeaseRequest{Max: 1 + rng.IntN(2), Wait: delayq.MaxWait, Lease: time.Hour})
+					ms, err := e.Lease(lctx, "t", domain.LeaseRequest{Max: 1 + rng.IntN(2), Wait: domain.MaxWait, Lease: time.Hour})
 					cancel()
 					if err != nil && lctx.Err() == nil && ctx.Err() == nil {
 						t.Errorf("lease: %v", err)
@@ -226,7 +226,7 @@ func TestNoMessageStrandedByTargetedWakeUps(t *testing.T) {
 			time.Sleep(time.Duration(100+b*37%200) * time.Millisecond)
 			for i := range perBurst {
 				id := fmt.Sprintf("b%d-%d", b, i)
-				if _, err := e.Send(ctx, "t", delayq.SendRequest{ID: id, Payload: []byte("x"), When: delayq.When{Delay: 50 * time.Millisecond}}); err != nil {
+				if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: 50 * time.Millisecond}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // queueCollector turns Queue.Topics into gauges at scrape time, so the
@@ -54,7 +54,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(infos)))
 	now := c.now()
 	for _, t := range infos {
-		if t.Counts == (delayq.TopicCounts{}) {
+		if t.Counts == (domain.TopicCounts{}) {
 			// No messages: nothing to watch, and any produce token can
 			// make such topics by the thousand (then five series each).
 			continue

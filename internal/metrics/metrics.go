@@ -22,16 +22,17 @@ package metrics
 
 import (
 	"context"
-	"github.com/delayq/delayq/internal/buildinfo"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/delayq/delayq/internal/buildinfo"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // LatenessBuckets are the release-lateness histogram buckets, in seconds:
@@ -162,9 +163,9 @@ func (m *Metrics) RequestStarted() { m.httpInflight.Inc() }
 // RequestDone pairs with RequestStarted.
 func (m *Metrics) RequestDone() { m.httpInflight.Dec() }
 
-// TopicLister is the part of delayq.Queue the scrape-time collector reads.
+// TopicLister is the part of domain.Queue the scrape-time collector reads.
 type TopicLister interface {
-	Topics(ctx context.Context) ([]delayq.TopicInfo, error)
+	Topics(ctx context.Context) ([]domain.TopicInfo, error)
 }
 
 // WatchQueue registers a collector that reads q.Topics at every scrape for

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -84,17 +84,17 @@ func TestLatenessBuckets(t *testing.T) {
 }
 
 type fakeLister struct {
-	infos []delayq.TopicInfo
+	infos []domain.TopicInfo
 	err   error
 }
 
-func (f *fakeLister) Topics(context.Context) ([]delayq.TopicInfo, error) { return f.infos, f.err }
+func (f *fakeLister) Topics(context.Context) ([]domain.TopicInfo, error) { return f.infos, f.err }
 
 func TestQueueCollector(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
-	f := &fakeLister{infos: []delayq.TopicInfo{{
+	f := &fakeLister{infos: []domain.TopicInfo{{
 		Name:        "orders",
-		Counts:      delayq.TopicCounts{Scheduled: 5, Ready: 2, Inflight: 1, Dead: 3},
+		Counts:      domain.TopicCounts{Scheduled: 5, Ready: 2, Inflight: 1, Dead: 3},
 		NextDue:     now.Add(time.Minute),
 		OldestReady: now.Add(-4 * time.Second),
 	}}}
@@ -128,9 +128,9 @@ func TestQueueCollectorSkipsEmptyTopics(t *testing.T) {
 	const empty = 20000
 	f := &fakeLister{}
 	for i := range empty {
-		f.infos = append(f.infos, delayq.TopicInfo{Name: fmt.Sprintf("empty-%05d", i)})
+		f.infos = append(f.infos, domain.TopicInfo{Name: fmt.Sprintf("empty-%05d", i)})
 	}
-	f.infos = append(f.infos, delayq.TopicInfo{Name: "busy", Counts: delayq.TopicCounts{Dead: 1}})
+	f.infos = append(f.infos, domain.TopicInfo{Name: "busy", Counts: domain.TopicCounts{Dead: 1}})
 	m := New()
 	if err := m.WatchQueue(f, nil); err != nil {
 		t.Fatal(err)

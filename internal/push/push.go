@@ -30,7 +30,7 @@
 //	 "attempt":1,"max_attempts":25,"deliver_at":"…","created_at":"…"}
 //
 // The signature is sent when the topic's push settings have a secret;
-// receivers verify it with delayq.VerifyPushSignature (or any HMAC
+// receivers verify it with pushsig.Verify (or any HMAC
 // library), which also rejects timestamps outside a tolerance (replays).
 // Redirects are not followed (a 3xx is a failure).
 //
@@ -72,7 +72,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/pushsig"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -90,7 +91,7 @@ const (
 type Config struct {
 	// Queue is leased from, acked and nacked. Required. Its Topics must
 	// answer push secrets (the engines do; the HTTP client cannot).
-	Queue delayq.Queue
+	Queue domain.Queue
 	// Logger for failed pushes and background errors. Default slog.Default().
 	Logger *slog.Logger
 	// HTTPClient sends the pushes. Default: a client on a clone of
@@ -111,7 +112,7 @@ type Config struct {
 // Service runs the pushers of every topic with push settings.
 type Service struct {
 	cfg    Config
-	q      delayq.Queue
+	q      domain.Queue
 	log    *slog.Logger
 	hc     *http.Client
 	ownTr  *http.Transport // closed at Stop when we made it
@@ -150,7 +151,7 @@ func New(cfg Config) (*Service, error) {
 		s.cfg.Now = time.Now
 	}
 	s.cfg.Refresh = cmpOr(cfg.Refresh, DefaultRefresh)
-	s.cfg.Wait = min(cmpOr(cfg.Wait, DefaultWait), delayq.MaxWait)
+	s.cfg.Wait = min(cmpOr(cfg.Wait, DefaultWait), domain.MaxWait)
 	s.cfg.LeaseMargin = cmpOr(cfg.LeaseMargin, DefaultLeaseMargin)
 	return s, nil
 }
@@ -258,7 +259,7 @@ func (s *Service) sync(ctx context.Context) {
 		}
 		return // keep the pushers as they are
 	}
-	want := make(map[string]delayq.PushSettings)
+	want := make(map[string]domain.PushSettings)
 	for _, ti := range infos {
 		if p := ti.Settings.Push; p != nil && p.URL != "" {
 			c := *p
@@ -306,14 +307,14 @@ func isDone(c <-chan struct{}) bool {
 // WatchSettings returns q with SetTopicSettings calling Notify after it
 // succeeds, so push changes made through this server apply at once
 // (changes made through other servers apply within Refresh).
-func (s *Service) WatchSettings(q delayq.Queue) delayq.Queue { return &notifyingQueue{q, s} }
+func (s *Service) WatchSettings(q domain.Queue) domain.Queue { return &notifyingQueue{q, s} }
 
 type notifyingQueue struct {
-	delayq.Queue
+	domain.Queue
 	s *Service
 }
 
-func (n *notifyingQueue) SetTopicSettings(ctx context.Context, topic string, set delayq.TopicSettings) (*delayq.TopicSettings, error) {
+func (n *notifyingQueue) SetTopicSettings(ctx context.Context, topic string, set domain.TopicSettings) (*domain.TopicSettings, error) {
 	out, err := n.Queue.SetTopicSettings(ctx, topic, set)
 	if err == nil {
 		n.s.Notify()
@@ -325,7 +326,7 @@ func (n *notifyingQueue) SetTopicSettings(ctx context.Context, topic string, set
 type pusher struct {
 	s     *Service
 	topic string
-	cfg   delayq.PushSettings
+	cfg   domain.PushSettings
 
 	leaseCtx     context.Context // ends leasing
 	stopLeasing  context.CancelFunc
@@ -337,7 +338,7 @@ type pusher struct {
 
 // startPusher starts a topic's workers; they lease only after `after` is
 // closed (nil: at once). Called with s.mu held.
-func (s *Service) startPusher(topic string, cfg delayq.PushSettings, after <-chan struct{}) *pusher {
+func (s *Service) startPusher(topic string, cfg domain.PushSettings, after <-chan struct{}) *pusher {
 	p := &pusher{s: s, topic: topic, cfg: cfg, done: make(chan struct{})}
 	p.leaseCtx, p.stopLeasing = context.WithCancel(context.Background())
 	p.pushCtx, p.cancelPushes = context.WithCancel(context.Background())
@@ -365,7 +366,7 @@ func (p *pusher) work(after <-chan struct{}) {
 			return
 		}
 	}
-	req := delayq.LeaseRequest{Max: 1, Lease: p.cfg.Timeout + p.s.cfg.LeaseMargin, Wait: p.s.cfg.Wait}
+	req := domain.LeaseRequest{Max: 1, Lease: p.cfg.Timeout + p.s.cfg.LeaseMargin, Wait: p.s.cfg.Wait}
 	for p.leaseCtx.Err() == nil {
 		msgs, err := p.s.q.Lease(p.leaseCtx, p.topic, req)
 		if err != nil {
@@ -390,7 +391,7 @@ func (p *pusher) work(after <-chan struct{}) {
 const settleTimeout = 10 * time.Second
 
 // deliver pushes one leased message and acks or nacks it.
-func (p *pusher) deliver(m *delayq.Message) {
+func (p *pusher) deliver(m *domain.Message) {
 	reason, detail := p.push(m)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
@@ -401,7 +402,7 @@ func (p *pusher) deliver(m *delayq.Message) {
 		return
 	}
 	p.s.log.Debug("push failed", "topic", p.topic, "id", m.ID, "attempt", m.Attempt, "reason", reason, "detail", detail)
-	if _, err := p.s.q.Nack(ctx, p.topic, m.ID, m.Receipt, delayq.NackRequest{Reason: reason}); err != nil {
+	if _, err := p.s.q.Nack(ctx, p.topic, m.ID, m.Receipt, domain.NackRequest{Reason: reason}); err != nil {
 		p.s.log.Warn("push: nack", "topic", p.topic, "id", m.ID, "err", err)
 	}
 }
@@ -416,7 +417,7 @@ func (p *pusher) deliver(m *delayq.Message) {
 // non-HTTP banner would be read back through it. Only the status code
 // (with Go's fixed text for it) or a fixed description of the failure is
 // kept; the receiver's words go to the debug log for the operator.
-func (p *pusher) push(m *delayq.Message) (reason, detail string) {
+func (p *pusher) push(m *domain.Message) (reason, detail string) {
 	body := Body(m)
 	ctx, cancel := context.WithTimeout(p.pushCtx, p.cfg.Timeout)
 	defer cancel()
@@ -427,11 +428,11 @@ func (p *pusher) push(m *delayq.Message) (reason, detail string) {
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "delayq-push/1")
-	h.Set(delayq.PushHeaderMessageID, m.ID)
-	h.Set(delayq.PushHeaderAttempt, strconv.Itoa(m.Attempt))
-	h.Set(delayq.PushHeaderTopic, p.topic)
+	h.Set(pushsig.HeaderMessageID, m.ID)
+	h.Set(pushsig.HeaderAttempt, strconv.Itoa(m.Attempt))
+	h.Set(pushsig.HeaderTopic, p.topic)
 	if p.cfg.Secret != "" {
-		h.Set(delayq.PushHeaderSignature, delayq.SignPush(p.cfg.Secret, p.s.cfg.Now(), body))
+		h.Set(pushsig.HeaderSignature, pushsig.Sign(p.cfg.Secret, p.s.cfg.Now(), body))
 	}
 	resp, err := p.s.hc.Do(req)
 	if err != nil {
@@ -479,7 +480,7 @@ func transportReason(err error) string {
 }
 
 // Body is the JSON body pushed for m (wire.PushBody).
-func Body(m *delayq.Message) []byte {
+func Body(m *domain.Message) []byte {
 	b := wire.PushBody{
 		ID: m.ID, Topic: m.Topic, Headers: m.Headers, Attempt: m.Attempt, MaxAttempts: m.MaxAttempts,
 		DeliverAt: m.DeliverAt.UTC(), CreatedAt: m.CreatedAt.UTC(),

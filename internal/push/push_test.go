@@ -17,9 +17,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/push"
+	"github.com/delayq/delayq/internal/pushsig"
 	"github.com/delayq/delayq/internal/store/memstore"
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -60,9 +61,9 @@ func newReceiver(t *testing.T, respond func(g got) (int, time.Duration)) *receiv
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
-	g := got{id: req.Header.Get(delayq.PushHeaderMessageID), topicHdr: req.Header.Get(delayq.PushHeaderTopic)}
-	g.attempt, _ = strconv.Atoi(req.Header.Get(delayq.PushHeaderAttempt))
-	g.sigErr = delayq.VerifyPushSignature(secret, req.Header.Get(delayq.PushHeaderSignature), raw, time.Now(), time.Minute)
+	g := got{id: req.Header.Get(pushsig.HeaderMessageID), topicHdr: req.Header.Get(pushsig.HeaderTopic)}
+	g.attempt, _ = strconv.Atoi(req.Header.Get(pushsig.HeaderAttempt))
+	g.sigErr = pushsig.Verify(secret, req.Header.Get(pushsig.HeaderSignature), raw, time.Now(), time.Minute)
 	if err := json.Unmarshal(raw, &g.body); err != nil {
 		r.t.Errorf("push body %q: %v", raw, err)
 	}
@@ -98,7 +99,7 @@ func (r *receiver) count() int {
 type bundle struct {
 	e   *engine.Engine
 	s   *push.Service
-	q   delayq.Queue
+	q   domain.Queue
 	ctx context.Context
 }
 
@@ -131,11 +132,11 @@ func setupLog(t *testing.T, log *slog.Logger) *bundle {
 	return &bundle{e: e, s: s, q: s.WatchSettings(e), ctx: ctx}
 }
 
-func (b *bundle) configure(t *testing.T, topic string, p *delayq.PushSettings, maxAttempts int) {
+func (b *bundle) configure(t *testing.T, topic string, p *domain.PushSettings, maxAttempts int) {
 	t.Helper()
-	_, err := b.q.SetTopicSettings(b.ctx, topic, delayq.TopicSettings{
+	_, err := b.q.SetTopicSettings(b.ctx, topic, domain.TopicSettings{
 		MaxAttempts: maxAttempts, Push: p,
-		Backoff: delayq.Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, Multiplier: 2},
+		Backoff: domain.Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, Multiplier: 2},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +145,13 @@ func (b *bundle) configure(t *testing.T, topic string, p *delayq.PushSettings, m
 
 func (b *bundle) send(t *testing.T, topic, id, payload string) {
 	t.Helper()
-	if _, err := b.e.Send(b.ctx, topic, delayq.SendRequest{ID: id, Payload: []byte(payload), Headers: map[string]string{"k": "v"}}); err != nil {
+	if _, err := b.e.Send(b.ctx, topic, domain.SendRequest{ID: id, Payload: []byte(payload), Headers: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // waitState polls the message's state (bounded).
-func (b *bundle) waitState(t *testing.T, topic, id string, want delayq.State) *delayq.Message {
+func (b *bundle) waitState(t *testing.T, topic, id string, want domain.State) *domain.Message {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -175,9 +176,9 @@ func TestPushRetriesWithBackoffThenAck(t *testing.T) {
 		return http.StatusNoContent, 0
 	})
 	b := setup(t)
-	b.configure(t, "hooks", &delayq.PushSettings{URL: r.srv.URL + "/in", Timeout: time.Second, Secret: secret}, 5)
+	b.configure(t, "hooks", &domain.PushSettings{URL: r.srv.URL + "/in", Timeout: time.Second, Secret: secret}, 5)
 	b.send(t, "hooks", "m1", `{"order":42}`)
-	m := b.waitState(t, "hooks", "m1", delayq.StateAcked)
+	m := b.waitState(t, "hooks", "m1", domain.StateAcked)
 	if m.Attempt != 3 || m.Failures != 2 || !strings.Contains(m.LastError, "HTTP 500") {
 		t.Fatalf("acked message: attempt %d failures %d last error %q", m.Attempt, m.Failures, m.LastError)
 	}
@@ -205,13 +206,13 @@ func TestPushRetriesWithBackoffThenAck(t *testing.T) {
 func TestPushTimeoutEndsDead(t *testing.T) {
 	r := newReceiver(t, func(got) (int, time.Duration) { return http.StatusOK, 5 * time.Second })
 	b := setup(t)
-	b.configure(t, "slow", &delayq.PushSettings{URL: r.srv.URL, Timeout: 100 * time.Millisecond}, 3)
+	b.configure(t, "slow", &domain.PushSettings{URL: r.srv.URL, Timeout: 100 * time.Millisecond}, 3)
 	b.send(t, "slow", "m1", "x")
-	m := b.waitState(t, "slow", "m1", delayq.StateDead)
+	m := b.waitState(t, "slow", "m1", domain.StateDead)
 	if m.Failures != 3 || !strings.Contains(m.LastError, "timeout after 100ms") {
 		t.Fatalf("dead message: failures %d last error %q", m.Failures, m.LastError)
 	}
-	page, err := b.e.DeadList(b.ctx, "slow", delayq.DeadListRequest{})
+	page, err := b.e.DeadList(b.ctx, "slow", domain.DeadListRequest{})
 	if err != nil || len(page.Messages) != 1 {
 		t.Fatalf("dead list: %v %v", page, err)
 	}
@@ -232,9 +233,9 @@ func TestPushConnectionErrorNacks(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	b := setup(t)
-	b.configure(t, "gone", &delayq.PushSettings{URL: "http://" + addr + "/x", Timeout: time.Second}, 2)
+	b.configure(t, "gone", &domain.PushSettings{URL: "http://" + addr + "/x", Timeout: time.Second}, 2)
 	b.send(t, "gone", "m1", "x")
-	m := b.waitState(t, "gone", "m1", delayq.StateDead)
+	m := b.waitState(t, "gone", "m1", domain.StateDead)
 	if !strings.Contains(m.LastError, "connection refused") {
 		t.Fatalf("last error %q", m.LastError)
 	}
@@ -249,9 +250,9 @@ func TestPushConcurrencyBound(t *testing.T) {
 	for i := range 30 {
 		b.send(t, "many", "m"+strconv.Itoa(i), "x")
 	}
-	b.configure(t, "many", &delayq.PushSettings{URL: r.srv.URL, Timeout: time.Second, Concurrency: 3}, 3)
+	b.configure(t, "many", &domain.PushSettings{URL: r.srv.URL, Timeout: time.Second, Concurrency: 3}, 3)
 	for i := range 30 {
-		b.waitState(t, "many", "m"+strconv.Itoa(i), delayq.StateAcked)
+		b.waitState(t, "many", "m"+strconv.Itoa(i), domain.StateAcked)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -273,12 +274,12 @@ func TestPushSettingsChanges(t *testing.T) {
 	if n := r.count(); n != 0 {
 		t.Fatalf("%d pushes before a push target was set", n)
 	}
-	b.configure(t, "later", &delayq.PushSettings{URL: r.srv.URL, Secret: secret}, 3)
-	b.waitState(t, "later", "before", delayq.StateAcked)
+	b.configure(t, "later", &domain.PushSettings{URL: r.srv.URL, Secret: secret}, 3)
+	b.waitState(t, "later", "before", domain.StateAcked)
 	// A PUT without a secret keeps it (write-only secrets).
-	b.configure(t, "later", &delayq.PushSettings{URL: r.srv.URL, Concurrency: 2}, 3)
+	b.configure(t, "later", &domain.PushSettings{URL: r.srv.URL, Concurrency: 2}, 3)
 	b.send(t, "later", "kept", "x")
-	b.waitState(t, "later", "kept", delayq.StateAcked)
+	b.waitState(t, "later", "kept", domain.StateAcked)
 	if g := (<-r.notify); g.sigErr != nil {
 		t.Fatalf("first push: %v", g.sigErr)
 	}
@@ -289,7 +290,7 @@ func TestPushSettingsChanges(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the old pusher's long-polls end
 	b.send(t, "later", "after", "x")
 	time.Sleep(500 * time.Millisecond)
-	if m, _ := b.e.Get(b.ctx, "later", "after"); m.State != delayq.StateReady {
+	if m, _ := b.e.Get(b.ctx, "later", "after"); m.State != domain.StateReady {
 		t.Fatalf("after removing push: state %s", m.State)
 	}
 }
@@ -306,10 +307,10 @@ func TestStopNacksPushesThatOutliveIt(t *testing.T) {
 	defer e.Close(ctx)
 	s, _ := push.New(push.Config{Queue: e, Refresh: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.Start()
-	if _, err := s.WatchSettings(e).SetTopicSettings(ctx, "t", delayq.TopicSettings{Push: &delayq.PushSettings{URL: r.srv.URL, Timeout: 30 * time.Second}}); err != nil {
+	if _, err := s.WatchSettings(e).SetTopicSettings(ctx, "t", domain.TopicSettings{Push: &domain.PushSettings{URL: r.srv.URL, Timeout: 30 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Send(ctx, "t", delayq.SendRequest{ID: "m", Payload: []byte("x")}); err != nil {
+	if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m", Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	for r.count() == 0 {
@@ -321,7 +322,7 @@ func TestStopNacksPushesThatOutliveIt(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	m, err := e.Get(ctx, "t", "m")
-	if err != nil || m.State == delayq.StateInflight || !strings.Contains(m.LastError, "shutting down") {
+	if err != nil || m.State == domain.StateInflight || !strings.Contains(m.LastError, "shutting down") {
 		t.Fatalf("after stop: %+v %v", m, err)
 	}
 	if err := s.Stop(ctx); err != nil {
@@ -332,19 +333,19 @@ func TestStopNacksPushesThatOutliveIt(t *testing.T) {
 func TestVerifyPushSignature(t *testing.T) {
 	body := []byte(`{"id":"m1"}`)
 	now := time.Unix(1_767_225_600, 0)
-	h := delayq.SignPush(secret, now, body)
-	if err := delayq.VerifyPushSignature(secret, h, body, now.Add(30*time.Second), time.Minute); err != nil {
+	h := pushsig.Sign(secret, now, body)
+	if err := pushsig.Verify(secret, h, body, now.Add(30*time.Second), time.Minute); err != nil {
 		t.Fatalf("valid signature: %v", err)
 	}
 	cases := map[string]error{
-		"tampered body": delayq.VerifyPushSignature(secret, h, []byte(`{"id":"m2"}`), now, time.Minute),
-		"wrong secret":  delayq.VerifyPushSignature("other", h, body, now, time.Minute),
-		"replayed":      delayq.VerifyPushSignature(secret, h, body, now.Add(2*time.Minute), time.Minute),
-		"no header":     delayq.VerifyPushSignature(secret, "", body, now, time.Minute),
-		"no v1":         delayq.VerifyPushSignature(secret, "t=1767225600", body, now, time.Minute),
+		"tampered body": pushsig.Verify(secret, h, []byte(`{"id":"m2"}`), now, time.Minute),
+		"wrong secret":  pushsig.Verify("other", h, body, now, time.Minute),
+		"replayed":      pushsig.Verify(secret, h, body, now.Add(2*time.Minute), time.Minute),
+		"no header":     pushsig.Verify(secret, "", body, now, time.Minute),
+		"no v1":         pushsig.Verify(secret, "t=1767225600", body, now, time.Minute),
 	}
 	for name, err := range cases {
-		if !errors.Is(err, delayq.ErrBadSignature) {
+		if !errors.Is(err, pushsig.ErrBadSignature) {
 			t.Errorf("%s: %v, want ErrBadSignature", name, err)
 		}
 	}
@@ -419,9 +420,9 @@ func TestPushAnswersNotReflected(t *testing.T) {
 		{"banner", "SSH-2.0-internal-secret-banner\r\n", "push: request failed"},
 	} {
 		url := rawReceiver(t, tc.answer)
-		b.configure(t, tc.topic, &delayq.PushSettings{URL: url, Timeout: time.Second}, 1)
+		b.configure(t, tc.topic, &domain.PushSettings{URL: url, Timeout: time.Second}, 1)
 		b.send(t, tc.topic, "m1", "x")
-		m := b.waitState(t, tc.topic, "m1", delayq.StateDead)
+		m := b.waitState(t, tc.topic, "m1", domain.StateDead)
 		if !strings.HasPrefix(m.LastError, tc.want) || strings.Contains(m.LastError, "internal-secret") {
 			t.Errorf("%s: last error %q, want %q… without the receiver's words", tc.topic, m.LastError, tc.want)
 		}

@@ -1,5 +1,5 @@
 // Package wire holds the JSON shapes of HTTP API v1 and its error codes,
-// shared by the server (internal/server) and the Go client (package delayq).
+// shared by the server (internal/httpapi) and the Go client (package delayq).
 // It imports only the standard library and the root package's plain types.
 package wire
 

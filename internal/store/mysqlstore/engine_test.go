@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
@@ -45,10 +45,10 @@ func TestTwoEngines(t *testing.T) {
 	for round := range 3 {
 		id := "j" + string(rune('0'+round))
 		sent := time.Now()
-		if _, err := es[0].Send(ctx, "jobs", delayq.SendRequest{ID: id, Payload: []byte("hi"), When: delayq.When{Delay: delay}}); err != nil {
+		if _, err := es[0].Send(ctx, "jobs", domain.SendRequest{ID: id, Payload: []byte("hi"), When: domain.When{Delay: delay}}); err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := es[1].Lease(ctx, "jobs", delayq.LeaseRequest{Max: 1, Wait: 8 * time.Second})
+		msgs, err := es[1].Lease(ctx, "jobs", domain.LeaseRequest{Max: 1, Wait: 8 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,9 +79,9 @@ func TestSharedLeases(t *testing.T) {
 	srv := mysqltest.Shared(t)
 	es, _ := engines(t, srv, 3)
 	const n = 300
-	reqs := make([]delayq.SendRequest, n)
+	reqs := make([]domain.SendRequest, n)
 	for i := range reqs {
-		reqs[i] = delayq.SendRequest{Payload: []byte("x")}
+		reqs[i] = domain.SendRequest{Payload: []byte("x")}
 	}
 	if _, err := es[0].SendBatch(ctx, "work", reqs); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestSharedLeases(t *testing.T) {
 		wg.Go(func() {
 			e := es[i%3]
 			for {
-				ms, err := e.Lease(ctx, "work", delayq.LeaseRequest{Max: 7, Wait: 500 * time.Millisecond, Lease: time.Minute})
+				ms, err := e.Lease(ctx, "work", domain.LeaseRequest{Max: 7, Wait: 500 * time.Millisecond, Lease: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
@@ -38,13 +38,13 @@ func TestSendTxAtCommit(t *testing.T) {
 	srv := pgtest.Shared(t)
 	es, schema := engines(t, srv, 1)
 	type leased struct {
-		msgs []*delayq.Message
+		msgs []*domain.Message
 		at   time.Time
 		err  error
 	}
 	got := make(chan leased, 1)
 	go func() {
-		ms, err := es[0].Lease(ctx, "orders", delayq.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+		ms, err := es[0].Lease(ctx, "orders", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
 		got <- leased{ms, time.Now(), err}
 	}()
 	conn := appConn(t, srv.URL())
@@ -68,7 +68,7 @@ func TestSendTxAtCommit(t *testing.T) {
 		t.Fatalf("delivered before commit: %+v %v", l.msgs, l.err)
 	default:
 	}
-	if _, err := es[0].Get(ctx, "orders", "o-1"); !errors.Is(err, delayq.ErrNotFound) {
+	if _, err := es[0].Get(ctx, "orders", "o-1"); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("Get before commit: %v, want not found", err)
 	}
 	committed := time.Now()

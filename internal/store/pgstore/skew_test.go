@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -59,7 +59,7 @@ func TestSkewedServers(t *testing.T) {
 
 	const delay = time.Second
 	before := dbNow(t, probe)
-	m, err := slow.Send(ctx, "skew", delayq.SendRequest{ID: "a", Payload: []byte("x"), When: delayq.When{Delay: delay}})
+	m, err := slow.Send(ctx, "skew", domain.SendRequest{ID: "a", Payload: []byte("x"), When: domain.When{Delay: delay}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +68,12 @@ func TestSkewedServers(t *testing.T) {
 		t.Fatalf("sent through a server 2 s slow: due %v, want delay after the database's now (%v … %v)", m.DeliverAt, before.Add(delay), after.Add(delay))
 	}
 	for _, e := range []*engine.Engine{slow, fast} {
-		got, err := e.Lease(ctx, "skew", delayq.LeaseRequest{Max: 1})
+		got, err := e.Lease(ctx, "skew", domain.LeaseRequest{Max: 1})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("lease before due: %v %v", got, err)
 		}
 	}
-	got, err := fast.Lease(ctx, "skew", delayq.LeaseRequest{Max: 1, Lease: 5 * time.Second, Wait: 5 * time.Second})
+	got, err := fast.Lease(ctx, "skew", domain.LeaseRequest{Max: 1, Lease: 5 * time.Second, Wait: 5 * time.Second})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("lease when due: %v %v", got, err)
 	}
@@ -87,14 +87,14 @@ func TestSkewedServers(t *testing.T) {
 	if until := got[0].LeaseExpiresAt; until.After(leasedAt.Add(5*time.Second)) || until.Before(leasedAt.Add(4*time.Second)) {
 		t.Fatalf("lease through a server 2 s fast ends %v, want ~5 s after the database's now %v", until, leasedAt)
 	}
-	n, err := fast.Nack(ctx, "skew", "a", got[0].Receipt, delayq.NackRequest{Delay: time.Second, HasDelay: true})
+	n, err := fast.Nack(ctx, "skew", "a", got[0].Receipt, domain.NackRequest{Delay: time.Second, HasDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := n.DeliverAt.Sub(dbNow(t, probe)); d > time.Second || d < 500*time.Millisecond {
 		t.Fatalf("retry through a server 2 s fast is due in %v by the database's clock, want ~1 s", d)
 	}
-	again, err := slow.Lease(ctx, "skew", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	again, err := slow.Lease(ctx, "skew", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
 	if err != nil || len(again) != 1 {
 		t.Fatalf("lease of the retry on the slow server: %v %v", again, err)
 	}

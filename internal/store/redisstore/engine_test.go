@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/redisstore"
 )
@@ -39,10 +39,10 @@ func TestTwoEngines(t *testing.T) {
 	}
 	const delay = 300 * time.Millisecond
 	sent := time.Now()
-	if _, err := engines[0].Send(ctx, "jobs", delayq.SendRequest{ID: "j1", Payload: []byte("hi"), When: delayq.When{Delay: delay}}); err != nil {
+	if _, err := engines[0].Send(ctx, "jobs", domain.SendRequest{ID: "j1", Payload: []byte("hi"), When: domain.When{Delay: delay}}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := engines[1].Lease(ctx, "jobs", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	msgs, err := engines[1].Lease(ctx, "jobs", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 		engines = append(engines, e)
 	}
 	const perSecond, burst, window = 100, 100, 5 * time.Second
-	if _, err := engines[0].SetTopicSettings(ctx, "rl", delayq.TopicSettings{RateLimit: &delayq.RateLimit{PerSecond: perSecond, Burst: burst}}); err != nil {
+	if _, err := engines[0].SetTopicSettings(ctx, "rl", domain.TopicSettings{RateLimit: &domain.RateLimit{PerSecond: perSecond, Burst: burst}}); err != nil {
 		t.Fatal(err)
 	}
-	reqs := make([]delayq.SendRequest, 1000)
+	reqs := make([]domain.SendRequest, 1000)
 	for b := range 3 {
 		for i := range reqs {
-			reqs[i] = delayq.SendRequest{ID: fmt.Sprintf("m%d-%d", b, i), Payload: []byte("x")}
+			reqs[i] = domain.SendRequest{ID: fmt.Sprintf("m%d-%d", b, i), Payload: []byte("x")}
 		}
 		if _, err := engines[0].SendBatch(ctx, "rl", reqs); err != nil {
 			t.Fatal(err)
@@ -118,7 +118,7 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 				if left <= 0 {
 					return
 				}
-				ms, err := e.Lease(ctx, "rl", delayq.LeaseRequest{Max: 200, Wait: left, Lease: time.Minute})
+				ms, err := e.Lease(ctx, "rl", domain.LeaseRequest{Max: 200, Wait: left, Lease: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return
@@ -171,19 +171,19 @@ func TestScheduleAcrossEngines(t *testing.T) {
 		})
 		engines = append(engines, e)
 	}
-	sc, err := engines[0].ScheduleSet(ctx, delayq.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")})
+	sc, err := engines[0].ScheduleSet(ctx, domain.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The second engine learns of the schedule from its sweep (10 s) or
 	// not at all within this test; make it arm now, as a restart would.
-	if _, err := engines[1].ScheduleSet(ctx, delayq.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")}); err != nil {
+	if _, err := engines[1].ScheduleSet(ctx, domain.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3500 * time.Millisecond)
 	seen := map[string]bool{}
 	for {
-		ms, err := engines[1].Lease(ctx, "ticks", delayq.LeaseRequest{Max: 100})
+		ms, err := engines[1].Lease(ctx, "ticks", domain.LeaseRequest{Max: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
@@ -78,7 +78,7 @@ func TestSkewedServerDueTimesFromRedis(t *testing.T) {
 
 	const delay = time.Second
 	before := redisNow(t, srv)
-	m, err := slow.Send(ctx, "skew", delayq.SendRequest{ID: "a", Payload: []byte("x"), When: delayq.When{Delay: delay}})
+	m, err := slow.Send(ctx, "skew", domain.SendRequest{ID: "a", Payload: []byte("x"), When: domain.When{Delay: delay}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +88,12 @@ func TestSkewedServerDueTimesFromRedis(t *testing.T) {
 	}
 	// Nothing is handed out before it is due by Redis's clock, by either.
 	for _, e := range []*engine.Engine{slow, fast} {
-		got, err := e.Lease(ctx, "skew", delayq.LeaseRequest{Max: 1})
+		got, err := e.Lease(ctx, "skew", domain.LeaseRequest{Max: 1})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("lease before due: %v %v", got, err)
 		}
 	}
-	got, err := fast.Lease(ctx, "skew", delayq.LeaseRequest{Max: 1, Lease: 5 * time.Second, Wait: 5 * time.Second})
+	got, err := fast.Lease(ctx, "skew", domain.LeaseRequest{Max: 1, Lease: 5 * time.Second, Wait: 5 * time.Second})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("lease when due: %v %v", got, err)
 	}
@@ -104,7 +104,7 @@ func TestSkewedServerDueTimesFromRedis(t *testing.T) {
 	if until := got[0].LeaseExpiresAt; until.After(leasedAt.Add(5*time.Second)) || until.Before(leasedAt.Add(5*time.Second-time.Second)) {
 		t.Fatalf("lease through a server 2 s fast ends %v, want ~5 s after Redis's now %v", until, leasedAt)
 	}
-	n, err := fast.Nack(ctx, "skew", "a", got[0].Receipt, delayq.NackRequest{Delay: time.Second, HasDelay: true})
+	n, err := fast.Nack(ctx, "skew", "a", got[0].Receipt, domain.NackRequest{Delay: time.Second, HasDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +127,11 @@ func TestSkewedServerWakesLongPolls(t *testing.T) {
 		sender, _ := skewedEngine(t, srv.URL(), prefix, -skew)
 		topic := "wake" + skew.String()
 		const delay = 300 * time.Millisecond
-		m, err := sender.Send(ctx, topic, delayq.SendRequest{Payload: []byte("x"), When: delayq.When{Delay: delay}})
+		m, err := sender.Send(ctx, topic, domain.SendRequest{Payload: []byte("x"), When: domain.When{Delay: delay}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := waiter.Lease(ctx, topic, delayq.LeaseRequest{Max: 1, Wait: 10 * time.Second})
+		got, err := waiter.Lease(ctx, topic, domain.LeaseRequest{Max: 1, Wait: 10 * time.Second})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("skew %v: lease %v %v", skew, got, err)
 		}
@@ -155,17 +155,17 @@ func TestFastServerExpirySweepDoesNotSpin(t *testing.T) {
 	t.Parallel()
 	srv := standalone(t)
 	e, cs := skewedEngine(t, srv.URL(), uniquePrefix(), 300*time.Millisecond)
-	if _, err := e.Send(ctx, "exp", delayq.SendRequest{ID: "a", Payload: []byte("x")}); err != nil {
+	if _, err := e.Send(ctx, "exp", domain.SendRequest{ID: "a", Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.Lease(ctx, "exp", delayq.LeaseRequest{Max: 1, Lease: 200 * time.Millisecond, Wait: time.Second})
+	got, err := e.Lease(ctx, "exp", domain.LeaseRequest{Max: 1, Lease: 200 * time.Millisecond, Wait: time.Second})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("lease: %v %v", got, err)
 	}
 	start := cs.expires.Load()
 	// The lease ends 200 ms from now by Redis's clock; the expiry makes
 	// the message ready again, and the second lease proves it happened.
-	again, err := e.Lease(ctx, "exp", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	again, err := e.Lease(ctx, "exp", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
 	if err != nil || len(again) != 1 || again[0].Failures != 1 {
 		t.Fatalf("lease after expiry: %+v %v", again, err)
 	}

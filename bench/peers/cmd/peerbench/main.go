@@ -15,7 +15,7 @@ import (
 
 	"github.com/delayq/delayq/bench/peers"
 	"github.com/delayq/delayq/internal/bench"
-	"github.com/delayq/delayq/internal/bench/dqtarget"
+	"github.com/delayq/delayq/bench/dqtarget"
 )
 
 func main() {

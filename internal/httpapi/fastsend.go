@@ -1,0 +1,169 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// The send endpoints' fast paths. Sends are the API's hot path, so their
+// bodies skip the reflective decoder when they are plain: each function
+// here returns false on anything unusual (an unknown key, a wrong type,
+// an escaped string, a bad value), and the caller then runs the generic
+// decoder on the same bytes, which decides and words the error exactly
+// as before. They only ever see prescanned bodies. Tests compare both
+// decoders on random input (scan_test.go).
+
+// batchItems returns the items of a prescanned {"messages":[…]} body, as
+// sub-slices of body (the generic decoder copies each into a RawMessage).
+func batchItems(body []byte) ([][]byte, bool) {
+	members, err := splitObject(body)
+	if err != nil || len(members) != 1 || members[0].key != "messages" {
+		return nil, false
+	}
+	v := members[0].val
+	if len(v) == 0 || v[0] != '[' {
+		return nil, false
+	}
+	items, err := splitArray(v)
+	return items, err == nil
+}
+
+// decodeSendFast decodes one prescanned send object into in, which must
+// be zero. On false, in is partly filled: reset it before decoding again.
+func decodeSendFast(raw []byte, in *wire.SendRequest) bool {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
+	i = skipWS(raw, i+1)
+	if raw[i] == '}' {
+		return true
+	}
+	for {
+		end := skipString(raw, i)
+		key := raw[i+1 : end-1]
+		i = skipWS(raw, end)
+		i = skipWS(raw, i+1) // ':'
+		vend := skipValue(raw, i)
+		if !decodeSendField(key, raw[i:vend], in) {
+			return false
+		}
+		i = skipWS(raw, vend)
+		if raw[i] == '}' {
+			return true
+		}
+		i = skipWS(raw, i+1) // ','
+	}
+}
+
+// decodeSendField sets one member, as the generic decoder would: null
+// leaves the field unset, strings without escapes need no decoder, and
+// other leaves go through the same parsers encoding/json uses.
+func decodeSendField(key, v []byte, in *wire.SendRequest) bool {
+	if string(v) == "null" {
+		switch string(key) {
+		case "id", "payload", "payload_base64", "headers", "delay", "delay_ms", "deliver_at", "max_attempts":
+			return true
+		}
+		return false
+	}
+	switch string(key) {
+	case "id":
+		s, ok := plainString(v)
+		in.ID = &s
+		return ok
+	case "payload":
+		s, ok := plainString(v)
+		in.Payload = &s
+		return ok
+	case "payload_base64":
+		s, ok := plainString(v)
+		in.PayloadBase64 = &s
+		return ok
+	case "headers":
+		return json.Unmarshal(v, &in.Headers) == nil
+	case "delay":
+		s, ok := plainString(v)
+		if !ok {
+			return false
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return false
+		}
+		wd := wire.Duration(d)
+		in.Delay = &wd
+		return true
+	case "delay_ms":
+		// ParseInt takes what encoding/json's int decoding takes from a
+		// prescanned number: an integer in range, no fraction, no exponent.
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return false
+		}
+		in.DelayMS = &n
+		return true
+	case "deliver_at":
+		var t time.Time
+		if t.UnmarshalJSON(v) != nil {
+			return false
+		}
+		in.DeliverAt = &t
+		return true
+	case "max_attempts":
+		n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
+		if err != nil {
+			return false
+		}
+		m := int(n)
+		in.MaxAttempts = &m
+		return true
+	}
+	return false
+}
+
+// decodeSend decodes a single send's body or a batch item (under path).
+func decodeSend(raw []byte, in *wire.SendRequest, path string) error {
+	if decodeSendFast(raw, in) {
+		return nil
+	}
+	*in = wire.SendRequest{}
+	return decodeValueAt(raw, in, path)
+}
+
+// writeSendBatch writes a batch answer with the hand-written encoder,
+// as writeJSON would write it (same bytes, same headers). False: the
+// encoder refused (a time JSON can't carry), and nothing was written.
+func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
+	bp := answerBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledAnswer {
+			answerBufs.Put(bp)
+		}
+	}()
+	b, ok := wire.AppendSendBatchResponse((*bp)[:0], out)
+	if !ok {
+		return false
+	}
+	b = append(b, '\n')
+	*bp = b
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b) // copies or sends b before returning: the buffer can be reused
+	return true
+}
+
+// answerBufs holds batch answer buffers (~20 KB for 100 messages), so
+// each answer is not a fresh allocation for the GC to clear and collect.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+// maxPooledAnswer keeps the odd huge answer (1000 duplicates with large
+// payloads) out of the pool.
+const maxPooledAnswer = 1 << 20

@@ -1,0 +1,406 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// maxReasonBytes bounds a nack reason (it becomes the message's last_error).
+const maxReasonBytes = 4 << 10
+
+// maxCursorBytes bounds a dead-letter page cursor.
+const maxCursorBytes = 1 << 10
+
+// empty is the body of endpoints that take none: {} or nothing at all.
+type empty struct{}
+
+func (s *Server) send(c *call) (int, any, error) {
+	var in wire.SendRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	req, err := s.sendRequest(&in, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := s.cfg.Queue.Send(c.r.Context(), c.topic, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	if m.Duplicate {
+		return http.StatusOK, toSendWire(m), nil
+	}
+	return http.StatusCreated, toSendWire(m), nil
+}
+
+// sendBatch converts every item first: one malformed item rejects the
+// whole batch with 400 naming it (messages[i].field), so nothing is
+// stored. Engine-level outcomes (duplicates, per-item limits) come back
+// per item in a 200.
+func (s *Server) sendBatch(c *call) (int, any, error) {
+	var in wire.SendBatchRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	if len(in.Messages) == 0 || len(in.Messages) > domain.MaxBatch {
+		return 0, nil, domain.Invalid("messages", "must have 1 to %d items, got %d", domain.MaxBatch, len(in.Messages))
+	}
+	reqs := make([]domain.SendRequest, len(in.Messages))
+	for i, raw := range in.Messages {
+		prefix := "messages[" + strconv.Itoa(i) + "]"
+		var item wire.SendRequest
+		if err := decodeSend(raw, &item, prefix); err != nil {
+			return 0, nil, err
+		}
+		req, err := s.sendRequest(&item, prefix+".")
+		if err != nil {
+			return 0, nil, err
+		}
+		reqs[i] = req
+	}
+	res, err := s.cfg.Queue.SendBatch(c.r.Context(), c.topic, reqs)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := wire.SendBatchResponse{Results: make([]wire.BatchResult, len(res))}
+	for i, r := range res {
+		if r.Err != nil {
+			_, eb := toHTTP(r.Err)
+			out.Results[i].Error = &eb
+			continue
+		}
+		out.Results[i].Message = toSendWire(r.Message)
+	}
+	if writeSendBatch(c.w, &out) {
+		return 0, nil, nil
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) get(c *call) (int, any, error) {
+	m, err := s.cfg.Queue.Get(c.r.Context(), c.topic, c.id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWire(m), nil
+}
+
+func (s *Server) cancel(c *call) (int, any, error) {
+	m, err := s.cfg.Queue.Cancel(c.r.Context(), c.topic, c.id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.CancelResponse{Cancelled: true, PriorState: string(m.State), Message: toWire(m)}, nil
+}
+
+func (s *Server) reschedule(c *call) (int, any, error) {
+	var in wire.RescheduleRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	if in.Delay == nil && in.DelayMS == nil && in.DeliverAt == nil {
+		return 0, nil, domain.Invalid("delay", "give one of delay, delay_ms and deliver_at")
+	}
+	when, err := s.when(in.Delay, in.DelayMS, in.DeliverAt, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := s.cfg.Queue.Reschedule(c.r.Context(), c.topic, c.id, when)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWire(m), nil
+}
+
+// lease long-polls up to wait. The wait ends early when the client goes
+// away (the request context) or the server starts draining; both answer
+// an empty list, never an error, so a draining server lets consumers move
+// on at once.
+func (s *Server) lease(c *call) (int, any, error) {
+	var in wire.LeaseRequest
+	if err := decodeStrict(c.body, &in, true); err != nil {
+		return 0, nil, err
+	}
+	req := domain.LeaseRequest{Max: 1}
+	if in.Max != nil {
+		if *in.Max < 1 || *in.Max > domain.MaxBatch {
+			return 0, nil, domain.Invalid("max", "must be between 1 and %d, got %d", domain.MaxBatch, *in.Max)
+		}
+		req.Max = *in.Max
+	}
+	if in.Lease != nil {
+		if *in.Lease <= 0 {
+			return 0, nil, domain.Invalid("lease", "must be positive (omit it for the topic's default)")
+		}
+		req.Lease = time.Duration(*in.Lease)
+	}
+	if in.Wait != nil {
+		if *in.Wait < 0 || time.Duration(*in.Wait) > domain.MaxWait {
+			return 0, nil, domain.Invalid("wait", "must be between 0s and %s, got %s", domain.MaxWait, time.Duration(*in.Wait))
+		}
+		req.Wait = time.Duration(*in.Wait)
+	}
+	ctx, cancel := context.WithCancel(c.r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.drainCtx, cancel)
+	defer stop()
+	msgs, err := s.cfg.Queue.Lease(ctx, c.topic, req)
+	if err != nil {
+		if ctx.Err() == nil && !(s.Draining() && errors.Is(err, domain.ErrUnavailable)) {
+			return 0, nil, err
+		}
+		msgs = nil // client gone or draining: nothing was handed out
+	}
+	return http.StatusOK, wire.MessagesResponse{Messages: toWireList(msgs)}, nil
+}
+
+func (s *Server) ack(c *call) (int, any, error) {
+	var in wire.AckRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	if in.Receipt == "" {
+		return 0, nil, domain.Invalid("receipt", "is required")
+	}
+	if err := s.cfg.Queue.Ack(c.r.Context(), c.topic, c.id, in.Receipt); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.AckResult{ID: c.id, OK: true}, nil
+}
+
+func (s *Server) ackBatch(c *call) (int, any, error) {
+	var in wire.AckBatchRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	if len(in.Acks) == 0 || len(in.Acks) > domain.MaxBatch {
+		return 0, nil, domain.Invalid("acks", "must have 1 to %d items, got %d", domain.MaxBatch, len(in.Acks))
+	}
+	reqs := make([]domain.AckRequest, len(in.Acks))
+	for i, a := range in.Acks {
+		if err := domain.ValidateID(a.ID); err != nil {
+			return 0, nil, prefixed("acks["+strconv.Itoa(i)+"].", err)
+		}
+		if a.Receipt == "" {
+			return 0, nil, domain.Invalid("acks["+strconv.Itoa(i)+"].receipt", "is required")
+		}
+		reqs[i] = domain.AckRequest{ID: a.ID, Receipt: a.Receipt}
+	}
+	errs, err := s.cfg.Queue.AckBatch(c.r.Context(), c.topic, reqs)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := wire.AckBatchResponse{Results: make([]wire.AckResult, len(reqs))}
+	for i, a := range reqs {
+		out.Results[i] = wire.AckResult{ID: a.ID, OK: i < len(errs) && errs[i] == nil}
+		if i < len(errs) && errs[i] != nil {
+			_, eb := toHTTP(errs[i])
+			out.Results[i].Error = &eb
+		}
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) nack(c *call) (int, any, error) {
+	var in wire.NackRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	if in.Receipt == "" {
+		return 0, nil, domain.Invalid("receipt", "is required")
+	}
+	if len(in.Reason) > maxReasonBytes {
+		return 0, nil, domain.Invalid("reason", "is %d bytes, the limit is %d", len(in.Reason), maxReasonBytes)
+	}
+	req := domain.NackRequest{Reason: in.Reason}
+	if in.Delay != nil {
+		w, err := s.checkDelay(time.Duration(*in.Delay), "delay")
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Delay, req.HasDelay = w.Delay, true
+	}
+	m, err := s.cfg.Queue.Nack(c.r.Context(), c.topic, c.id, in.Receipt, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWire(m), nil
+}
+
+func (s *Server) extend(c *call) (int, any, error) {
+	var in wire.ExtendRequest
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case in.Receipt == "":
+		return 0, nil, domain.Invalid("receipt", "is required")
+	case in.Lease == nil:
+		return 0, nil, domain.Invalid("lease", "is required, e.g. \"30s\"")
+	case *in.Lease <= 0:
+		return 0, nil, domain.Invalid("lease", "must be positive")
+	}
+	m, err := s.cfg.Queue.Extend(c.r.Context(), c.topic, c.id, in.Receipt, time.Duration(*in.Lease))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWire(m), nil
+}
+
+// topics lists the topics the caller may read (all of them with auth off).
+func (s *Server) topics(c *call) (int, any, error) {
+	infos, err := s.cfg.Queue.Topics(c.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	now := s.cfg.Now()
+	out := wire.TopicsResponse{Topics: []wire.Topic{}}
+	for i := range infos {
+		if c.allowed(auth.Consume, infos[i].Name) {
+			out.Topics = append(out.Topics, topicToWire(&infos[i], now))
+		}
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) topic(c *call) (int, any, error) {
+	info, err := s.cfg.Queue.Topic(c.r.Context(), c.topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, topicToWire(info, s.cfg.Now()), nil
+}
+
+func (s *Server) putTopic(c *call) (int, any, error) {
+	var in wire.TopicSettings
+	if err := decodeStrict(c.body, &in, false); err != nil {
+		return 0, nil, err
+	}
+	set, err := settingsFromWire(&in)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkPushURL(c, set); err != nil {
+		return 0, nil, err
+	}
+	got, err := s.cfg.Queue.SetTopicSettings(c.r.Context(), c.topic, set)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, settingsToWire(*got), nil
+}
+
+// checkPushURL refuses a new push URL from a token without admin on "*"
+// (see auth.MaySetPushURL). The current URL is read first: a topic admin
+// must be able to PUT the settings back with the URL unchanged.
+func (s *Server) checkPushURL(c *call, set domain.TopicSettings) error {
+	if c.token == nil || set.Push == nil || c.token.AllowsEverywhere(auth.Admin) {
+		return nil
+	}
+	var old string
+	info, err := s.cfg.Queue.Topic(c.r.Context(), c.topic)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+	case err != nil:
+		return err
+	case info.Settings.Push != nil:
+		old = info.Settings.Push.URL
+	}
+	if !auth.MaySetPushURL(c.token, old, set.Push.URL) {
+		return fmt.Errorf("%w: setting or changing push.url needs a token with admin on \"*\" (token %q is admin on some topics only); other settings may be changed with push.url as it is", domain.ErrForbidden, c.token.Name)
+	}
+	return nil
+}
+
+func (s *Server) deadList(c *call) (int, any, error) {
+	q := c.r.URL.Query()
+	req := domain.DeadListRequest{Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > domain.MaxBatch {
+			return 0, nil, domain.Invalid("limit", "must be an integer between 1 and %d", domain.MaxBatch)
+		}
+		req.Limit = n
+	}
+	if len(req.Cursor) > maxCursorBytes {
+		return 0, nil, domain.Invalid("cursor", "is longer than %d bytes", maxCursorBytes)
+	}
+	page, err := s.cfg.Queue.DeadList(c.r.Context(), c.topic, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.DeadPage{Messages: toWireList(page.Messages), Next: page.Next}, nil
+}
+
+func (s *Server) deadReplay(c *call) (int, any, error) {
+	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+		return 0, nil, err
+	}
+	m, err := s.cfg.Queue.DeadReplay(c.r.Context(), c.topic, c.id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWire(m), nil
+}
+
+func (s *Server) deadReplayAll(c *call) (int, any, error) {
+	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+		return 0, nil, err
+	}
+	n, err := s.cfg.Queue.DeadReplayAll(c.r.Context(), c.topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.CountResponse{Count: n}, nil
+}
+
+func (s *Server) deadDelete(c *call) (int, any, error) {
+	if err := s.cfg.Queue.DeadDelete(c.r.Context(), c.topic, c.id); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.CountResponse{Count: 1}, nil
+}
+
+func (s *Server) deadPurge(c *call) (int, any, error) {
+	n, err := s.cfg.Queue.DeadPurge(c.r.Context(), c.topic)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.CountResponse{Count: n}, nil
+}
+
+func (s *Server) healthz(*call) (int, any, error) {
+	return http.StatusOK, wire.StatusResponse{Status: "ok"}, nil
+}
+
+// readyz is 503 while draining (so load balancers stop sending) or when
+// the engine does not answer within 2 s.
+func (s *Server) readyz(c *call) (int, any, error) {
+	if s.Draining() {
+		return 0, nil, errShutdown
+	}
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
+		}
+	}
+	return http.StatusOK, wire.StatusResponse{Status: "ready"}, nil
+}
+
+func (s *Server) metrics(c *call) (int, any, error) {
+	if s.cfg.Metrics == nil {
+		return 0, nil, fmt.Errorf("%w: metrics are not enabled", errRouteNotFound)
+	}
+	s.cfg.Metrics.ServeHTTP(c.w, c.r)
+	return 0, nil, nil
+}
