@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/delayq/delayq/internal/bench"
 	"github.com/delayq/delayq/bench/dqtarget"
+	"github.com/delayq/delayq/internal/bench"
 )
 
 func init() {

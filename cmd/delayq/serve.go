@@ -18,9 +18,9 @@ import (
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/push"
-	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 )
 
