@@ -3,7 +3,7 @@
 # or another version (go install only: gosec is no dependency of the
 # module). Exits non-zero on any finding not silenced by a
 # `// #nosec Gxxx -- reason` comment at its line; see docs/reliability.md
-# ("Static checks") for what it checks and the list of exclusions.
+# ("S26 hygiene") for what it checks and the list of exclusions.
 #
 # ./... from the repository root also walks bench/peers, a separate module
 # (benchmark-only), which gosec loads with its own go.mod.

@@ -57,7 +57,7 @@ const downMargin = 2 * time.Second
 // load and kept down for a while, then restarted. The topic has
 // partitions on every master; the killed one holds some of them, but not
 // the topic's meta key or the registry (sends and sweeps need those: see
-// the redisstore package doc, "Cluster").
+// docs/redis.md, "Failure behaviour").
 // While it is down, only its partitions may stall: messages on the others
 // are promoted and delivered (every one that came due downMargin before
 // the master returned was delivered before that; judged outside the race

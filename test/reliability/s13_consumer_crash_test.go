@@ -16,8 +16,8 @@ import (
 // --exec, whose handler sleeps) with SIGKILL while it holds leases. Every
 // leased message must be redelivered once its lease runs out (plus at most
 // the expiry sweep's grain), with deliveries and failures each up by one
-// (RELIABILITY R6), and none archived while it has retries left (asynq
-// #1015).
+// (docs/state-machine.md, "Counters"), and none archived while it has
+// retries left (asynq #1015).
 func TestS13ConsumerCrash(t *testing.T) {
 	const n, lease = 20, 2 * time.Second
 	p := newProc(t)

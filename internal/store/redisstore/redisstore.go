@@ -60,7 +60,7 @@ type Options struct {
 	// pool_size, …); timeouts not given there default to Timeout. In a
 	// redis+sentinel URL, user:pass authenticates to the Redis master and
 	// sentinel_username= / sentinel_password= to the Sentinels; see
-	// "Connecting" in the package doc.
+	// "Connecting" in docs/redis.md.
 	URL string
 	// Client is used instead of URL when set. The store does not close it,
 	// and its timeouts and retries are the caller's: keep MaxRetries at -1
@@ -120,9 +120,10 @@ var (
 	_ store.Notifier = (*Store)(nil)
 )
 
-// Open connects to Redis, runs the preflight checks (see the package doc)
-// and returns the store. It fails with an error wrapping
-// store.ErrUnavailable when Redis does not answer.
+// Open connects to Redis, runs the preflight checks (preflight.go; for
+// operators, the checklist in docs/redis.md) and returns the store. It
+// fails with an error wrapping store.ErrUnavailable when Redis does not
+// answer.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	prefix := opts.Prefix
 	if prefix == "" {
