@@ -21,6 +21,7 @@
 package engine
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -124,14 +125,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		st:       cfg.Store,
-		clk:      cmpOr[clock.Clock](cfg.Clock, clock.Real{}),
-		log:      cmpOr(cfg.Logger, slog.Default()),
-		obs:      cmpOr[Observer](cfg.Observer, NopObserver{}),
+		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.Real{}),
+		log:      cmp.Or(cfg.Logger, slog.Default()),
+		obs:      cmp.Or[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		maxPay:   cmpOr(cfg.MaxPayload, domain.DefaultMaxPayload),
-		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
-		dedup:    cmpOr(cfg.DedupWindow, DefaultDedupWindow),
-		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
+		maxPay:   cmp.Or(cfg.MaxPayload, domain.DefaultMaxPayload),
+		maxDelay: cmp.Or(cfg.MaxDelay, DefaultMaxDelay),
+		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
+		sweep:    cmp.Or(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
 	}
@@ -418,14 +419,6 @@ func (t *topic) throttled() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.throttledSince != 0
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // storeErr maps a store error to the public sentinels with a message that

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 	if err := domain.ValidateTopic(topicName); err != nil {
 		return nil, err
 	}
-	max := cmpOr(req.Max, 1)
+	max := cmp.Or(req.Max, 1)
 	switch {
 	case max < 1 || max > domain.MaxBatch:
 		return nil, domain.Invalid("max", "must be between 1 and %d", domain.MaxBatch)

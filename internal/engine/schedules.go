@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,7 +146,7 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.S
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
-		Missed:   domain.MissedPolicy(cmpOr(sp.Missed, string(domain.MissedFireOnce))),
+		Missed:   domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
 		LastTick: msTime(rec.LastTick), CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
 	}
 	if !sp.Paused {

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1" // #nosec G505 -- the script SHA-1 that EVALSHA/SCRIPT LOAD require, not a security hash
 	"encoding/binary"
@@ -468,7 +469,7 @@ func (e *boundError) Timeout() bool { return true }
 // ReadTimeout (none when it has no read timeout).
 func callTimeout(o Options) time.Duration {
 	if o.Client == nil || o.Timeout != 0 {
-		return cmpOr(o.Timeout, DefaultTimeout)
+		return cmp.Or(o.Timeout, DefaultTimeout)
 	}
 	rt := DefaultTimeout
 	switch c := o.Client.(type) {
