@@ -21,7 +21,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				e.obs.StoreError("promote")
 				e.log.Error("promote due messages", "topic", t.name, "err", err)
-				e.sched.armPromoteIn(t, retryAfterErr)
+				e.dispatcher.armPromoteIn(t, retryAfterErr)
 			}
 			return
 		}
@@ -37,7 +37,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		// or fire late when the two disagree.
 		storeNow := cmp.Or(res.Now, now)
 		if res.NextDue > storeNow || res.Promoted < promoteBatch {
-			e.sched.armPromoteIn(t, max(res.NextDue-storeNow, 1))
+			e.dispatcher.armPromoteIn(t, max(res.NextDue-storeNow, 1))
 			return
 		}
 	}
