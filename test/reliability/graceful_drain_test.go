@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // TestS28GracefulDrain: SIGTERM under load. The server exits 0 within the

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // TestS12Linearizable records concurrent send / cancel / lease / ack /

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // loadConfig shapes the producer/consumer load shared by S1, S14 and S28.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 )
 
