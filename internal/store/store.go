@@ -250,6 +250,16 @@ type Notifier interface {
 	Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error
 }
 
+// NotifyDue is the dueAt a Notifier reports for r: 0 when r is ready now —
+// stated rather than left to the receiver's clock, which may lag the one
+// that made r ready — else r's due time.
+func NotifyDue(r *Record) int64 {
+	if r.State == StateReady {
+		return 0
+	}
+	return r.DueAt
+}
+
 // Clock is implemented by stores that judge time by a clock of their own
 // (Redis TIME): they ignore each call's Now where a decision depends on
 // time. The engine reads StoreNow to estimate the offset between its clock
