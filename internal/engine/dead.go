@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/delayq/delayq/internal/domain"
@@ -17,7 +18,7 @@ func (e *Engine) DeadList(ctx context.Context, topic string, req domain.DeadList
 	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	limit := cmpOr(req.Limit, defaultDeadPage)
+	limit := cmp.Or(req.Limit, defaultDeadPage)
 	if limit < 1 || limit > maxDeadPage {
 		return nil, domain.Invalid("limit", "must be between 1 and %d", maxDeadPage)
 	}

@@ -21,6 +21,7 @@
 package engine
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -94,10 +95,10 @@ type Engine struct {
 	sweep    time.Duration // safety sweep period
 	known    *topicLimit   // nil: no topic limit
 
-	ids   domain.IDGenerator
-	sched *scheduler
-	gate  rateGate
-	skew  storeClock // offset to the store's clock (stores with their own)
+	ids        domain.IDGenerator
+	dispatcher *dispatcher
+	gate       rateGate
+	skew       storeClock // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
@@ -115,7 +116,7 @@ type Engine struct {
 
 var _ domain.Queue = (*Engine)(nil)
 
-// Open starts an engine on cfg.Store. It arms the scheduler from the
+// Open starts an engine on cfg.Store. It arms the dispatcher from the
 // store's topics, so messages that came due while the process was down are
 // released at once.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
@@ -124,14 +125,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		st:       cfg.Store,
-		clk:      cmpOr[clock.Clock](cfg.Clock, clock.Real{}),
-		log:      cmpOr(cfg.Logger, slog.Default()),
-		obs:      cmpOr[Observer](cfg.Observer, NopObserver{}),
+		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.Real{}),
+		log:      cmp.Or(cfg.Logger, slog.Default()),
+		obs:      cmp.Or[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		maxPay:   cmpOr(cfg.MaxPayload, domain.DefaultMaxPayload),
-		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
-		dedup:    cmpOr(cfg.DedupWindow, DefaultDedupWindow),
-		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
+		maxPay:   cmp.Or(cfg.MaxPayload, domain.DefaultMaxPayload),
+		maxDelay: cmp.Or(cfg.MaxDelay, DefaultMaxDelay),
+		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
+		sweep:    cmp.Or(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
 	}
@@ -151,13 +152,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
 	}
-	e.sched = newScheduler(e)
+	e.dispatcher = newDispatcher(e)
 	if err := e.recover(ctx); err != nil {
-		e.sched.stop()
+		e.dispatcher.stop()
 		return nil, err
 	}
 	if err := e.armSchedules(ctx); err != nil {
-		e.sched.stop()
+		e.dispatcher.stop()
 		return nil, err
 	}
 	e.bg.Add(2)
@@ -184,7 +185,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.known.refresh(recs, mark)
 	for _, r := range recs {
 		if r.NextLeaseExpiry != 0 {
-			e.sched.armExpire(r.NextLeaseExpiry)
+			e.dispatcher.armExpire(r.NextLeaseExpiry)
 		}
 		t := e.lookup(r.Name)
 		if t == nil && r.NextDue == 0 {
@@ -195,7 +196,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 		e.refreshSettings(t, r.Settings, epoch)
 		if r.NextDue != 0 {
-			e.sched.armPromote(t, r.NextDue)
+			e.dispatcher.armPromote(t, r.NextDue)
 		}
 		if r.OldestReady != 0 {
 			t.notify() // ready messages another engine may have promoted
@@ -209,7 +210,7 @@ func (e *Engine) recover(ctx context.Context) error {
 func (e *Engine) Close(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		close(e.closing)
-		e.sched.stop()
+		e.dispatcher.stop()
 	})
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); close(done) }()
@@ -254,13 +255,13 @@ func (e *Engine) now() int64 {
 }
 
 // topic state kept in memory: the wake-up channel of long-polls and the
-// scheduler's bookkeeping. Created on first use; dropped by the safety
+// dispatcher's bookkeeping. Created on first use; dropped by the safety
 // sweep once idle (gcTopics), so that names nobody uses any more — a
 // client long-polling random topic names, topics that were emptied —
 // cost no memory.
 type topic struct {
 	name  string
-	wheel uint64 // scheduler entry id
+	wheel uint64 // dispatcher (wheel) entry id
 	// users counts long-polls holding the topic; lastUsed is the engine
 	// time of the last lookup. Both guarded by Engine.mu.
 	users    int
@@ -290,7 +291,7 @@ func (e *Engine) topicLocked(name string, now int64) *topic {
 	t := e.topics[name]
 	if t == nil {
 		t = &topic{name: name}
-		t.wheel = e.sched.register(t)
+		t.wheel = e.dispatcher.register(t)
 		e.topics[name] = t
 	}
 	t.lastUsed = now
@@ -342,7 +343,7 @@ func (e *Engine) gcTopics() int {
 		if t.users > 0 || t.lastUsed > cutoff {
 			continue
 		}
-		if !e.sched.forgetIdle(t.wheel) {
+		if !e.dispatcher.forgetIdle(t.wheel) {
 			continue // armed or running: in use after all
 		}
 		delete(e.topics, name)
@@ -418,14 +419,6 @@ func (t *topic) throttled() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.throttledSince != 0
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // storeErr maps a store error to the public sentinels with a message that

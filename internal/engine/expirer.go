@@ -18,7 +18,7 @@ func (e *Engine) expireLeases(ctx context.Context) {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				e.obs.StoreError("expire")
 				e.log.Error("expire leases", "err", err)
-				e.sched.armExpireIn(retryAfterErr)
+				e.dispatcher.armExpireIn(retryAfterErr)
 			}
 			return
 		}
@@ -57,7 +57,7 @@ func (e *Engine) rearmExpire(ctx context.Context, idle bool) {
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 			e.log.Error("find next lease expiry", "err", err)
-			e.sched.armExpireIn(retryAfterErr)
+			e.dispatcher.armExpireIn(retryAfterErr)
 		}
 		return
 	}
@@ -70,8 +70,8 @@ func (e *Engine) rearmExpire(ctx context.Context, idle bool) {
 	switch {
 	case next == 0:
 	case idle && e.local(next) < e.now()+expireGrain:
-		e.sched.armExpireIn(expireGrain)
+		e.dispatcher.armExpireIn(expireGrain)
 	default:
-		e.sched.armExpire(next)
+		e.dispatcher.armExpire(next)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 	if err := domain.ValidateTopic(topicName); err != nil {
 		return nil, err
 	}
-	max := cmpOr(req.Max, 1)
+	max := cmp.Or(req.Max, 1)
 	switch {
 	case max < 1 || max > domain.MaxBatch:
 		return nil, domain.Invalid("max", "must be between 1 and %d", domain.MaxBatch)
@@ -137,7 +138,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	for _, r := range recs {
 		until = max(until, r.LeaseUntil)
 	}
-	e.sched.armExpire(until)
+	e.dispatcher.armExpire(until)
 	out := make([]*domain.Message, len(recs))
 	for i, r := range recs {
 		// Lateness counts from the due time, or from the send for messages
@@ -257,7 +258,7 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	case store.StateReady:
 		t.notify()
 	default:
-		e.sched.armPromote(t, rec.DueAt)
+		e.dispatcher.armPromote(t, rec.DueAt)
 	}
 	return toMessage(rec, e.storeNow()), nil
 }
@@ -274,7 +275,7 @@ func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease ti
 	if err != nil {
 		return nil, storeErr("extend", msgRef(topic, id), err)
 	}
-	e.sched.armExpire(rec.LeaseUntil)
+	e.dispatcher.armExpire(rec.LeaseUntil)
 	return toMessage(rec, e.storeNow()), nil
 }
 

@@ -52,7 +52,7 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when domain.W
 	if rec.State == store.StateReady {
 		t.notify()
 	} else {
-		e.sched.armPromote(t, rec.DueAt)
+		e.dispatcher.armPromote(t, rec.DueAt)
 	}
 	return toMessage(rec, e.storeNow()), nil
 }

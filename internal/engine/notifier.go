@@ -77,7 +77,7 @@ func (e *Engine) onNotify(topic string, dueAt int64) {
 		t.notify()
 	}
 	if dueAt > 0 {
-		e.sched.armPromote(t, dueAt)
+		e.dispatcher.armPromote(t, dueAt)
 	}
 }
 

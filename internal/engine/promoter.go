@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -20,7 +21,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				e.obs.StoreError("promote")
 				e.log.Error("promote due messages", "topic", t.name, "err", err)
-				e.sched.armPromoteIn(t, retryAfterErr)
+				e.dispatcher.armPromoteIn(t, retryAfterErr)
 			}
 			return
 		}
@@ -34,9 +35,9 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		// Sleep by the store's judgement of time when it has its own
 		// clock (Redis TIME): arming at NextDue by our clock would spin
 		// or fire late when the two disagree.
-		storeNow := cmpOr(res.Now, now)
+		storeNow := cmp.Or(res.Now, now)
 		if res.NextDue > storeNow || res.Promoted < promoteBatch {
-			e.sched.armPromoteIn(t, max(res.NextDue-storeNow, 1))
+			e.dispatcher.armPromoteIn(t, max(res.NextDue-storeNow, 1))
 			return
 		}
 	}

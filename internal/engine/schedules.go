@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,7 +146,7 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.S
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
-		Missed:   domain.MissedPolicy(cmpOr(sp.Missed, string(domain.MissedFireOnce))),
+		Missed:   domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
 		LastTick: msTime(rec.LastTick), CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
 	}
 	if !sp.Paused {
@@ -195,7 +196,7 @@ func (e *Engine) ScheduleDelete(ctx context.Context, name string) error {
 	if err := e.st.ScheduleDelete(ctx, name); err != nil {
 		return storeErr("delete", "schedule "+name, err)
 	}
-	e.sched.forgetSchedule(name)
+	e.dispatcher.forgetSchedule(name)
 	return nil
 }
 
@@ -232,7 +233,7 @@ func (e *Engine) armNext(name string, sp *storedSchedule, cs *cronSpec, lastTick
 		return
 	}
 	if next := cs.next(msTime(lastTick)); !next.IsZero() {
-		e.sched.armSchedule(name, next.UnixMilli())
+		e.dispatcher.armSchedule(name, next.UnixMilli())
 	}
 }
 
@@ -273,12 +274,12 @@ func (e *Engine) runScheduleSweep() {
 }
 
 // fireSchedule handles a schedule's wheel entry: see the comment at the
-// top of this file. It runs on a scheduler worker.
+// top of this file. It runs on a dispatcher worker.
 func (e *Engine) fireSchedule(ctx context.Context, name string) {
 	rec, err := e.st.ScheduleGet(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		e.sched.forgetSchedule(name) // deleted, maybe through another engine
+		e.dispatcher.forgetSchedule(name) // deleted, maybe through another engine
 		return
 	case err != nil:
 		e.retrySchedule(ctx, name, "read schedule", err)
@@ -301,7 +302,7 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) {
 		}
 		if _, err := e.st.ScheduleTick(ctx, &store.ScheduleTickParams{Name: name, Tick: tick.UnixMilli()}); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				e.sched.forgetSchedule(name)
+				e.dispatcher.forgetSchedule(name)
 				return
 			}
 			e.retrySchedule(ctx, name, "record the tick", err)
@@ -343,5 +344,5 @@ func (e *Engine) retrySchedule(ctx context.Context, name, what string, err error
 	}
 	e.obs.StoreError("schedule")
 	e.log.Error("schedule: "+what, "schedule", name, "err", err)
-	e.sched.armSchedule(name, e.now()+retryAfterErr)
+	e.dispatcher.armSchedule(name, e.now()+retryAfterErr)
 }

@@ -103,7 +103,7 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 		t.notifyN(ready)
 	}
 	if earliest != 0 {
-		e.sched.armPromote(t, earliest)
+		e.dispatcher.armPromote(t, earliest)
 	}
 }
 

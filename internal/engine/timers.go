@@ -13,7 +13,7 @@ import (
 // way) is noticed, and what it made due released, within maxSleep.
 const maxSleep = time.Second
 
-// wheelTimers adapts the timing wheel's runner to the scheduler: one entry
+// wheelTimers adapts the timing wheel's runner to the dispatcher: one entry
 // per id, moved rather than duplicated when re-armed.
 type wheelTimers struct {
 	fire func(uint64)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,11 +21,11 @@ func builtinSettings() domain.TopicSettings {
 
 // fillSettings returns s with zero fields taken from def.
 func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
-	s.MaxAttempts = cmpOr(s.MaxAttempts, def.MaxAttempts)
-	s.Lease = cmpOr(s.Lease, def.Lease)
-	s.Backoff.Initial = cmpOr(s.Backoff.Initial, def.Backoff.Initial)
-	s.Backoff.Max = cmpOr(s.Backoff.Max, def.Backoff.Max)
-	s.Backoff.Multiplier = cmpOr(s.Backoff.Multiplier, def.Backoff.Multiplier)
+	s.MaxAttempts = cmp.Or(s.MaxAttempts, def.MaxAttempts)
+	s.Lease = cmp.Or(s.Lease, def.Lease)
+	s.Backoff.Initial = cmp.Or(s.Backoff.Initial, def.Backoff.Initial)
+	s.Backoff.Max = cmp.Or(s.Backoff.Max, def.Backoff.Max)
+	s.Backoff.Multiplier = cmp.Or(s.Backoff.Multiplier, def.Backoff.Multiplier)
 	if s.Backoff.Jitter == 0 {
 		s.Backoff.Jitter = def.Backoff.Jitter
 	}
@@ -39,8 +40,8 @@ func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 	}
 	if p := s.Push; p != nil {
 		c := *p
-		c.Timeout = cmpOr(c.Timeout, DefaultPushTimeout)
-		c.Concurrency = cmpOr(c.Concurrency, DefaultPushConcurrency)
+		c.Timeout = cmp.Or(c.Timeout, DefaultPushTimeout)
+		c.Concurrency = cmp.Or(c.Concurrency, DefaultPushConcurrency)
 		c.SecretSet = c.Secret != ""
 		s.Push = &c
 	}

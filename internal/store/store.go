@@ -39,6 +39,32 @@
 // Errors: ErrNotFound, ErrConflict (wrong state or stale receipt),
 // ErrUnavailable (wrapping the cause) for I/O faults. Validation of names,
 // sizes and limits is the engine's job; a Store may assume valid input.
+//
+// # Rules every backend follows
+//
+// The engine and the HTTP API rely on one behaviour, so these points are
+// fixed for every backend (internal/store/storetest checks them; memstore
+// is the reference):
+//
+//   - Seq increases in insert order within a topic (the order leases need);
+//     only its order means anything, never its value.
+//   - No headers: nil and an empty map are equivalent and may come back as
+//     either; likewise an empty payload.
+//   - Receipt and LeaseUntil are zero outside inflight, DeadAt outside dead,
+//     AckedAt outside acked. An acked tombstone keeps every field except
+//     Payload and Headers (dropped).
+//   - A receipt's format is the backend's; it never repeats for a message.
+//   - Ack, Nack and Extend check the receipt, not the clock: a lease whose
+//     LeaseUntil has passed but that LeaseExpire has not yet expired is
+//     still current.
+//   - A topic is known from its first insert or settings put and stays
+//     known when its messages are gone. MessagePromote, MessageLease,
+//     DeadList and the "up to Max" forms of DeadReplay and DeadDelete on an
+//     unknown topic answer empty with no error and do not create it;
+//     operations naming a message answer ErrNotFound (in MessageAckMany:
+//     per item).
+//   - Max and Limit are positive (the engine ensures it); a store need not
+//     handle values <= 0.
 package store
 
 import (
@@ -96,7 +122,8 @@ type Store interface {
 	// MessageInsertMany inserts new messages. A message whose ID exists in
 	// the topic in any state (including an acked tombstone not yet purged)
 	// is not inserted: its result is the existing record with Duplicate set.
-	// Messages due at or before now go straight to ready.
+	// An ID repeated within one call is a duplicate of its first
+	// occurrence. Messages due at or before now go straight to ready.
 	MessageInsertMany(ctx context.Context, p *MessageInsertManyParams) ([]InsertResult, error)
 
 	// MessageGet returns the record (acked tombstones included) or ErrNotFound.
@@ -137,7 +164,9 @@ type Store interface {
 	// MessageNack records a failure of an inflight message whose Receipt
 	// matches: Failures+1, LastError; then dead (DeadAt=Now) if Failures
 	// reaches MaxAttempts, else scheduled (or ready) at now + RetryDelay.
-	// Returns the new record. Wrong receipt or not inflight: ErrConflict.
+	// MaxAttempts is used as given (0: the first failure kills); a kill
+	// leaves DueAt unchanged. Returns the new record. Wrong receipt or not
+	// inflight: ErrConflict.
 	MessageNack(ctx context.Context, p *MessageNackParams) (*Record, error)
 
 	// MessageExtend sets LeaseUntil = now + LeaseFor of an inflight message
@@ -146,26 +175,31 @@ type Store interface {
 
 	// LeaseExpire treats up to Max inflight messages (of any topic) with
 	// LeaseUntil <= Now as failed: Failures+1, LastError "lease expired",
-	// then dead or ready (DueAt=Now) as MessageNack does. Returns the new
-	// records.
+	// then dead or ready (DueAt=Now) as MessageNack does (a kill leaves
+	// DueAt unchanged). When Max cuts it short, the earliest LeaseUntil go
+	// first; ties are the backend's choice. Returns the new records.
 	LeaseExpire(ctx context.Context, p *LeaseExpireParams) ([]*Record, error)
 
 	// DeadList pages dead messages of a topic, oldest DeadAt first. Cursor
 	// is opaque ("" for the first page); the returned cursor is "" at the
-	// end. A cursor the store did not make: ErrBadCursor.
+	// end. A cursor is a position, not an offset: removing items already
+	// returned does not make the next page skip any. A cursor the store did
+	// not make: ErrBadCursor.
 	DeadList(ctx context.Context, p *DeadListParams) ([]*Record, string, error)
 
 	// DeadReplay moves dead messages back to ready (DueAt=Now, Failures=0,
 	// LastError kept). With ID set, only that one (ErrNotFound if it is not
-	// dead in the topic); otherwise up to Max of the topic. Returns records.
+	// dead in the topic); otherwise up to Max of the topic, from the head of
+	// the DeadList order. Returns records.
 	DeadReplay(ctx context.Context, p *DeadReplayParams) ([]*Record, error)
 
 	// DeadDelete purges dead messages: one (ID set; ErrNotFound if it is not
-	// dead) or up to Max of the topic. Returns how many were deleted.
+	// dead) or up to Max of the topic, from the head of the DeadList order.
+	// Returns how many were deleted.
 	DeadDelete(ctx context.Context, p *DeadDeleteParams) (int, error)
 
 	// DedupPurge deletes acked tombstones with AckedAt <= now - Window, up
-	// to Max.
+	// to Max, earliest AckedAt first (ties are the backend's choice).
 	DedupPurge(ctx context.Context, p *DedupPurgeParams) (int, error)
 
 	// TopicGet returns a topic's counts and due times, or ErrNotFound if
@@ -214,6 +248,16 @@ type Notifier interface {
 	// Notifications may still be lost (e.g. while reconnecting): engines
 	// also run a slow safety sweep.
 	Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error
+}
+
+// NotifyDue is the dueAt a Notifier reports for r: 0 when r is ready now —
+// stated rather than left to the receiver's clock, which may lag the one
+// that made r ready — else r's due time.
+func NotifyDue(r *Record) int64 {
+	if r.State == StateReady {
+		return 0
+	}
+	return r.DueAt
 }
 
 // Clock is implemented by stores that judge time by a clock of their own

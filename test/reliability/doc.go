@@ -1,7 +1,7 @@
 // Package reliability holds delayq's scenario tests (the S1–S29 list in docs/reliability.md):
 // each drives the real `delayq serve` binary as a subprocess — built once
 // in TestMain — through the Go client, records every operation with
-// internal/history, and judges the record with its checker (and, for
+// test/internal/history, and judges the record with its checker (and, for
 // S12, with porcupine). See docs/reliability.md.
 //
 // Size knob: DELAYQ_RELIABILITY=short (default) or full. Results go to

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // bin is the delayq binary under test, built once by TestMain.

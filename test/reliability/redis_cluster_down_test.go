@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // clusterDownPartitions is --redis-partitions of the scenario.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 type failoverResults struct {

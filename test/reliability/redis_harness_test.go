@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // Helpers of the Redis scenarios (S7–S11): a redis-server per scenario

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // One clock on a shared store: with several servers on one Redis, every

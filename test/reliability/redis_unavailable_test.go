@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // probeOp is one probe send (or readiness check) during an S11 run.

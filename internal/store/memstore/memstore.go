@@ -11,25 +11,14 @@
 // O(log n). Dead messages, which must be paged in order, are a sorted slice;
 // they are few and mostly appended at the end.
 //
-// Readings of the contract that this implementation fixes (the conformance
-// suite asserts the same):
+// Beyond the rules of package store, it chooses:
 //   - Records handed out are deep copies; inputs are copied too.
 //   - No headers (nil or empty map) and no payload (nil or empty) are kept
 //     and returned as nil.
 //   - Receipts are Token + "-" + Deliveries.
-//   - Receipt and LeaseUntil are zero outside inflight, DeadAt outside dead,
-//     AckedAt outside acked. An acked tombstone keeps every other field but
-//     drops Payload and Headers.
-//   - MaxAttempts is used as given: 0 means the first failure is fatal.
-//   - Ack, Nack and Extend check the receipt only, not LeaseUntil against
-//     Now: a lease that ran out but was not yet expired is still current.
-//   - Operations on an unknown topic that list or move "up to Max" answer
-//     empty without error and do not create the topic; those naming a
-//     message answer ErrNotFound.
-//   - Max (and DeadList's Limit) <= 0 means none; the engine always passes
-//     a positive number.
-//   - When Max cuts LeaseExpire, DeadReplay, DeadDelete or DedupPurge short,
-//     the oldest go first: (LeaseUntil, Seq), (DeadAt, Seq), (AckedAt, Seq).
+//   - Max (and DeadList's Limit) <= 0 means none.
+//   - Ties when Max cuts LeaseExpire, DeadReplay, DeadDelete or DedupPurge
+//     short go by Seq: (LeaseUntil, Seq), (DeadAt, Seq), (AckedAt, Seq).
 package memstore
 
 import (

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/sqlcodec"
 )
 
 const msgCols = "topic, id, seq, state, payload, headers, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at"
@@ -28,7 +29,7 @@ func scanMsg(sc scanner) (*store.Record, error) {
 	}
 	r.Topic, r.ID, r.State, r.LastError, r.Receipt = string(topic), string(id), store.State(state), lastErr.String, receipt.String
 	var err error
-	if r.Headers, err = decodeHeaders(headers); err != nil {
+	if r.Headers, err = sqlcodec.DecodeHeaders(headers); err != nil {
 		return nil, err
 	}
 	if r.Payload == nil {
@@ -195,7 +196,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 				r.Payload = []byte{}
 			}
 			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-				r.Topic, r.ID, int(r.State), r.Payload, encodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts)
+				r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts)
 			if isDup(err) {
 				// A concurrent insert of the same id committed after the
 				// lookup (read committed locks no gap): the statement

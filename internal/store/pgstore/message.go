@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/sqlcodec"
 )
 
 // Statuses of the rec rows the SQL operations answer (migrations/0001).
@@ -46,7 +47,7 @@ func scanRec(row pgx.Row) (int32, *store.Record, error) {
 	if len(r.Payload) == 0 {
 		r.Payload = nil
 	}
-	if r.Headers, err = decodeHeaders(headers); err != nil {
+	if r.Headers, err = sqlcodec.DecodeHeaders(headers); err != nil {
 		return 0, nil, fmt.Errorf("message %s/%s: %w", r.Topic, r.ID, err)
 	}
 	return status, &r, nil
@@ -129,7 +130,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	dues, delays, attempts := make([]int64, n), make([]int64, n), make([]int32, n)
 	relative, generated := make([]bool, n), make([]bool, n)
 	for i, m := range p.Messages {
-		ids[i], payloads[i], headers[i] = m.ID, m.Payload, encodeHeaders(m.Headers)
+		ids[i], payloads[i], headers[i] = m.ID, m.Payload, sqlcodec.EncodeHeaders(m.Headers)
 		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
 	}
 	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false)",
@@ -145,7 +146,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	for i, r := range recs {
 		out[i] = store.InsertResult{Record: r, Duplicate: sts[i] == statusDuplicate}
 		if sts[i] == statusOK {
-			if d := notifyDue(r); earliest < 0 || d < earliest {
+			if d := store.NotifyDue(r); earliest < 0 || d < earliest {
 				earliest = d
 			}
 		}
@@ -198,7 +199,7 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 	if err != nil {
 		return nil, err
 	}
-	s.notify(ctx, map[string]int64{p.Topic: notifyDue(r)})
+	s.notify(ctx, map[string]int64{p.Topic: store.NotifyDue(r)})
 	return r, nil
 }
 
@@ -302,7 +303,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (_ 
 		return nil, err
 	}
 	if r.State == store.StateScheduled || r.State == store.StateReady {
-		s.notify(ctx, map[string]int64{p.Topic: notifyDue(r)})
+		s.notify(ctx, map[string]int64{p.Topic: store.NotifyDue(r)})
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -71,11 +72,11 @@ const migrationTimeout = 2 * time.Minute
 // Schema) to SchemaVersion and answers the version before and after. It
 // is what Open does unless NoMigrate; `delayq migrate` runs it alone.
 func Migrate(ctx context.Context, opts Options) (from, to int, err error) {
-	schema := cmpOr(opts.Schema, DefaultSchema)
+	schema := cmp.Or(opts.Schema, DefaultSchema)
 	if err := checkSchema(schema); err != nil {
 		return 0, 0, err
 	}
-	timeout := cmpOr(opts.Timeout, DefaultTimeout)
+	timeout := cmp.Or(opts.Timeout, DefaultTimeout)
 	var cfg *pgx.ConnConfig
 	if opts.Pool != nil {
 		cfg = opts.Pool.Config().ConnConfig.Copy()

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func checkSchema(s string) error {
 // store. It fails with an error wrapping store.ErrUnavailable when the
 // database does not answer within Timeout.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	schema := cmpOr(opts.Schema, DefaultSchema)
+	schema := cmp.Or(opts.Schema, DefaultSchema)
 	if err := checkSchema(schema); err != nil {
 		return nil, err
 	}
@@ -122,9 +123,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		schema:    schema,
 		q:         pgx.Identifier{schema}.Sanitize(),
 		channel:   schema + ".notify",
-		log:       cmpOr(opts.Logger, slog.Default()),
+		log:       cmp.Or(opts.Logger, slog.Default()),
 		callerNow: opts.TimeSource == TimeCaller,
-		timeout:   cmpOr(opts.Timeout, DefaultTimeout),
+		timeout:   cmp.Or(opts.Timeout, DefaultTimeout),
 		done:      make(chan struct{}),
 		pool:      opts.Pool,
 	}
@@ -319,12 +320,4 @@ func (s *Store) StoreNow(ctx context.Context) (_ int64, ok bool, err error) {
 		return 0, false, s.fail("read the database clock", err)
 	}
 	return now, true, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -90,7 +91,7 @@ func SendSQLTx(ctx context.Context, tx *sql.Tx, schema, topic string, msgs ...Tx
 }
 
 func sendQuery(schema string) (string, error) {
-	schema = cmpOr(schema, DefaultSchema)
+	schema = cmp.Or(schema, DefaultSchema)
 	if err := checkSchema(schema); err != nil {
 		return "", err
 	}

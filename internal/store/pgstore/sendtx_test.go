@@ -14,9 +14,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
+	"github.com/delayq/delayq/internal/store/storetest/enginetest"
 )
 
 // appConn is an application's own connection to the database.
@@ -36,7 +38,8 @@ func appConn(t *testing.T, url string) *pgx.Conn {
 // commit), not at the next safety sweep.
 func TestSendTxAtCommit(t *testing.T) {
 	srv := pgtest.Shared(t)
-	es, schema := engines(t, srv, 1)
+	dep, schema := deploymentSchema(t)
+	es := enginetest.Engines(t, dep, 1, engine.Config{})
 	type leased struct {
 		msgs []*domain.Message
 		at   time.Time

@@ -11,58 +11,35 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
+	"github.com/delayq/delayq/internal/store/storetest/enginetest"
 )
 
-// TestTwoEngines: a delayed send through one engine is delivered, not
-// early, to a long-poll on another engine sharing the Redis (promotion by
-// whichever engine's timer fires; wake-up through the notifier).
-func TestTwoEngines(t *testing.T) {
-	t.Parallel()
+// deployment opens stores on one fresh key prefix of a new Redis (Redis
+// TIME: the production clock), as the servers of one deployment.
+func deployment(t *testing.T) enginetest.Deployment {
 	srv := standalone(t)
 	prefix := uniquePrefix()
-	var engines []*engine.Engine
-	for range 2 {
-		s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), Prefix: prefix})
+	return func(t *testing.T) store.Store {
+		t.Helper()
+		s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := engine.Open(ctx, engine.Config{Store: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = e.Close(ctx)
-			_ = s.Close()
-		})
-		engines = append(engines, e)
+		return s
 	}
-	const delay = 300 * time.Millisecond
-	sent := time.Now()
-	if _, err := engines[0].Send(ctx, "jobs", domain.SendRequest{ID: "j1", Payload: []byte("hi"), When: domain.When{Delay: delay}}); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := engines[1].Lease(ctx, "jobs", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := time.Since(sent)
-	if len(msgs) != 1 || msgs[0].ID != "j1" {
-		t.Fatalf("lease: %+v", msgs)
-	}
-	if got < delay {
-		t.Fatalf("delivered after %v, before its %v delay", got, delay)
-	}
-	t.Logf("delivered after %v (delay %v)", got, delay)
-	// Not a latency target: anything near 5 s means the notification was
-	// missed and the safety sweep delivered it (a promotion by engine 0
-	// must wake engine 1's long-poll).
-	if got > 3*time.Second {
-		t.Fatalf("delivered after %v: by the safety sweep, not a notification", got)
-	}
-	if err := engines[1].Ack(ctx, "jobs", "j1", msgs[0].Receipt); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestTwoEngines: wake-up through the notifier (PUBLISH).
+func TestTwoEngines(t *testing.T) {
+	t.Parallel()
+	enginetest.RunTwoEngines(t, deployment(t))
+}
+
+func TestSharedLeases(t *testing.T) {
+	t.Parallel()
+	enginetest.RunSharedLeases(t, deployment(t))
 }
 
 // TestRateLimitAcrossEngines: two engines on one Redis share a topic's
@@ -73,24 +50,7 @@ func TestTwoEngines(t *testing.T) {
 // measures the limit, not the machine.
 func TestRateLimitAcrossEngines(t *testing.T) {
 	t.Parallel()
-	srv := standalone(t)
-	prefix := uniquePrefix()
-	var engines []*engine.Engine
-	for range 2 {
-		s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.Open(ctx, engine.Config{Store: s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = e.Close(ctx)
-			_ = s.Close()
-		})
-		engines = append(engines, e)
-	}
+	engines := enginetest.Engines(t, deployment(t), 2, engine.Config{})
 	const perSecond, burst, window = 100, 100, 5 * time.Second
 	if _, err := engines[0].SetTopicSettings(ctx, "rl", domain.TopicSettings{RateLimit: &domain.RateLimit{PerSecond: perSecond, Burst: burst}}); err != nil {
 		t.Fatal(err)
@@ -152,25 +112,8 @@ func (s *sentCounter) Sent(_ string, n int) { s.n.Add(int64(n)) }
 // "@every 1s" schedule; each tick makes exactly one message.
 func TestScheduleAcrossEngines(t *testing.T) {
 	t.Parallel()
-	srv := standalone(t)
-	prefix := uniquePrefix()
 	var obs sentCounter
-	var engines []*engine.Engine
-	for range 2 {
-		s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), Prefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.Open(ctx, engine.Config{Store: s, Observer: &obs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = e.Close(ctx)
-			_ = s.Close()
-		})
-		engines = append(engines, e)
-	}
+	engines := enginetest.Engines(t, deployment(t), 2, engine.Config{Observer: &obs})
 	sc, err := engines[0].ScheduleSet(ctx, domain.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")})
 	if err != nil {
 		t.Fatal(err)

@@ -119,8 +119,8 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			}
 			dup := asInt(a[1+2*j]) == 1
 			out[i] = store.InsertResult{Record: r, Duplicate: dup}
-			if !dup && (earliest < 0 || notifyDue(r) < earliest) {
-				earliest = notifyDue(r)
+			if !dup && (earliest < 0 || store.NotifyDue(r) < earliest) {
+				earliest = store.NotifyDue(r)
 			}
 		}
 	}
@@ -305,7 +305,7 @@ func (s *Store) oneMessage(ctx context.Context, op string, sc *script, topic, id
 		return nil, err
 	}
 	if notify && (r.State == store.StateScheduled || r.State == store.StateReady) {
-		s.publish(ctx, topic, notifyDue(r))
+		s.publish(ctx, topic, store.NotifyDue(r))
 	}
 	return r, nil
 }

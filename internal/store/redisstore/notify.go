@@ -12,7 +12,7 @@ import (
 )
 
 // publish tells every subscribed engine that topic has a message due at
-// due (0: ready now; see notifyDue). One PUBLISH per call, after the call's scripts
+// due (0: ready now; see store.NotifyDue). One PUBLISH per call, after the call's scripts
 // succeeded, carrying the earliest due time of the call: "topic\tdueMS".
 // A failed publish is logged, not returned: the state change is already
 // durable, and engines' safety sweeps find what a lost notification
@@ -95,16 +95,6 @@ func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic 
 			fn(topic, due)
 		}
 	}
-}
-
-// notifyDue is what a notification about r says: 0 when r is ready now —
-// stated rather than left to the receiver's clock, which may lag the one
-// that made r ready — else r's due time.
-func notifyDue(r *store.Record) int64 {
-	if r.State == store.StateReady {
-		return 0
-	}
-	return r.DueAt
 }
 
 func parseNotification(p string) (string, int64, bool) {

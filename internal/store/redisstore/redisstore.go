@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,7 +148,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		done:      make(chan struct{}),
 	}
 	if s.rdb == nil {
-		rdb, err := newClient(opts.URL, cmpOr(opts.Timeout, DefaultTimeout))
+		rdb, err := newClient(opts.URL, cmp.Or(opts.Timeout, DefaultTimeout))
 		if err != nil {
 			return nil, err
 		}
@@ -289,13 +290,13 @@ type connLimits struct {
 }
 
 func (l connLimits) apply(timeout time.Duration) {
-	*l.dial = cmpOr(*l.dial, timeout)
-	*l.read = cmpOr(*l.read, timeout)
-	*l.write = cmpOr(*l.write, timeout)
-	*l.pool = cmpOr(*l.pool, timeout)
-	*l.maxRetries = cmpOr(*l.maxRetries, -1)
-	*l.dialerRetries = cmpOr(*l.dialerRetries, 2)
-	*l.dialerRetryTimeout = cmpOr(*l.dialerRetryTimeout, 50*time.Millisecond)
+	*l.dial = cmp.Or(*l.dial, timeout)
+	*l.read = cmp.Or(*l.read, timeout)
+	*l.write = cmp.Or(*l.write, timeout)
+	*l.pool = cmp.Or(*l.pool, timeout)
+	*l.maxRetries = cmp.Or(*l.maxRetries, -1)
+	*l.dialerRetries = cmp.Or(*l.dialerRetries, 2)
+	*l.dialerRetryTimeout = cmp.Or(*l.dialerRetryTimeout, 50*time.Millisecond)
 	*l.contextTimeout = true
 }
 
@@ -408,7 +409,7 @@ func secretParam(key string) bool {
 func (s *Store) fixPartitions(ctx context.Context, prefix string, want int) (int, error) {
 	key := keyspace{prefix: prefix}.config()
 	pipe := s.rdb.TxPipeline() // one key: MULTI is valid on Cluster too
-	pipe.HSetNX(ctx, key, "partitions", strconv.Itoa(cmpOr(want, DefaultPartitions)))
+	pipe.HSetNX(ctx, key, "partitions", strconv.Itoa(cmp.Or(want, DefaultPartitions)))
 	pipe.HSetNX(ctx, key, "format", formatVersion)
 	get := pipe.HMGet(ctx, key, "partitions", "format")
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -540,11 +541,3 @@ func (s *Store) StoreNow(ctx context.Context) (_ int64, ok bool, err error) {
 }
 
 var _ store.Clock = (*Store)(nil)
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -410,10 +411,10 @@ func (m *model) extend(t *rapid.T) {
 }
 
 func byTopicID(a, b *store.Record) int {
-	if c := cmpStr(a.Topic, b.Topic); c != 0 {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}
-	return cmpStr(a.ID, b.ID)
+	return strings.Compare(a.ID, b.ID)
 }
 
 func (m *model) expire(*rapid.T) {

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite of store.Store. Every backend
-// (memstore, the embedded Pebble store, the Redis store) runs the same
+// (memstore, pebblestore, redisstore, pgstore, mysqlstore) runs the same
 // tests from its own _test.go:
 //
 //	func TestConformance(t *testing.T) { storetest.Run(t, open) }
@@ -14,41 +14,15 @@
 // after each RunModel case, so a cleanup that open registers must accept a
 // store that is already closed (Close answering nil or ErrClosed).
 //
-// # Readings of the contract the suite pins
+// # How the suite reads the contract
 //
-// store.go leaves some points open; the suite (and memstore) fix them as
-// follows, because the engine and the HTTP API rely on one behaviour:
-//
-//   - Seq increases in insert order within a topic (the order leases need);
-//     values are compared only by order, never exactly.
-//   - A repeated ID within one MessageInsertMany call is a duplicate of the
-//     first occurrence.
-//   - No headers: nil and an empty map are equivalent and may come back as
-//     either; likewise an empty payload. Equal treats them as equal.
-//   - Receipt and LeaseUntil are zero outside inflight, DeadAt outside dead,
-//     AckedAt outside acked. An acked tombstone keeps every field except
-//     Payload and Headers (dropped).
-//   - Receipts are compared by identity only: their format is the
-//     backend's, as long as no receipt repeats for a message.
-//   - Ack, Nack and Extend check the receipt, not the clock: a lease whose
-//     LeaseUntil has passed but that LeaseExpire has not yet expired is
-//     still current.
-//   - A nack or expiry that kills a message leaves its DueAt unchanged.
-//   - MaxAttempts is used as given (0: the first failure kills).
-//   - A topic is known from its first insert or settings put and stays
-//     known when its messages are gone. Promote, Lease, DeadList and the
-//     "up to Max" forms of DeadReplay/DeadDelete on an unknown topic answer
-//     empty with no error and do not create it; operations naming a message
-//     answer ErrNotFound (in MessageAckMany: per item).
-//   - When Max cuts them short, LeaseExpire takes the earliest LeaseUntil,
-//     DeadReplay/DeadDelete the head of the DeadList order and DedupPurge
-//     the earliest AckedAt first. Ties are left to the backend, and the
-//     model test avoids cutting LeaseExpire and DedupPurge short.
-//   - A DeadList cursor is a position, not an offset: removing items already
-//     returned does not make the next page skip any.
-//   - Max and Limit are positive (the engine ensures it); behaviour for
-//     values <= 0 is not tested.
-//   - A DeadList cursor the store did not make: ErrBadCursor.
+// The rules are package store's (its doc, "Rules every backend
+// follows", and the method docs). Where they leave a choice to the
+// backend, the suite compares only what is fixed: Seq values by their
+// order, receipts by identity (a receipt must be new for its message at
+// each lease), nil and empty Headers or Payload as equal (Diff). Ties when
+// Max cuts LeaseExpire or DedupPurge short are avoided (the model test
+// always takes everything eligible), and Max or Limit <= 0 is not tested.
 package storetest
 
 import (

@@ -1,4 +1,6 @@
-package mysqlstore
+// Package sqlcodec holds the encodings the SQL backends (pgstore,
+// mysqlstore) share for record fields that have no SQL type of their own.
+package sqlcodec
 
 import (
 	"encoding/binary"
@@ -8,11 +10,13 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Headers are stored as a blob: for each entry in key order, the key's
-// length (4 bytes, big-endian), the key, the value's length, the value.
-// Not JSON, not text: values may hold any bytes (NUL included, which
-// utf8mb4 text refuses).
-func encodeHeaders(h map[string]string) []byte {
+// EncodeHeaders encodes headers for a binary column (PostgreSQL bytea,
+// MySQL blob): for each entry in key order, the key's length (4 bytes,
+// big-endian), the key, the value's length, the value. Not JSON, not text:
+// values may hold any bytes (NUL included, which PostgreSQL text and jsonb
+// and MySQL utf8mb4 text refuse). pgstore's delayq_send builds the same
+// encoding from jsonb in SQL. No headers encode to nil.
+func EncodeHeaders(h map[string]string) []byte {
 	if len(h) == 0 {
 		return nil
 	}
@@ -33,7 +37,9 @@ func encodeHeaders(h map[string]string) []byte {
 	return b
 }
 
-func decodeHeaders(b []byte) (map[string]string, error) {
+// DecodeHeaders reads what EncodeHeaders wrote: nil for no headers, an
+// error wrapping store.ErrCorrupt for a truncated blob.
+func DecodeHeaders(b []byte) (map[string]string, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}

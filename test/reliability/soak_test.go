@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // soakConns caps the soak clients' connections to the server.

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// timers is what the scheduler needs from the timing wheel's runner: one
+// timers is what the dispatcher needs from the timing wheel's runner: one
 // pending fire time per id, and a callback when it comes.
 type timers interface {
 	// Set (re)arms id to fire at due (Unix ms); it replaces an earlier setting.
@@ -23,10 +23,11 @@ const (
 	retryAfterErr        = 1000 // ms before a failed promotion or sweep is retried
 )
 
-// scheduler arms wheel entries and runs the due work (promotion, lease
-// expiry, recurring schedules' ticks) on a small pool of workers, so a slow store call never delays the
-// wheel's other timers. It owns its goroutines.
-type scheduler struct {
+// dispatcher arms wheel entries and, when they come due, dispatches the due
+// work (promotion, lease expiry, recurring schedules' ticks) to a small pool
+// of workers, so a slow store call never delays the wheel's other timers.
+// It owns its goroutines.
+type dispatcher struct {
 	e  *Engine
 	tm timers
 
@@ -47,9 +48,9 @@ type scheduler struct {
 	wg     sync.WaitGroup
 }
 
-func newScheduler(e *Engine) *scheduler {
+func newDispatcher(e *Engine) *dispatcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &scheduler{
+	d := &dispatcher{
 		e:     e,
 		armed: make(map[uint64]int64),
 		byID:  make(map[uint64]*topic),
@@ -63,174 +64,174 @@ func newScheduler(e *Engine) *scheduler {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	s.tm = newWheelTimers(e.clk, s.fire)
+	d.tm = newWheelTimers(e.clk, d.fire)
 	for range workers {
-		s.wg.Add(1)
-		go s.work()
+		d.wg.Add(1)
+		go d.work()
 	}
-	return s
+	return d
 }
 
-func (s *scheduler) stop() {
-	s.tm.Stop()
-	s.cancel()
-	s.wg.Wait()
+func (d *dispatcher) stop() {
+	d.tm.Stop()
+	d.cancel()
+	d.wg.Wait()
 }
 
 // register gives a topic its wheel entry id.
-func (s *scheduler) register(t *topic) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.nextID
-	s.nextID++
-	s.byID[id] = t
+func (d *dispatcher) register(t *topic) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := d.nextID
+	d.nextID++
+	d.byID[id] = t
 	return id
 }
 
 // armSchedule makes sure the schedule's tick handler runs no later than
 // due, registering the schedule's wheel entry on first use.
-func (s *scheduler) armSchedule(name string, due int64) {
-	s.mu.Lock()
-	id, ok := s.schedID[name]
+func (d *dispatcher) armSchedule(name string, due int64) {
+	d.mu.Lock()
+	id, ok := d.schedID[name]
 	if !ok {
-		id = s.nextID
-		s.nextID++
-		s.schedID[name] = id
-		s.schedName[id] = name
+		id = d.nextID
+		d.nextID++
+		d.schedID[name] = id
+		d.schedName[id] = name
 	}
-	s.mu.Unlock()
-	s.arm(id, due)
+	d.mu.Unlock()
+	d.arm(id, due)
 }
 
 // forgetIdle unregisters a topic's wheel entry if it is neither armed nor
 // queued or running, and reports whether it did. Called under Engine.mu,
 // which every lookup takes, so no one can arm the entry afterwards.
-func (s *scheduler) forgetIdle(id uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, armed := s.armed[id]; armed || s.pending[id] || s.running[id] {
+func (d *dispatcher) forgetIdle(id uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, armed := d.armed[id]; armed || d.pending[id] || d.running[id] {
 		return false
 	}
-	delete(s.byID, id)
+	delete(d.byID, id)
 	return true
 }
 
 // forgetSchedule drops a deleted schedule's entry. A timer still armed
 // for it fires into nothing.
-func (s *scheduler) forgetSchedule(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if id, ok := s.schedID[name]; ok {
-		delete(s.schedID, name)
-		delete(s.schedName, id)
-		delete(s.armed, id)
+func (d *dispatcher) forgetSchedule(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id, ok := d.schedID[name]; ok {
+		delete(d.schedID, name)
+		delete(d.schedName, id)
+		delete(d.armed, id)
 	}
 }
 
 // armPromote makes sure the topic's promotion runs no later than due, an
 // instant of the store's clock (a record's DueAt).
-func (s *scheduler) armPromote(t *topic, due int64) { s.arm(t.wheel, s.e.local(due)) }
+func (d *dispatcher) armPromote(t *topic, due int64) { d.arm(t.wheel, d.e.local(due)) }
 
-// armPromoteIn makes sure the topic's promotion runs within d ms.
-func (s *scheduler) armPromoteIn(t *topic, d int64) { s.arm(t.wheel, s.e.now()+d) }
+// armPromoteIn makes sure the topic's promotion runs within ms milliseconds.
+func (d *dispatcher) armPromoteIn(t *topic, ms int64) { d.arm(t.wheel, d.e.now()+ms) }
 
 // armExpire makes sure the lease-expiry sweep runs no later than a lease
 // ending at until, an instant of the store's clock (rounded up to the
 // sweep grain).
-func (s *scheduler) armExpire(until int64) { s.armExpireLocal(s.e.local(until)) }
+func (d *dispatcher) armExpire(until int64) { d.armExpireLocal(d.e.local(until)) }
 
-// armExpireIn makes sure the lease-expiry sweep runs within d ms.
-func (s *scheduler) armExpireIn(d int64) { s.armExpireLocal(s.e.now() + d) }
+// armExpireIn makes sure the lease-expiry sweep runs within ms milliseconds.
+func (d *dispatcher) armExpireIn(ms int64) { d.armExpireLocal(d.e.now() + ms) }
 
-func (s *scheduler) armExpireLocal(at int64) {
-	s.arm(expireID, (at+expireGrain-1)/expireGrain*expireGrain)
+func (d *dispatcher) armExpireLocal(at int64) {
+	d.arm(expireID, (at+expireGrain-1)/expireGrain*expireGrain)
 }
 
 // arm sets id's timer to due unless it is already armed earlier. The
-// timer is set under s.mu, in the order armed changes: two arms racing
+// timer is set under d.mu, in the order armed changes: two arms racing
 // outside it could set the timers in the other order, leaving the timer
 // at the later due while armed says the earlier one, which then swallows
-// every later arm. (The wheel's fire callback takes s.mu only after
+// every later arm. (The wheel's fire callback takes d.mu only after
 // releasing the runner's locks, so this cannot deadlock.)
-func (s *scheduler) arm(id uint64, due int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.armed[id]
+func (d *dispatcher) arm(id uint64, due int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur, ok := d.armed[id]
 	if ok && cur <= due {
 		return
 	}
-	s.armed[id] = due
-	s.tm.Set(id, due)
+	d.armed[id] = due
+	d.tm.Set(id, due)
 }
 
 // fire is the wheel's callback; it must not block, so it only queues work.
 // A job still waiting in the queue will read the store after this fire, so
 // a second one would add nothing; a job already running might not, so
 // pending is cleared when a worker starts a job, not when it ends.
-func (s *scheduler) fire(id uint64) {
-	s.mu.Lock()
-	delete(s.armed, id)
-	if s.pending[id] {
-		s.mu.Unlock()
+func (d *dispatcher) fire(id uint64) {
+	d.mu.Lock()
+	delete(d.armed, id)
+	if d.pending[id] {
+		d.mu.Unlock()
 		return
 	}
-	s.pending[id] = true
-	s.mu.Unlock()
-	s.enqueue(id)
+	d.pending[id] = true
+	d.mu.Unlock()
+	d.enqueue(id)
 }
 
-func (s *scheduler) enqueue(id uint64) {
+func (d *dispatcher) enqueue(id uint64) {
 	select {
-	case s.jobs <- id:
+	case d.jobs <- id:
 	default:
 		// The queue is full (thousands of topics due at once): run it from
 		// a fresh goroutine owned by the pool's WaitGroup rather than block
 		// the wheel.
-		s.wg.Add(1)
+		d.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer d.wg.Done()
 			select {
-			case s.jobs <- id:
-			case <-s.ctx.Done():
+			case d.jobs <- id:
+			case <-d.ctx.Done():
 			}
 		}()
 	}
 }
 
-func (s *scheduler) work() {
-	defer s.wg.Done()
+func (d *dispatcher) work() {
+	defer d.wg.Done()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-d.ctx.Done():
 			return
-		case id := <-s.jobs:
-			s.mu.Lock()
-			delete(s.pending, id)
-			s.running[id] = true
-			s.mu.Unlock()
-			s.run(id)
-			s.mu.Lock()
-			delete(s.running, id)
-			s.mu.Unlock()
+		case id := <-d.jobs:
+			d.mu.Lock()
+			delete(d.pending, id)
+			d.running[id] = true
+			d.mu.Unlock()
+			d.run(id)
+			d.mu.Lock()
+			delete(d.running, id)
+			d.mu.Unlock()
 		}
 	}
 }
 
-func (s *scheduler) run(id uint64) {
+func (d *dispatcher) run(id uint64) {
 	if id == expireID {
-		trace.WithRegion(s.ctx, "delayq.expire", func() { s.e.expireLeases(s.ctx) })
+		trace.WithRegion(d.ctx, "delayq.expire", func() { d.e.expireLeases(d.ctx) })
 		return
 	}
-	s.mu.Lock()
-	t := s.byID[id]
-	name, isSched := s.schedName[id]
-	s.mu.Unlock()
+	d.mu.Lock()
+	t := d.byID[id]
+	name, isSched := d.schedName[id]
+	d.mu.Unlock()
 	switch {
 	case t != nil:
 		// Regions name the engine's steps in an execution trace (delayq
 		// bench --trace, /debug/pprof/trace); free when not tracing.
-		trace.WithRegion(s.ctx, "delayq.promote", func() { s.e.promote(s.ctx, t) })
+		trace.WithRegion(d.ctx, "delayq.promote", func() { d.e.promote(d.ctx, t) })
 	case isSched:
-		s.e.fireSchedule(s.ctx, name)
+		d.e.fireSchedule(d.ctx, name)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 type redisRestartJSON struct {

@@ -34,22 +34,22 @@ func (g *gateTimers) Stop() {}
 // TestArmKeepsEarliestUnderConcurrentArms: two arms of one entry race; the
 // one for the later due is held inside its timer Set while the one for
 // the earlier due runs. The timer must end at the earlier due, as the
-// scheduler's bookkeeping says: before the fix, the late Set landed last
+// dispatcher's bookkeeping says: before the fix, the late Set landed last
 // and moved the timer past the earlier due, while the bookkeeping still
 // said "armed earlier" and so swallowed every later arm — a message due
 // in a second waited for the one due in an hour.
 func TestArmKeepsEarliestUnderConcurrentArms(t *testing.T) {
 	const id, early, late = 7, 1_000, 3_600_000
 	g := &gateTimers{gated: late, entered: make(chan struct{}), gate: make(chan struct{}), last: map[uint64]int64{}}
-	s := &scheduler{tm: g, armed: map[uint64]int64{}}
+	d := &dispatcher{tm: g, armed: map[uint64]int64{}}
 
 	doneLate, doneEarly := make(chan struct{}), make(chan struct{})
-	go func() { defer close(doneLate); s.arm(id, late) }()
+	go func() { defer close(doneLate); d.arm(id, late) }()
 	<-g.entered // the late arm is inside its Set
-	go func() { defer close(doneEarly); s.arm(id, early) }()
+	go func() { defer close(doneEarly); d.arm(id, early) }()
 	// Let the early arm go as far as it can: to its end, or until it
-	// waits for the late one (blocked on the scheduler's lock).
-	waitDoneOrBlocked(t, doneEarly, "(*scheduler).arm")
+	// waits for the late one (blocked on the dispatcher's lock).
+	waitDoneOrBlocked(t, doneEarly, "(*dispatcher).arm")
 	close(g.gate)
 	<-doneLate
 	<-doneEarly
@@ -60,8 +60,8 @@ func TestArmKeepsEarliestUnderConcurrentArms(t *testing.T) {
 	if got != early {
 		t.Fatalf("timer set to %d after concurrent arms for %d and %d, want %d", got, late, early, early)
 	}
-	if s.armed[id] != early {
-		t.Fatalf("armed = %d, want %d", s.armed[id], early)
+	if d.armed[id] != early {
+		t.Fatalf("armed = %d, want %d", d.armed[id], early)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // pid is the running server's process id (0 when none).

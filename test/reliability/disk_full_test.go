@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/test/internal/history"
 )
 
 // mountTmpfs mounts a tmpfs of size (e.g. "160m") on a new directory and

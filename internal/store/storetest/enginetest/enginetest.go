@@ -1,0 +1,265 @@
+// Package enginetest runs engines on a store that several servers share
+// (Redis, PostgreSQL, MySQL): what the conformance suite cannot see from
+// one store, such as wake-ups through the store's notifications, leases
+// raced by several engines, and servers whose clocks differ from the
+// store's. Every shared backend runs the same bodies from its own tests:
+//
+//	func TestTwoEngines(t *testing.T) { enginetest.RunTwoEngines(t, deployment(t)) }
+//
+// The bodies do not call t.Parallel; a backend whose test servers allow it
+// calls it first.
+package enginetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/clock"
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Deployment opens the store of one more server of a deployment: each
+// call opens a new store on the same data (a Redis key prefix, a
+// PostgreSQL schema, a MySQL table prefix) that judges time by the store's
+// own clock, as in production. The caller closes it (Open does).
+type Deployment func(t *testing.T) store.Store
+
+var ctx = context.Background()
+
+// Open opens an engine with cfg on s, closing both when t ends.
+func Open(t *testing.T, s store.Store, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	cfg.Store = s
+	e, err := engine.Open(ctx, cfg)
+	if err != nil {
+		_ = s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Close(ctx)
+		_ = s.Close()
+	})
+	return e
+}
+
+// Engines opens n engines with cfg, each on a new store of d.
+func Engines(t *testing.T, d Deployment, n int, cfg engine.Config) []*engine.Engine {
+	t.Helper()
+	out := make([]*engine.Engine, n)
+	for i := range out {
+		out[i] = Open(t, d(t), cfg)
+	}
+	return out
+}
+
+// RunTwoEngines: a delayed send through one engine is delivered, not
+// early, to a long-poll on another engine of the deployment (promotion by
+// whichever engine's timer fires; wake-up through the store's Notifier).
+func RunTwoEngines(t *testing.T, d Deployment) {
+	es := Engines(t, d, 2, engine.Config{})
+	const delay = 300 * time.Millisecond
+	for round := range 3 {
+		id := "j" + string(rune('0'+round))
+		sent := time.Now()
+		if _, err := es[0].Send(ctx, "jobs", domain.SendRequest{ID: id, Payload: []byte("hi"), When: domain.When{Delay: delay}}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := es[1].Lease(ctx, "jobs", domain.LeaseRequest{Max: 1, Wait: 8 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := time.Since(sent)
+		if len(msgs) != 1 || msgs[0].ID != id {
+			t.Fatalf("lease: %+v", msgs)
+		}
+		if got < delay {
+			t.Fatalf("delivered after %v, before its %v delay", got, delay)
+		}
+		t.Logf("delivered after %v (delay %v)", got, delay)
+		// Not a latency target: anything near the 5 s safety sweep means
+		// the notification was missed (a promotion by engine 0 must wake
+		// engine 1's long-poll).
+		if got > 3*time.Second {
+			t.Fatalf("delivered after %v: by the safety sweep, not a notification", got)
+		}
+		if err := es[1].Ack(ctx, "jobs", id, msgs[0].Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// RunSharedLeases: consumers on three engines race for the same
+// messages; each message is delivered once, and all are delivered.
+func RunSharedLeases(t *testing.T, d Deployment) {
+	es := Engines(t, d, 3, engine.Config{})
+	const n = 300
+	reqs := make([]domain.SendRequest, n)
+	for i := range reqs {
+		reqs[i] = domain.SendRequest{Payload: []byte("x")}
+	}
+	if _, err := es[0].SendBatch(ctx, "work", reqs); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			e := es[i%3]
+			for {
+				ms, err := e.Lease(ctx, "work", domain.LeaseRequest{Max: 7, Wait: 500 * time.Millisecond, Lease: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ms) == 0 {
+					return
+				}
+				for _, m := range ms {
+					mu.Lock()
+					seen[m.ID]++
+					mu.Unlock()
+					if err := e.Ack(ctx, "work", m.ID, m.Receipt); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d of %d messages delivered", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s delivered %d times", id, c)
+		}
+	}
+}
+
+// Skewed opens an engine on a new store of d whose clock is off by skew
+// from this machine's (and so from the test server's).
+func Skewed(t *testing.T, d Deployment, skew time.Duration) *engine.Engine {
+	t.Helper()
+	return Open(t, d(t), engine.Config{Clock: clock.Offset{By: skew}})
+}
+
+// StoreClock opens a store of d to read the store's clock with Now,
+// closing it when t ends.
+func StoreClock(t *testing.T, d Deployment) store.Clock {
+	t.Helper()
+	s := d(t)
+	t.Cleanup(func() { _ = s.Close() })
+	c, ok := s.(store.Clock)
+	if !ok {
+		t.Fatalf("%T has no clock of its own (store.Clock)", s)
+	}
+	if _, ok, err := c.StoreNow(ctx); err != nil || !ok {
+		t.Fatalf("StoreNow: ok %v, %v: the store must judge time by its own clock", ok, err)
+	}
+	return c
+}
+
+// Now reads c's time.
+func Now(t *testing.T, c store.Clock) time.Time {
+	t.Helper()
+	ms, _, err := c.StoreNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.UnixMilli(ms)
+}
+
+// RunSkewedServers: every instant comes from the store's clock (one clock
+// per deployment). A send with a delay through a server 2 s behind the
+// store is due delay after the store's now, not 2 s early; a lease and a
+// retry through a server 2 s ahead end lease/retry after the store's now,
+// not 2 s later; a long-poll on either is woken, never early and not by
+// the safety sweep.
+func RunSkewedServers(t *testing.T, d Deployment) {
+	probe := StoreClock(t, d)
+	slow := Skewed(t, d, -2*time.Second)
+	fast := Skewed(t, d, 2*time.Second)
+
+	const delay = time.Second
+	before := Now(t, probe)
+	m, err := slow.Send(ctx, "skew", domain.SendRequest{ID: "a", Payload: []byte("x"), When: domain.When{Delay: delay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := Now(t, probe)
+	if m.DeliverAt.Before(before.Add(delay)) || m.DeliverAt.After(after.Add(delay)) {
+		t.Fatalf("sent through a server 2 s slow: due %v, want delay after the store's now (%v … %v)", m.DeliverAt, before.Add(delay), after.Add(delay))
+	}
+	// Nothing is handed out before it is due by the store's clock, by either.
+	for _, e := range []*engine.Engine{slow, fast} {
+		got, err := e.Lease(ctx, "skew", domain.LeaseRequest{Max: 1})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("lease before due: %v %v", got, err)
+		}
+	}
+	got, err := fast.Lease(ctx, "skew", domain.LeaseRequest{Max: 1, Lease: 5 * time.Second, Wait: 5 * time.Second})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("lease when due: %v %v", got, err)
+	}
+	leasedAt := Now(t, probe)
+	if leasedAt.Before(m.DeliverAt) {
+		t.Fatalf("leased at %v by the store's clock, before its due time %v", leasedAt, m.DeliverAt)
+	}
+	if late := leasedAt.Sub(m.DeliverAt); late > 2*time.Second {
+		t.Fatalf("leased %v after due: a lost wake-up", late)
+	}
+	if until := got[0].LeaseExpiresAt; until.After(leasedAt.Add(5*time.Second)) || until.Before(leasedAt.Add(4*time.Second)) {
+		t.Fatalf("lease through a server 2 s fast ends %v, want ~5 s after the store's now %v", until, leasedAt)
+	}
+	n, err := fast.Nack(ctx, "skew", "a", got[0].Receipt, domain.NackRequest{Delay: time.Second, HasDelay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := n.DeliverAt.Sub(Now(t, probe)); in > time.Second || in < 500*time.Millisecond {
+		t.Fatalf("retry through a server 2 s fast is due in %v by the store's clock, want ~1 s", in)
+	}
+	again, err := slow.Lease(ctx, "skew", domain.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+	if err != nil || len(again) != 1 {
+		t.Fatalf("lease of the retry on the slow server: %v %v", again, err)
+	}
+	if at := Now(t, probe); at.Before(n.DeliverAt) || at.Sub(n.DeliverAt) > 2*time.Second {
+		t.Fatalf("retry leased at %v, due %v: early, or a lost wake-up", at, n.DeliverAt)
+	}
+}
+
+// RunFastServerKeepsDedupWindow: the dedup cutoff is computed from the
+// store's clock, so a server whose clock runs an hour fast cannot purge
+// tombstones acked within the window.
+func RunFastServerKeepsDedupWindow(t *testing.T, d Deployment) {
+	s := d(t)
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "d", Now: time.Now().UnixMilli(),
+		Messages: []store.InsertMessage{{ID: "a", Payload: []byte("a"), Relative: true, MaxAttempts: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "d", Max: 1, LeaseFor: 60_000, Token: "t"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("lease: %v %v", recs, err)
+	}
+	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "d", ID: "a", Receipt: recs[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+	hourFast := time.Now().Add(time.Hour).UnixMilli()
+	n, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Now: hourFast, Window: (30 * time.Minute).Milliseconds(), Max: 10})
+	if err != nil || n != 0 {
+		t.Fatalf("purge by a server an hour fast, 30 min window: %d purged, %v; want 0", n, err)
+	}
+	if r, err := s.MessageGet(ctx, "d", "a"); err != nil || r.State != store.StateAcked {
+		t.Fatalf("tombstone: %+v %v", r, err)
+	}
+	// And the window does end, by the store's clock.
+	n, err = s.DedupPurge(ctx, &store.DedupPurgeParams{Window: -1000, Max: 10})
+	if err != nil || n != 1 {
+		t.Fatalf("purge past the window: %d %v", n, err)
+	}
+}

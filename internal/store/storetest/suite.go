@@ -1,0 +1,48 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Run runs the conformance suite. open returns a fresh, empty store for
+// each subtest.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	cases := []struct {
+		name string
+		fn   func(h *harness)
+	}{
+		{"InsertGet", testInsertGet},
+		{"Duplicates", testDuplicates},
+		{"DedupPurge", testDedupPurge},
+		{"PayloadHeaders", testPayloadHeaders},
+		{"Promote", testPromote},
+		{"Lease", testLease},
+		{"LeaseNeverEarly", testLeaseNeverEarly},
+		{"ManyOrdered", testManyOrdered},
+		{"Receipts", testReceipts},
+		{"Ack", testAck},
+		{"AckMany", testAckMany},
+		{"Nack", testNack},
+		{"Extend", testExtend},
+		{"LeaseExpire", testLeaseExpire},
+		{"Cancel", testCancel},
+		{"Reschedule", testReschedule},
+		{"DeadList", testDeadList},
+		{"DeadReplay", testDeadReplay},
+		{"DeadDelete", testDeadDelete},
+		{"Topics", testTopics},
+		{"Close", testClose},
+		{"ConcurrentLease", testConcurrentLease},
+		{"ConcurrentAckExpire", testConcurrentAckExpire},
+		{"Schedules", testSchedules},
+		{"ScheduleTickRace", testScheduleTickRace},
+		{"RateLimiter", testRateLimiter},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.fn(newHarness(t, open(t)))
+		})
+	}
+}
