@@ -6,7 +6,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
-	"github.com/delayq/delayq/internal/store/storetest/enginetest"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // deployment opens stores on one fresh table prefix of the shared server

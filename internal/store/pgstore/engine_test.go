@@ -6,7 +6,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
-	"github.com/delayq/delayq/internal/store/storetest/enginetest"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // deploymentSchema opens stores on one fresh schema of the shared server

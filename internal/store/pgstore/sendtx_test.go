@@ -18,7 +18,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
-	"github.com/delayq/delayq/internal/store/storetest/enginetest"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // appConn is an application's own connection to the database.

@@ -25,7 +25,7 @@
 //	dq:{orders#2}:m:<id>  STRING the message: a 46-byte binary header
 //	                             (state, Seq, times, counts), receipt,
 //	                             last error, headers, then the payload
-//	                             (recHeader in lua.go)
+//	                             (recHeader in codec.go)
 //	dq:{orders}:meta      HASH   seq (the topic's Seq counter), tn (its
 //	                             topic number), settings (the engine's blob)
 //	dq:{orders}:rate      HASH   tok, ts: the topic's rate-limit token bucket

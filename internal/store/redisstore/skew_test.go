@@ -11,7 +11,7 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
-	"github.com/delayq/delayq/internal/store/storetest/enginetest"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // Servers whose clocks differ from Redis's: every instant must come from
