@@ -1,7 +1,9 @@
-// Package server is delayq's HTTP API v1: one routing table (routes.go,
+// Package httpapi is delayq's HTTP API v1: one routing table (routes.go,
 // every route with its scope and limits), one error-to-status function
-// (toHTTP in errors.go), strict JSON input (decode.go) and the listener's
-// limits and graceful shutdown (server.go). It serves any delayq.Queue.
+// (toHTTP in errors.go), body limits (body.go), and the listener's limits
+// and graceful shutdown (server.go). It serves any delayq.Queue. The JSON
+// itself (strict decoding, fast codecs, the domain↔wire mapping) is
+// internal/wire's.
 //
 // # Input
 //

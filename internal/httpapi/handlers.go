@@ -24,7 +24,7 @@ type empty struct{}
 
 func (s *Server) send(c *call) (int, any, error) {
 	var in wire.SendRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	req, err := s.sendRequest(&in, "")
@@ -47,7 +47,7 @@ func (s *Server) send(c *call) (int, any, error) {
 // per item in a 200.
 func (s *Server) sendBatch(c *call) (int, any, error) {
 	var in wire.SendBatchRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if len(in.Messages) == 0 || len(in.Messages) > domain.MaxBatch {
@@ -57,7 +57,7 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 	for i, raw := range in.Messages {
 		prefix := "messages[" + strconv.Itoa(i) + "]"
 		var item wire.SendRequest
-		if err := decodeSend(raw, &item, prefix); err != nil {
+		if err := wire.DecodeSendItem(raw, &item, prefix); err != nil {
 			return 0, nil, err
 		}
 		req, err := s.sendRequest(&item, prefix+".")
@@ -103,7 +103,7 @@ func (s *Server) cancel(c *call) (int, any, error) {
 
 func (s *Server) reschedule(c *call) (int, any, error) {
 	var in wire.RescheduleRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Delay == nil && in.DelayMS == nil && in.DeliverAt == nil {
@@ -126,7 +126,7 @@ func (s *Server) reschedule(c *call) (int, any, error) {
 // on at once.
 func (s *Server) lease(c *call) (int, any, error) {
 	var in wire.LeaseRequest
-	if err := decodeStrict(c.body, &in, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, true); err != nil {
 		return 0, nil, err
 	}
 	req := domain.LeaseRequest{Max: 1}
@@ -164,7 +164,7 @@ func (s *Server) lease(c *call) (int, any, error) {
 
 func (s *Server) ack(c *call) (int, any, error) {
 	var in wire.AckRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Receipt == "" {
@@ -178,7 +178,7 @@ func (s *Server) ack(c *call) (int, any, error) {
 
 func (s *Server) ackBatch(c *call) (int, any, error) {
 	var in wire.AckBatchRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if len(in.Acks) == 0 || len(in.Acks) > domain.MaxBatch {
@@ -211,7 +211,7 @@ func (s *Server) ackBatch(c *call) (int, any, error) {
 
 func (s *Server) nack(c *call) (int, any, error) {
 	var in wire.NackRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Receipt == "" {
@@ -237,7 +237,7 @@ func (s *Server) nack(c *call) (int, any, error) {
 
 func (s *Server) extend(c *call) (int, any, error) {
 	var in wire.ExtendRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	switch {
@@ -281,7 +281,7 @@ func (s *Server) topic(c *call) (int, any, error) {
 
 func (s *Server) putTopic(c *call) (int, any, error) {
 	var in wire.TopicSettings
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	set, err := settingsFromWire(&in)
@@ -341,7 +341,7 @@ func (s *Server) deadList(c *call) (int, any, error) {
 }
 
 func (s *Server) deadReplay(c *call) (int, any, error) {
-	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &empty{}, true); err != nil {
 		return 0, nil, err
 	}
 	m, err := s.cfg.Queue.DeadReplay(c.r.Context(), c.topic, c.id)
@@ -352,7 +352,7 @@ func (s *Server) deadReplay(c *call) (int, any, error) {
 }
 
 func (s *Server) deadReplayAll(c *call) (int, any, error) {
-	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &empty{}, true); err != nil {
 		return 0, nil, err
 	}
 	n, err := s.cfg.Queue.DeadReplayAll(c.r.Context(), c.topic)

@@ -34,7 +34,7 @@ func (s *Server) putSchedule(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	var in wire.ScheduleRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	req, err := s.scheduleFromWire(name, &in)
@@ -105,7 +105,7 @@ func (s *Server) patchSchedule(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	var in wire.SchedulePatch
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Paused == nil {
