@@ -38,7 +38,7 @@ import (
 
 // Built-in defaults for Config and topic settings.
 const (
-	DefaultMaxDelay    = 10 * 365 * 24 * time.Hour
+	DefaultMaxDelay    = domain.DefaultMaxDelay
 	DefaultDedupWindow = 24 * time.Hour
 	DefaultLease       = 30 * time.Second
 	DefaultMaxAttempts = 25
@@ -68,6 +68,7 @@ type Config struct {
 	// 1 h with ±20 % jitter).
 	Defaults domain.TopicSettings
 	// MaxPayload bytes per message. Default domain.DefaultMaxPayload (1 MiB).
+	// The engine is where it and MaxDelay are enforced (see Limits).
 	MaxPayload int
 	// MaxDelay is the furthest a message may be scheduled. Default 10 years.
 	MaxDelay time.Duration
@@ -88,8 +89,7 @@ type Engine struct {
 	log      *slog.Logger
 	obs      Observer
 	defaults domain.TopicSettings
-	maxPay   int
-	maxDelay time.Duration
+	limits   domain.Limits // MaxPayload and MaxDelay, defaults filled in
 	dedup    time.Duration
 	sweep    time.Duration // safety sweep period
 	known    *topicLimit   // nil: no topic limit
@@ -115,6 +115,10 @@ type Engine struct {
 
 var _ domain.Queue = (*Engine)(nil)
 
+// Limits returns the payload and delay limits the engine enforces (Config's,
+// defaults filled in), for a transport to size its bodies by.
+func (e *Engine) Limits() domain.Limits { return e.limits }
+
 // Open starts an engine on cfg.Store. It arms the scheduler from the
 // store's topics, so messages that came due while the process was down are
 // released at once.
@@ -128,8 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log:      cmpOr(cfg.Logger, slog.Default()),
 		obs:      cmpOr[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		maxPay:   cmpOr(cfg.MaxPayload, domain.DefaultMaxPayload),
-		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
+		limits:   domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
 		dedup:    cmpOr(cfg.DedupWindow, DefaultDedupWindow),
 		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),

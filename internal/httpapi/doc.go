@@ -8,7 +8,7 @@
 // # Input
 //
 // Bodies are read through http.MaxBytesReader with a limit per endpoint:
-// a single send 2×MaxPayload + 64 KiB, a batch 16 MiB (so 1000 small
+// a single send 2×Limits.MaxPayload + 64 KiB, a batch 16 MiB (so 1000 small
 // messages fit, 1000 × 1 MiB does not: send big payloads one by one), a
 // batch ack 1 MiB, anything else 64 KiB. Over the limit is 413, whether
 // or not a Content-Length was sent. All bodies held at once share
