@@ -61,16 +61,7 @@ type vscanner struct {
 	topKeys     int      // keys of the top-level object
 }
 
-func (s *vscanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *vscanner) ws() { s.i = skipWS(s.b, s.i) }
 
 // value scans one value at s.i; depth is the number of open containers.
 func (s *vscanner) value(depth int) bool {
