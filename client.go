@@ -133,7 +133,7 @@ func (c *Client) Send(ctx context.Context, topic string, req SendRequest) (*Mess
 		return nil, err
 	}
 	generated := c.assignID(&req)
-	body, err := sendRequestToWire(req)
+	body, err := wire.FromSendRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (c *Client) Send(ctx context.Context, topic string, req SendRequest) (*Mess
 	if err != nil {
 		return nil, err
 	}
-	m := messageFromWire(&out)
+	m := out.ToDomain()
 	fillPayload(m, &out, req.Payload)
 	if generated {
 		m.Duplicate = false // our own earlier attempt made it: this call created it
@@ -171,7 +171,7 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 		generated[i] = c.assignID(&r)
 		withIDs[i] = r
 	}
-	body, err := encodeSendBatch(withIDs)
+	body, err := wire.EncodeSendBatch(withIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 		case r.Error != nil:
 			res[i].Err = errorFromBody(http.StatusOK, r.Error)
 		case r.Message != nil:
-			res[i].Message = messageFromWire(r.Message)
+			res[i].Message = r.Message.ToDomain()
 			fillPayload(res[i].Message, r.Message, reqs[i].Payload)
 			if generated[i] {
 				res[i].Message.Duplicate = false
@@ -221,7 +221,7 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*Message, error) {
 	if err := c.do(ctx, &call{method: http.MethodGet, path: p, out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
-	return messageFromWire(&out), nil
+	return out.ToDomain(), nil
 }
 
 // Cancel implements Queue. The returned message's State is the state it
@@ -237,7 +237,7 @@ func (c *Client) Cancel(ctx context.Context, topic, id string) (*Message, error)
 	}
 	m := &Message{Topic: topic, ID: id}
 	if out.Message != nil {
-		m = messageFromWire(out.Message)
+		m = out.Message.ToDomain()
 	}
 	if out.PriorState != "" {
 		m.State = State(out.PriorState)
@@ -252,12 +252,12 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, when When) (*
 		return nil, err
 	}
 	var body wire.RescheduleRequest
-	body.Delay, body.DeliverAt = whenToWire(when)
+	body.Delay, body.DeliverAt = wire.FromWhen(when)
 	var out wire.Message
 	if err := c.do(ctx, &call{method: http.MethodPatch, path: p, in: body, out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
-	return messageFromWire(&out), nil
+	return out.ToDomain(), nil
 }
 
 // Lease implements Queue. The attempt's timeout is extended by req.Wait.
@@ -265,20 +265,14 @@ func (c *Client) Lease(ctx context.Context, topic string, req LeaseRequest) ([]*
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	var body wire.LeaseRequest
-	if req.Max != 0 {
-		body.Max = &req.Max
-	}
-	body.Lease = optDuration(req.Lease)
-	body.Wait = optDuration(req.Wait)
 	var out wire.MessagesResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: body, out: &out, wait: max(req.Wait, 0)})
+	err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: wire.NewLeaseRequest(req), out: &out, wait: max(req.Wait, 0)})
 	if err != nil {
 		return nil, err
 	}
 	msgs := make([]*Message, len(out.Messages))
 	for i, m := range out.Messages {
-		msgs[i] = messageFromWire(m)
+		msgs[i] = m.ToDomain()
 	}
 	return msgs, nil
 }
@@ -335,7 +329,7 @@ func (c *Client) Nack(ctx context.Context, topic, id, receipt string, req NackRe
 	if err := c.do(ctx, &call{method: http.MethodPost, path: p, in: body, out: &out}); err != nil {
 		return nil, err
 	}
-	return messageFromWire(&out), nil
+	return out.ToDomain(), nil
 }
 
 // Extend implements Queue.
@@ -350,7 +344,7 @@ func (c *Client) Extend(ctx context.Context, topic, id, receipt string, lease ti
 	if err != nil {
 		return nil, err
 	}
-	return messageFromWire(&out), nil
+	return out.ToDomain(), nil
 }
 
 // Topics implements Queue.
@@ -362,7 +356,7 @@ func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
 	now := time.Now()
 	infos := make([]TopicInfo, len(out.Topics))
 	for i := range out.Topics {
-		infos[i] = topicFromWire(&out.Topics[i], now)
+		infos[i] = out.Topics[i].ToDomain(now)
 	}
 	return infos, nil
 }
@@ -377,7 +371,7 @@ func (c *Client) Topic(ctx context.Context, topic string) (*TopicInfo, error) {
 	if err := c.do(ctx, &call{method: http.MethodGet, path: topicPath(topic, ""), out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
-	info := topicFromWire(&out, time.Now())
+	info := out.ToDomain(time.Now())
 	return &info, nil
 }
 
@@ -387,11 +381,11 @@ func (c *Client) SetTopicSettings(ctx context.Context, topic string, s TopicSett
 		return nil, err
 	}
 	var out wire.TopicSettings
-	err := c.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, ""), in: settingsToWire(s), out: &out, idempotent: true})
+	err := c.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, ""), in: wire.NewTopicSettingsRequest(s), out: &out, idempotent: true})
 	if err != nil {
 		return nil, err
 	}
-	got := settingsFromWire(&out)
+	got := out.ToDomain()
 	return &got, nil
 }
 
@@ -413,7 +407,7 @@ func (c *Client) DeadList(ctx context.Context, topic string, req DeadListRequest
 	}
 	page := &DeadPage{Messages: make([]*Message, len(out.Messages)), Next: out.Next}
 	for i, m := range out.Messages {
-		page.Messages[i] = messageFromWire(m)
+		page.Messages[i] = m.ToDomain()
 	}
 	return page, nil
 }
@@ -428,7 +422,7 @@ func (c *Client) DeadReplay(ctx context.Context, topic, id string) (*Message, er
 	if err := c.do(ctx, &call{method: http.MethodPost, path: p, out: &out}); err != nil {
 		return nil, err
 	}
-	return messageFromWire(&out), nil
+	return out.ToDomain(), nil
 }
 
 // DeadReplayAll implements Queue (POST /v1/topics/{topic}/dead/replay).

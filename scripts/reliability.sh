@@ -59,8 +59,8 @@ fuzz() { # package target
   fi
 }
 fuzz ./internal/httpapi FuzzRequestDecoders
-fuzz ./internal/httpapi FuzzFastValid
-fuzz ./internal/httpapi FuzzSendDecoders
+fuzz ./internal/wire FuzzFastValid
+fuzz ./internal/wire FuzzSendDecoders
 fuzz ./internal/wire FuzzDecodeSendBatchResponse
 fuzz ./internal/wire FuzzDuration
 fuzz . FuzzValidateName

@@ -24,74 +24,13 @@ var now = time.Now
 
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-func toWireMessage(m *delayq.Message) *wire.Message {
-	w := &wire.Message{
-		ID:          m.ID,
-		Topic:       m.Topic,
-		Headers:     m.Headers,
-		DeliverAt:   m.DeliverAt,
-		State:       string(m.State),
-		Attempt:     m.Attempt,
-		Failures:    m.Failures,
-		MaxAttempts: m.MaxAttempts,
-		LastError:   m.LastError,
-		CreatedAt:   m.CreatedAt,
-		UpdatedAt:   m.UpdatedAt,
-		Receipt:     m.Receipt,
-		Duplicate:   m.Duplicate,
-	}
-	if utf8.Valid(m.Payload) {
-		s := string(m.Payload)
-		w.Payload = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(m.Payload)
-		w.PayloadBase64 = &s
-	}
-	if !m.LeaseExpiresAt.IsZero() {
-		t := m.LeaseExpiresAt
-		w.LeaseExpiresAt = &t
-	}
-	return w
-}
+// toWireMessage is m as the API answers it (internal/wire's mapping).
+func toWireMessage(m *delayq.Message) *wire.Message { return wire.FromMessage(m) }
 
-func toWireMessages(ms []*delayq.Message) []*wire.Message {
-	out := make([]*wire.Message, len(ms))
-	for i, m := range ms {
-		out[i] = toWireMessage(m)
-	}
-	return out
-}
+func toWireMessages(ms []*delayq.Message) []*wire.Message { return wire.FromMessages(ms) }
 
-func toWireTopic(t *delayq.TopicInfo) wire.Topic {
-	w := wire.Topic{
-		Name:   t.Name,
-		Counts: wire.Counts{Scheduled: t.Counts.Scheduled, Ready: t.Counts.Ready, Inflight: t.Counts.Inflight, Dead: t.Counts.Dead},
-	}
-	if !t.NextDue.IsZero() {
-		d := t.NextDue
-		w.NextDue = &d
-	}
-	if !t.OldestReady.IsZero() {
-		age := now().Sub(t.OldestReady).Milliseconds()
-		w.OldestReadyAgeMS = &age
-	}
-	s := t.Settings
-	w.Settings = wire.TopicSettings{MaxAttempts: s.MaxAttempts}
-	if s.Lease != 0 {
-		l := wire.Duration(s.Lease)
-		w.Settings.Lease = &l
-	}
-	if s.Backoff != (delayq.Backoff{}) {
-		w.Settings.Backoff = &wire.Backoff{Initial: wire.Duration(s.Backoff.Initial), Max: wire.Duration(s.Backoff.Max), Multiplier: s.Backoff.Multiplier, Jitter: s.Backoff.Jitter}
-	}
-	if s.RateLimit != nil {
-		w.Settings.RateLimit = &wire.RateLimit{PerSecond: s.RateLimit.PerSecond, Burst: s.RateLimit.Burst}
-	}
-	if s.Push != nil {
-		w.Settings.Push = &wire.Push{URL: s.Push.URL, Timeout: wire.Duration(s.Push.Timeout), Concurrency: s.Push.Concurrency, SecretSet: s.Push.SecretSet}
-	}
-	return w
-}
+// toWireTopic is t as the API answers it, its oldest ready age dated now.
+func toWireTopic(t *delayq.TopicInfo) wire.Topic { return wire.FromTopicInfo(t, now()) }
 
 // relTime says when t is relative to now: "in 30m", "3s ago", "now".
 func relTime(t time.Time) string {

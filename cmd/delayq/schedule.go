@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/wire"
@@ -154,29 +152,5 @@ func tickText(t time.Time) string {
 	return when(t)
 }
 
-// scheduleJSON is the API's JSON shape of a schedule.
-func scheduleJSON(s *delayq.Schedule) wire.Schedule {
-	out := wire.Schedule{Name: s.Name, Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone, Headers: s.Headers,
-		MaxAttempts: s.MaxAttempts, Paused: s.Paused, Missed: string(s.Missed)}
-	if utf8.Valid(s.Payload) {
-		p := string(s.Payload)
-		out.Payload = &p
-	} else {
-		p := base64.StdEncoding.EncodeToString(s.Payload)
-		out.PayloadBase64 = &p
-	}
-	if s.Delay > 0 {
-		d := wire.Duration(s.Delay)
-		out.Delay = &d
-	}
-	for _, f := range []struct {
-		src time.Time
-		dst **time.Time
-	}{{s.LastTick, &out.LastTick}, {s.NextTick, &out.NextTick}, {s.CreatedAt, &out.CreatedAt}, {s.UpdatedAt, &out.UpdatedAt}} {
-		if !f.src.IsZero() {
-			t := f.src.UTC()
-			*f.dst = &t
-		}
-	}
-	return out
-}
+// scheduleJSON is the API's JSON shape of a schedule (internal/wire's mapping).
+func scheduleJSON(s *delayq.Schedule) wire.Schedule { return *wire.FromSchedule(s) }

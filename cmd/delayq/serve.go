@@ -345,7 +345,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	srv, err := httpapi.New(httpapi.Config{
 		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
 		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
-		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay,
+		Limits:   eng.Limits(),
 		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
 		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
 		Metrics: m.Handler(), RequestObserver: m,

@@ -37,6 +37,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // Scope is a set of permissions (a bit mask).
@@ -151,7 +153,8 @@ func ParseToken(spec string) (*Token, error) {
 	}
 	for _, p := range strings.Split(patterns, ",") {
 		p = strings.TrimSpace(p)
-		if err := checkChars("pattern of "+name, p, 1, 200, "A-Za-z0-9._:-*", func(c byte) bool { return isTopicByte(c) || c == '*' }); err != nil {
+		// A pattern is a topic name in which '*' matches any run of bytes.
+		if err := checkChars("pattern of "+name, p, 1, domain.MaxNameLen, "A-Za-z0-9._:-*", func(c byte) bool { return domain.IsTopicByte(c) || c == '*' }); err != nil {
 			return nil, err
 		}
 		t.Patterns = append(t.Patterns, p)
@@ -305,7 +308,5 @@ func checkChars(what, s string, min, max int, allowed string, ok func(byte) bool
 func isAlnum(c byte) bool {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
-
-func isTopicByte(c byte) bool { return isAlnum(c) || strings.IndexByte("._:-", c) >= 0 }
 
 func isSecretByte(c byte) bool { return isAlnum(c) || strings.IndexByte("._~+/=-", c) >= 0 }

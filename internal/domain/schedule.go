@@ -87,7 +87,7 @@ func ValidateScheduleName(name string) error {
 	if len(name) > MaxScheduleNameLen {
 		return Invalid("name", "is %d bytes, the limit is %d", len(name), MaxScheduleNameLen)
 	}
-	if err := validateName("name", name, isTopicByte); err != nil {
+	if err := validateName("name", name, IsTopicByte); err != nil {
 		return err
 	}
 	return nil

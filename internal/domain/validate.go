@@ -7,12 +7,12 @@ import (
 
 // ValidateTopic checks a topic name: 1–200 chars of [A-Za-z0-9._:-].
 func ValidateTopic(topic string) error {
-	return validateName("topic", topic, isTopicByte)
+	return validateName("topic", topic, IsTopicByte)
 }
 
 // ValidateID checks a message id: 1–200 chars of [A-Za-z0-9._:@+=-].
 func ValidateID(id string) error {
-	return validateName("id", id, isIDByte)
+	return validateName("id", id, IsIDByte)
 }
 
 func validateName(field, s string, ok func(byte) bool) error {
@@ -48,12 +48,17 @@ func isAlnum(b byte) bool {
 	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
 }
 
-func isTopicByte(b byte) bool {
+// IsTopicByte reports whether b is in the topic alphabet [A-Za-z0-9._:-]
+// (schedule names use it too). It has no '{', '}', '#', '*' or space, which
+// stores and token patterns rely on.
+func IsTopicByte(b byte) bool {
 	return isAlnum(b) || b == '.' || b == '_' || b == ':' || b == '-'
 }
 
-func isIDByte(b byte) bool {
-	return isTopicByte(b) || b == '@' || b == '+' || b == '='
+// IsIDByte reports whether b is in the message id alphabet
+// [A-Za-z0-9._:@+=-]: the topic alphabet and "@+=".
+func IsIDByte(b byte) bool {
+	return IsTopicByte(b) || b == '@' || b == '+' || b == '='
 }
 
 // ValidateHeaders checks message headers: at most MaxHeaders entries and

@@ -39,7 +39,7 @@ import (
 
 // Built-in defaults for Config and topic settings.
 const (
-	DefaultMaxDelay    = 10 * 365 * 24 * time.Hour
+	DefaultMaxDelay    = domain.DefaultMaxDelay
 	DefaultDedupWindow = 24 * time.Hour
 	DefaultLease       = 30 * time.Second
 	DefaultMaxAttempts = 25
@@ -69,6 +69,7 @@ type Config struct {
 	// 1 h with ±20 % jitter).
 	Defaults domain.TopicSettings
 	// MaxPayload bytes per message. Default domain.DefaultMaxPayload (1 MiB).
+	// The engine is where it and MaxDelay are enforced (see Limits).
 	MaxPayload int
 	// MaxDelay is the furthest a message may be scheduled. Default 10 years.
 	MaxDelay time.Duration
@@ -89,8 +90,7 @@ type Engine struct {
 	log      *slog.Logger
 	obs      Observer
 	defaults domain.TopicSettings
-	maxPay   int
-	maxDelay time.Duration
+	limits   domain.Limits // MaxPayload and MaxDelay, defaults filled in
 	dedup    time.Duration
 	sweep    time.Duration // safety sweep period
 	known    *topicLimit   // nil: no topic limit
@@ -116,6 +116,10 @@ type Engine struct {
 
 var _ domain.Queue = (*Engine)(nil)
 
+// Limits returns the payload and delay limits the engine enforces (Config's,
+// defaults filled in), for a transport to size its bodies by.
+func (e *Engine) Limits() domain.Limits { return e.limits }
+
 // Open starts an engine on cfg.Store. It arms the dispatcher from the
 // store's topics, so messages that came due while the process was down are
 // released at once.
@@ -129,8 +133,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		obs:      cmp.Or[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		maxPay:   cmp.Or(cfg.MaxPayload, domain.DefaultMaxPayload),
-		maxDelay: cmp.Or(cfg.MaxDelay, DefaultMaxDelay),
+		limits:   domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
 		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
 		sweep:    cmp.Or(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),

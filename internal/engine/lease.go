@@ -225,8 +225,10 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	if err := validateRef(topic, id, receipt); err != nil {
 		return nil, err
 	}
-	if req.HasDelay && (req.Delay < 0 || req.Delay > e.maxDelay) {
-		return nil, domain.Invalid("delay", "must be between 0 and %s", e.maxDelay)
+	if req.HasDelay {
+		if err := e.limits.CheckDelay(req.Delay, "delay"); err != nil {
+			return nil, err
+		}
 	}
 	cur, err := e.st.MessageGet(ctx, topic, id)
 	if err != nil {

@@ -39,6 +39,9 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when domain.W
 	if err := validateMsg(topic, id); err != nil {
 		return nil, err
 	}
+	if err := e.limits.CheckWhen(when); err != nil {
+		return nil, err
+	}
 	now := e.now()
 	due, err := e.dueAt(when, now)
 	if err != nil {

@@ -100,14 +100,16 @@ func (e *Engine) checkSchedule(s *domain.Schedule) (*storedSchedule, *cronSpec, 
 	if cs.next(msTime(e.now())).IsZero() {
 		return nil, nil, domain.Invalid("cron", "%q never fires", s.Cron)
 	}
-	switch {
-	case len(s.Payload) > e.maxPay:
-		return nil, nil, &sizeError{field: "payload", size: len(s.Payload), limit: e.maxPay}
-	case s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts:
+	if err := e.limits.CheckPayload(s.Payload); err != nil {
+		return nil, nil, err
+	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts {
 		return nil, nil, domain.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
-	case s.Delay < 0 || s.Delay > e.maxDelay:
-		return nil, nil, domain.Invalid("delay", "must be between 0 and %s", e.maxDelay)
-	case s.Missed != "" && s.Missed != domain.MissedFireOnce && s.Missed != domain.MissedSkip:
+	}
+	if err := e.limits.CheckDelay(s.Delay, "delay"); err != nil {
+		return nil, nil, err
+	}
+	if s.Missed != "" && s.Missed != domain.MissedFireOnce && s.Missed != domain.MissedSkip {
 		return nil, nil, domain.Invalid("missed", "must be %q or %q", domain.MissedFireOnce, domain.MissedSkip)
 	}
 	if err := domain.ValidateHeaders(s.Headers); err != nil {

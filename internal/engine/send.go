@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
@@ -39,16 +38,30 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []domain.
 	if e.isClosing() {
 		return nil, domain.ErrUnavailable
 	}
+	// The checks that need neither the clock nor the topic come first: a
+	// batch that fails them all touches no topic state.
+	results := make([]domain.SendResult, len(reqs))
+	valid := 0
+	for i, r := range reqs {
+		if results[i].Err = e.limits.CheckSend(r); results[i].Err == nil {
+			valid++
+		}
+	}
+	if valid == 0 {
+		return results, nil
+	}
 	t := e.topic(topicName)
 	set, err := e.settings(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	now := e.now()
-	results := make([]domain.SendResult, len(reqs))
-	msgs := make([]store.InsertMessage, 0, len(reqs))
-	slot := make([]int, 0, len(reqs)) // msgs[i] answers results[slot[i]]
+	msgs := make([]store.InsertMessage, 0, valid)
+	slot := make([]int, 0, valid) // msgs[i] answers results[slot[i]]
 	for i, r := range reqs {
+		if results[i].Err != nil {
+			continue
+		}
 		m, err := e.prepare(r, now, set)
 		if err != nil {
 			results[i].Err = err
@@ -107,15 +120,10 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 	}
 }
 
-// prepare validates one send and resolves its due time and id.
+// prepare resolves one send that passed Limits.CheckSend: its due time
+// (checked against the clock), id and max attempts.
 func (e *Engine) prepare(r domain.SendRequest, now int64, set domain.TopicSettings) (store.InsertMessage, error) {
 	var m store.InsertMessage
-	if len(r.Payload) > e.maxPay {
-		return m, &sizeError{field: "payload", size: len(r.Payload), limit: e.maxPay}
-	}
-	if err := domain.ValidateHeaders(r.Headers); err != nil {
-		return m, err
-	}
 	due, err := e.dueAt(r.When, now)
 	if err != nil {
 		return m, err
@@ -123,8 +131,6 @@ func (e *Engine) prepare(r domain.SendRequest, now int64, set domain.TopicSettin
 	id, generated := r.ID, r.ID == ""
 	if generated {
 		id = e.ids.Next(now)
-	} else if err := domain.ValidateID(id); err != nil {
-		return m, err
 	}
 	attempts := r.MaxAttempts
 	switch {
@@ -146,19 +152,12 @@ type dueTime struct {
 	delay    int64 // ms
 }
 
-// dueAt validates a When. A deliver_at in the past means due now, and is
-// kept as given so it sorts before later dues (release order is by due
+// dueAt resolves a When that passed Limits.CheckWhen, and checks
+// DeliverAt against the clock. A deliver_at in the past means due now, and
+// is kept as given so it sorts before later dues (release order is by due
 // time, then send order).
 func (e *Engine) dueAt(w domain.When, now int64) (dueTime, error) {
-	hasAt := !w.DeliverAt.IsZero()
-	switch {
-	case hasAt && w.Delay != 0:
-		return dueTime{}, domain.Invalid("delay", "give either a delay or deliver_at, not both")
-	case w.Delay < 0:
-		return dueTime{}, domain.Invalid("delay", "must not be negative, got %s", w.Delay)
-	case w.Delay > e.maxDelay:
-		return dueTime{}, domain.Invalid("delay", "%s is beyond the maximum delay of %s", w.Delay, e.maxDelay)
-	case !hasAt:
+	if w.DeliverAt.IsZero() {
 		// Round up so a sub-millisecond delay never makes a message early.
 		return dueTime{relative: true, delay: (w.Delay + time.Millisecond - 1).Milliseconds()}, nil
 	}
@@ -166,23 +165,11 @@ func (e *Engine) dueAt(w domain.When, now int64) (dueTime, error) {
 	if w.DeliverAt.Sub(time.UnixMilli(at)) > 0 {
 		at++ // round up sub-millisecond precision: never early
 	}
-	if at-now > e.maxDelay.Milliseconds() {
-		return dueTime{}, domain.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.maxDelay)
+	if at-now > e.limits.MaxDelay.Milliseconds() {
+		return dueTime{}, domain.Invalid("deliver_at", "%s is beyond the maximum delay of %s", w.DeliverAt.UTC().Format(time.RFC3339), e.limits.MaxDelay)
 	}
 	if at < 0 {
 		return dueTime{}, domain.Invalid("deliver_at", "is before 1970")
 	}
 	return dueTime{at: at}, nil
 }
-
-// sizeError is a too-large payload: it matches ErrTooLarge and names the field.
-type sizeError struct {
-	field       string
-	size, limit int
-}
-
-func (e *sizeError) Error() string {
-	return e.field + " is " + strconv.Itoa(e.size) + " bytes, the limit is " + strconv.Itoa(e.limit)
-}
-
-func (e *sizeError) Is(target error) bool { return target == domain.ErrTooLarge }

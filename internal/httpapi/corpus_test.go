@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/wire"
 )
 
 // TestBadInput is the S20 corpus: every case is a 4xx with the right code
 // and field, never a 500, and the queue is unchanged afterwards.
 func TestBadInput(t *testing.T) {
-	b := setup(t, func(c *Config) { c.MaxPayload = 1024; c.MaxBodyBytes = 4096 })
+	b := setupEngine(t, engine.Config{MaxPayload: 1024}, func(c *Config) { c.MaxBodyBytes = 4096 })
 	want(t, b.do(t, "POST", "/v1/topics/t/messages", `{"id":"m1","payload":"x","delay":"1h"}`), 201)
 	want(t, b.do(t, "POST", "/v1/topics/t/messages", `{"id":"m2","payload":"y"}`), 201)
 	r := b.do(t, "POST", "/v1/topics/t/lease", `{}`)
@@ -181,7 +182,7 @@ func manyHeaders(n int) string {
 // the limit over a raw connection: the answer is 413 after the server has
 // read the limit, not the whole body (most of it is never sent).
 func TestOversizeChunked(t *testing.T) {
-	b := setup(t, func(c *Config) { c.MaxPayload = 1024; c.MaxBodyBytes = 4096 })
+	b := setupEngine(t, engine.Config{MaxPayload: 1024}, func(c *Config) { c.MaxBodyBytes = 4096 })
 	conn, err := net.Dial("tcp", b.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
-// Package server is delayq's HTTP API v1: one routing table (routes.go,
+// Package httpapi is delayq's HTTP API v1: one routing table (routes.go,
 // every route with its scope and limits), one error-to-status function
-// (toHTTP in errors.go), strict JSON input (decode.go) and the listener's
-// limits and graceful shutdown (server.go). It serves any delayq.Queue.
+// (toHTTP in errors.go), body limits (body.go), and the listener's limits
+// and graceful shutdown (server.go). It serves any delayq.Queue. The JSON
+// itself (strict decoding, fast codecs, the domain↔wire mapping) is
+// internal/wire's.
 //
 // # Input
 //
 // Bodies are read through http.MaxBytesReader with a limit per endpoint:
-// a single send 2×MaxPayload + 64 KiB, a batch 16 MiB (so 1000 small
+// a single send 2×Limits.MaxPayload + 64 KiB, a batch 16 MiB (so 1000 small
 // messages fit, 1000 × 1 MiB does not: send big payloads one by one), a
 // batch ack 1 MiB, anything else 64 KiB. Over the limit is 413, whether
 // or not a Content-Length was sent. All bodies held at once share

@@ -48,7 +48,7 @@ func FuzzRequestDecoders(f *testing.F) {
 		`{"max_attempts":5,"backoff":{"initial":"1s","max":"1m","multiplier":2,"jitter":0.2},"lease":"30s"}`,
 		`{"rate_limit":{"per_second":-1,"burst":0}}`, `{"push":{"url":"http://127.0.0.1:1/","timeout":"1s","concurrency":1}}`,
 		``, `null`, `"x"`, "\xff\xfe", `{"payload":"x\u0000"}`,
-		// The send fast paths (fastsend.go) and the single-pass scanner (scan.go).
+		// The send fast paths and the single-pass scanner (internal/wire: decode_send.go, json_scan.go).
 		`{"messages":[{"payload_base64":"eA==","deliver_at":"2030-01-02T15:04:05.123Z"},{"payload":"y","max_attempts":2}]}`,
 		`{"messages":[{"payload":"x","id":null,"delay":null},{"p\u0061yload":"y"}]}`, `{"messages":[{"payload":"x"}],"x":1}`,
 		`{"messages":[{"payload":"x","delay_ms":1e3}]}`, `{"messages":[{"payload":"x","max_attempts":9223372036854775808}]}`,

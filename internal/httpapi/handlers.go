@@ -24,30 +24,32 @@ type empty struct{}
 
 func (s *Server) send(c *call) (int, any, error) {
 	var in wire.SendRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
-	req, err := s.sendRequest(&in, "")
+	req, err := in.ToDomain()
 	if err != nil {
 		return 0, nil, err
 	}
 	m, err := s.cfg.Queue.Send(c.r.Context(), c.topic, req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, in.NameFields(err)
 	}
 	if m.Duplicate {
-		return http.StatusOK, toSendWire(m), nil
+		return http.StatusOK, wire.FromSentMessage(m), nil
 	}
-	return http.StatusCreated, toSendWire(m), nil
+	return http.StatusCreated, wire.FromSentMessage(m), nil
 }
 
-// sendBatch converts every item first: one malformed item rejects the
-// whole batch with 400 naming it (messages[i].field), so nothing is
-// stored. Engine-level outcomes (duplicates, per-item limits) come back
-// per item in a 200.
+// sendBatch converts and checks every item first: one malformed item, or
+// one the engine would refuse by its limits (Limits.CheckSend, which the
+// engine applies again), rejects the whole batch with 400 or 413 naming it
+// (messages[i].field), so nothing is stored. Engine outcomes that depend
+// on the clock or the store (duplicates, deliver_at and max_attempts
+// bounds) come back per item in a 200.
 func (s *Server) sendBatch(c *call) (int, any, error) {
 	var in wire.SendBatchRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if len(in.Messages) == 0 || len(in.Messages) > domain.MaxBatch {
@@ -57,12 +59,15 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 	for i, raw := range in.Messages {
 		prefix := "messages[" + strconv.Itoa(i) + "]"
 		var item wire.SendRequest
-		if err := decodeSend(raw, &item, prefix); err != nil {
+		if err := wire.DecodeSendItem(raw, &item, prefix); err != nil {
 			return 0, nil, err
 		}
-		req, err := s.sendRequest(&item, prefix+".")
+		req, err := item.ToDomain()
+		if err == nil {
+			err = item.NameFields(s.cfg.Limits.CheckSend(req))
+		}
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, prefixed(prefix+".", err)
 		}
 		reqs[i] = req
 	}
@@ -77,7 +82,7 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 			out.Results[i].Error = &eb
 			continue
 		}
-		out.Results[i].Message = toSendWire(r.Message)
+		out.Results[i].Message = wire.FromSentMessage(r.Message)
 	}
 	if writeSendBatch(c.w, &out) {
 		return 0, nil, nil
@@ -90,7 +95,7 @@ func (s *Server) get(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWire(m), nil
+	return http.StatusOK, wire.FromMessage(m), nil
 }
 
 func (s *Server) cancel(c *call) (int, any, error) {
@@ -98,26 +103,23 @@ func (s *Server) cancel(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wire.CancelResponse{Cancelled: true, PriorState: string(m.State), Message: toWire(m)}, nil
+	return http.StatusOK, wire.CancelResponse{Cancelled: true, PriorState: string(m.State), Message: wire.FromMessage(m)}, nil
 }
 
 func (s *Server) reschedule(c *call) (int, any, error) {
 	var in wire.RescheduleRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
-	if in.Delay == nil && in.DelayMS == nil && in.DeliverAt == nil {
-		return 0, nil, domain.Invalid("delay", "give one of delay, delay_ms and deliver_at")
-	}
-	when, err := s.when(in.Delay, in.DelayMS, in.DeliverAt, "")
+	when, err := in.ToDomain()
 	if err != nil {
 		return 0, nil, err
 	}
 	m, err := s.cfg.Queue.Reschedule(c.r.Context(), c.topic, c.id, when)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, in.NameFields(err)
 	}
-	return http.StatusOK, toWire(m), nil
+	return http.StatusOK, wire.FromMessage(m), nil
 }
 
 // lease long-polls up to wait. The wait ends early when the client goes
@@ -126,7 +128,7 @@ func (s *Server) reschedule(c *call) (int, any, error) {
 // on at once.
 func (s *Server) lease(c *call) (int, any, error) {
 	var in wire.LeaseRequest
-	if err := decodeStrict(c.body, &in, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, true); err != nil {
 		return 0, nil, err
 	}
 	req := domain.LeaseRequest{Max: 1}
@@ -159,12 +161,12 @@ func (s *Server) lease(c *call) (int, any, error) {
 		}
 		msgs = nil // client gone or draining: nothing was handed out
 	}
-	return http.StatusOK, wire.MessagesResponse{Messages: toWireList(msgs)}, nil
+	return http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, nil
 }
 
 func (s *Server) ack(c *call) (int, any, error) {
 	var in wire.AckRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Receipt == "" {
@@ -178,7 +180,7 @@ func (s *Server) ack(c *call) (int, any, error) {
 
 func (s *Server) ackBatch(c *call) (int, any, error) {
 	var in wire.AckBatchRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if len(in.Acks) == 0 || len(in.Acks) > domain.MaxBatch {
@@ -211,7 +213,7 @@ func (s *Server) ackBatch(c *call) (int, any, error) {
 
 func (s *Server) nack(c *call) (int, any, error) {
 	var in wire.NackRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Receipt == "" {
@@ -222,22 +224,18 @@ func (s *Server) nack(c *call) (int, any, error) {
 	}
 	req := domain.NackRequest{Reason: in.Reason}
 	if in.Delay != nil {
-		w, err := s.checkDelay(time.Duration(*in.Delay), "delay")
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Delay, req.HasDelay = w.Delay, true
+		req.Delay, req.HasDelay = time.Duration(*in.Delay), true
 	}
 	m, err := s.cfg.Queue.Nack(c.r.Context(), c.topic, c.id, in.Receipt, req)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWire(m), nil
+	return http.StatusOK, wire.FromMessage(m), nil
 }
 
 func (s *Server) extend(c *call) (int, any, error) {
 	var in wire.ExtendRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	switch {
@@ -252,7 +250,7 @@ func (s *Server) extend(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWire(m), nil
+	return http.StatusOK, wire.FromMessage(m), nil
 }
 
 // topics lists the topics the caller may read (all of them with auth off).
@@ -265,7 +263,7 @@ func (s *Server) topics(c *call) (int, any, error) {
 	out := wire.TopicsResponse{Topics: []wire.Topic{}}
 	for i := range infos {
 		if c.allowed(auth.Consume, infos[i].Name) {
-			out.Topics = append(out.Topics, topicToWire(&infos[i], now))
+			out.Topics = append(out.Topics, wire.FromTopicInfo(&infos[i], now))
 		}
 	}
 	return http.StatusOK, out, nil
@@ -276,18 +274,18 @@ func (s *Server) topic(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, topicToWire(info, s.cfg.Now()), nil
+	return http.StatusOK, wire.FromTopicInfo(info, s.cfg.Now()), nil
 }
 
 func (s *Server) putTopic(c *call) (int, any, error) {
 	var in wire.TopicSettings
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
-	set, err := settingsFromWire(&in)
-	if err != nil {
+	if err := checkSettingsShape(&in); err != nil {
 		return 0, nil, err
 	}
+	set := in.ToDomain()
 	if err := s.checkPushURL(c, set); err != nil {
 		return 0, nil, err
 	}
@@ -295,7 +293,7 @@ func (s *Server) putTopic(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, settingsToWire(*got), nil
+	return http.StatusOK, wire.FromTopicSettings(*got), nil
 }
 
 // checkPushURL refuses a new push URL from a token without admin on "*"
@@ -337,22 +335,22 @@ func (s *Server) deadList(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wire.DeadPage{Messages: toWireList(page.Messages), Next: page.Next}, nil
+	return http.StatusOK, wire.DeadPage{Messages: wire.FromMessages(page.Messages), Next: page.Next}, nil
 }
 
 func (s *Server) deadReplay(c *call) (int, any, error) {
-	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &empty{}, true); err != nil {
 		return 0, nil, err
 	}
 	m, err := s.cfg.Queue.DeadReplay(c.r.Context(), c.topic, c.id)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, toWire(m), nil
+	return http.StatusOK, wire.FromMessage(m), nil
 }
 
 func (s *Server) deadReplayAll(c *call) (int, any, error) {
-	if err := decodeStrict(c.body, &empty{}, true); err != nil {
+	if err := wire.DecodeStrict(c.body, &empty{}, true); err != nil {
 		return 0, nil, err
 	}
 	n, err := s.cfg.Queue.DeadReplayAll(c.r.Context(), c.topic)

@@ -33,8 +33,15 @@ type bundle struct {
 
 func setup(t *testing.T, mod func(*Config), obs ...engine.Observer) *bundle {
 	t.Helper()
+	return setupEngine(t, engine.Config{}, mod, obs...)
+}
+
+// setupEngine is setup with the engine configured by ecfg (its store is
+// always a fresh memstore); the server gets the engine's limits.
+func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config), obs ...engine.Observer) *bundle {
+	t.Helper()
 	st := memstore.New()
-	ecfg := engine.Config{Store: st}
+	ecfg.Store = st
 	if len(obs) > 0 {
 		ecfg.Observer = obs[0]
 	}
@@ -43,7 +50,7 @@ func setup(t *testing.T, mod func(*Config), obs ...engine.Observer) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{eng: eng, spy: &spyQueue{Queue: eng}}
-	cfg := Config{Queue: b.spy, Ready: eng.Ready}
+	cfg := Config{Queue: b.spy, Ready: eng.Ready, Limits: eng.Limits()}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/wire"
@@ -34,10 +31,10 @@ func (s *Server) putSchedule(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	var in wire.ScheduleRequest
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
-	req, err := s.scheduleFromWire(name, &in)
+	req, err := in.ToDomain(name)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -45,58 +42,7 @@ func (s *Server) putSchedule(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, scheduleToWire(out), nil
-}
-
-func (s *Server) scheduleFromWire(name string, in *wire.ScheduleRequest) (domain.Schedule, error) {
-	out := domain.Schedule{Name: name, Topic: in.Topic, Cron: in.Cron, Timezone: in.Timezone,
-		Headers: in.Headers, Missed: domain.MissedPolicy(in.Missed)}
-	if in.Topic == "" {
-		return out, domain.Invalid("topic", "is required")
-	}
-	if err := domain.ValidateTopic(in.Topic); err != nil {
-		return out, err
-	}
-	if in.Cron == "" {
-		return out, domain.Invalid("cron", "is required, e.g. \"0 9 * * 1-5\" or \"@every 10m\"")
-	}
-	switch {
-	case in.Payload != nil && in.PayloadBase64 != nil:
-		return out, domain.Invalid("payload", "give either payload or payload_base64, not both")
-	case in.Payload != nil:
-		out.Payload = []byte(*in.Payload)
-	case in.PayloadBase64 != nil:
-		b, err := base64.StdEncoding.Strict().DecodeString(*in.PayloadBase64)
-		if err != nil {
-			return out, domain.Invalid("payload_base64", "is not standard padded base64: %v", err)
-		}
-		out.Payload = b
-	default:
-		return out, domain.Invalid("payload", "is required (use \"payload\": \"\" for an empty one, or payload_base64)")
-	}
-	if len(out.Payload) > s.cfg.MaxPayload {
-		return out, fmt.Errorf("%w: payload is %d bytes, the limit is %d", domain.ErrTooLarge, len(out.Payload), s.cfg.MaxPayload)
-	}
-	if err := checkHeaders(in.Headers, ""); err != nil {
-		return out, err
-	}
-	if in.MaxAttempts != nil {
-		if *in.MaxAttempts < 1 {
-			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")
-		}
-		out.MaxAttempts = *in.MaxAttempts
-	}
-	if in.Delay != nil {
-		w, err := s.checkDelay(time.Duration(*in.Delay), "delay")
-		if err != nil {
-			return out, err
-		}
-		out.Delay = w.Delay
-	}
-	if in.Paused != nil {
-		out.Paused = *in.Paused
-	}
-	return out, nil
+	return http.StatusOK, wire.FromSchedule(out), nil
 }
 
 func (s *Server) patchSchedule(c *call) (int, any, error) {
@@ -105,7 +51,7 @@ func (s *Server) patchSchedule(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	var in wire.SchedulePatch
-	if err := decodeStrict(c.body, &in, false); err != nil {
+	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
 	if in.Paused == nil {
@@ -115,7 +61,7 @@ func (s *Server) patchSchedule(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, scheduleToWire(out), nil
+	return http.StatusOK, wire.FromSchedule(out), nil
 }
 
 func (s *Server) getSchedule(c *call) (int, any, error) {
@@ -127,7 +73,7 @@ func (s *Server) getSchedule(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, scheduleToWire(out), nil
+	return http.StatusOK, wire.FromSchedule(out), nil
 }
 
 func (s *Server) listSchedules(c *call) (int, any, error) {
@@ -141,7 +87,7 @@ func (s *Server) listSchedules(c *call) (int, any, error) {
 	}
 	out := wire.SchedulesResponse{Schedules: make([]wire.Schedule, len(list))}
 	for i := range list {
-		out.Schedules[i] = *scheduleToWire(&list[i])
+		out.Schedules[i] = *wire.FromSchedule(&list[i])
 	}
 	return http.StatusOK, out, nil
 }
@@ -155,33 +101,4 @@ func (s *Server) deleteSchedule(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, wire.CountResponse{Count: 1}, nil
-}
-
-func scheduleToWire(s *domain.Schedule) *wire.Schedule {
-	out := &wire.Schedule{
-		Name: s.Name, Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone, Headers: s.Headers,
-		MaxAttempts: s.MaxAttempts, Paused: s.Paused, Missed: string(s.Missed),
-		LastTick: optTime(s.LastTick), NextTick: optTime(s.NextTick),
-		CreatedAt: optTime(s.CreatedAt), UpdatedAt: optTime(s.UpdatedAt),
-	}
-	if s.Delay > 0 {
-		d := wire.Duration(s.Delay)
-		out.Delay = &d
-	}
-	if utf8.Valid(s.Payload) {
-		p := string(s.Payload)
-		out.Payload = &p
-	} else {
-		p := base64.StdEncoding.EncodeToString(s.Payload)
-		out.PayloadBase64 = &p
-	}
-	return out
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	m := ms(t)
-	return &m
 }

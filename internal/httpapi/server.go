@@ -31,7 +31,6 @@ const (
 	DefaultMaxConnsPerIP     = 1024
 	DefaultMaxBodyMemory     = 256 << 20
 	DefaultDrainTimeout      = 15 * time.Second
-	DefaultMaxDelay          = 10 * 365 * 24 * time.Hour
 
 	// smallBodyBytes bounds bodies that carry no payload (lease, ack,
 	// nack, extend, reschedule, topic settings).
@@ -80,13 +79,15 @@ type Config struct {
 	// HTTPS only (TLS 1.2 minimum).
 	TLSCertFile, TLSKeyFile string
 
-	// MaxPayload is the payload limit in bytes; it must match the engine's.
-	// Default domain.DefaultMaxPayload (1 MiB).
-	MaxPayload int
-	// MaxDelay is the furthest delay accepted. Default 10 years.
-	MaxDelay time.Duration
-	// MaxBodyBytes bounds a single-send body. Default 2×MaxPayload + 64 KiB:
-	// a payload as a JSON string may need escapes, and base64 costs 4/3.
+	// Limits are the Queue's payload and delay limits, as the engine that
+	// enforces them reports them ((*engine.Engine).Limits); zero fields
+	// mean the defaults. The server does not enforce them itself: it
+	// sizes bodies by MaxPayload, and checks a batch's items with them
+	// before sending any, so that one bad item rejects the whole batch.
+	Limits domain.Limits
+	// MaxBodyBytes bounds a single-send body. Default 2×Limits.MaxPayload
+	// + 64 KiB: a payload as a JSON string may need escapes, and base64
+	// costs 4/3.
 	MaxBodyBytes int64
 	// MaxBatchBodyBytes bounds a batch-send body (so a batch holds up to
 	// 1000 messages but not 1000 × 1 MiB). Default 16 MiB.
@@ -166,9 +167,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Queue is required")
 	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
-	cfg.MaxPayload = cmp.Or(cfg.MaxPayload, domain.DefaultMaxPayload)
-	cfg.MaxDelay = cmp.Or(cfg.MaxDelay, DefaultMaxDelay)
-	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 2*int64(cfg.MaxPayload)+bodySlack)
+	cfg.Limits = cfg.Limits.WithDefaults()
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 2*int64(cfg.Limits.MaxPayload)+bodySlack)
 	cfg.MaxBatchBodyBytes = cmp.Or(cfg.MaxBatchBodyBytes, DefaultBatchBodyBytes)
 	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
@@ -185,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	switch {
-	case cfg.MaxPayload < 0 || cfg.MaxDelay < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxBatchBodyBytes < 0:
+	case cfg.Limits.MaxPayload < 0 || cfg.Limits.MaxDelay < 0 || cfg.MaxBodyBytes < 0 || cfg.MaxBatchBodyBytes < 0:
 		return nil, errors.New("server: size and delay limits must not be negative")
 	case badRate(cfg.TokenRateLimit) || badRate(cfg.IPRateLimit) || cfg.TokenRateBurst < 0 || cfg.IPRateBurst < 0:
 		return nil, errors.New("server: rate limits must be finite and not negative, bursts not negative")

@@ -57,7 +57,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +69,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/pushsig"
@@ -479,20 +477,9 @@ func transportReason(err error) string {
 	return "push: request failed (details in the server's debug log)"
 }
 
-// Body is the JSON body pushed for m (wire.PushBody).
+// Body is the JSON body pushed for m (wire.NewPushBody).
 func Body(m *domain.Message) []byte {
-	b := wire.PushBody{
-		ID: m.ID, Topic: m.Topic, Headers: m.Headers, Attempt: m.Attempt, MaxAttempts: m.MaxAttempts,
-		DeliverAt: m.DeliverAt.UTC(), CreatedAt: m.CreatedAt.UTC(),
-	}
-	if utf8.Valid(m.Payload) {
-		s := string(m.Payload)
-		b.Payload = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(m.Payload)
-		b.PayloadBase64 = &s
-	}
-	out, _ := json.Marshal(b) // plain data: cannot fail
+	out, _ := json.Marshal(wire.NewPushBody(m)) // plain data: cannot fail
 	return out
 }
 

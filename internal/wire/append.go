@@ -1,10 +1,15 @@
 package wire
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // Hand-written encoders for the shapes of a batch send, the API's hottest
@@ -31,6 +36,78 @@ func AppendSendBatchRequest(b []byte, msgs []*SendRequest) ([]byte, bool) {
 		}
 	}
 	return append(b, "]}"...), true
+}
+
+// EncodeSendBatch encodes a batch send's body for reqs: the bytes
+// MarshalSendBatch writes (tests compare them), with no intermediate
+// structs, payload copies or reflection. A value only encoding/json words
+// the error for (a time outside years 0–9999) makes it use
+// MarshalSendBatch.
+func EncodeSendBatch(reqs []domain.SendRequest) ([]byte, error) {
+	size := 32
+	for i := range reqs {
+		size += base64.StdEncoding.EncodedLen(len(reqs[i].Payload)) + len(reqs[i].ID) + 96
+	}
+	b := append(make([]byte, 0, size), `{"messages":[`...)
+	for i := range reqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendDomainSendRequest(b, &reqs[i]); err != nil {
+			if errors.Is(err, errNeedJSON) {
+				return MarshalSendBatch(reqs)
+			}
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return append(b, "]}"...), nil
+}
+
+// errNeedJSON: appendDomainSendRequest met a value only encoding/json
+// words the error for.
+var errNeedJSON = errors.New("delayq: value needs encoding/json")
+
+// appendDomainSendRequest appends json.Marshal(FromSendRequest(*r)).
+func appendDomainSendRequest(b []byte, r *domain.SendRequest) ([]byte, error) {
+	if r.When.Delay != 0 && !r.When.DeliverAt.IsZero() {
+		return b, errBothWhen()
+	}
+	b = append(b, '{')
+	if r.ID != "" {
+		b = append(b, `"id":`...)
+		b = AppendString(b, r.ID)
+		b = append(b, ',')
+	}
+	if utf8.Valid(r.Payload) { // as EncodePayload
+		b = append(b, `"payload":`...)
+		b = AppendString(b, r.Payload)
+	} else {
+		// Base64's alphabet needs no JSON escaping.
+		b = append(b, `"payload_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.Payload)
+		b = append(b, '"')
+	}
+	if len(r.Headers) > 0 {
+		b = append(b, `,"headers":`...)
+		b = AppendStringMap(b, r.Headers)
+	}
+	switch { // as FromWhen, without its pointers
+	case !r.When.DeliverAt.IsZero():
+		b = append(b, `,"deliver_at":`...)
+		var ok bool
+		if b, ok = AppendTime(b, ceilMillis(r.When.DeliverAt).UTC()); !ok {
+			return b, errNeedJSON
+		}
+	case r.When.Delay != 0:
+		b = append(b, `,"delay":`...)
+		b = AppendString(b, r.When.Delay.String())
+	}
+	if r.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
+	}
+	return append(b, '}'), nil
 }
 
 // AppendSendRequest appends m as json.Marshal(m) writes it.

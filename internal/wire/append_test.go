@@ -305,39 +305,6 @@ func BenchmarkDecodeSendBatchResponse(b *testing.B) {
 	})
 }
 
-// TestSkipPlain compares the word-at-a-time scan with a byte loop.
-func TestSkipPlain(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 16))
-	ref := func(b []byte, i int) int {
-		for ; i < len(b); i++ {
-			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
-				return i
-			}
-		}
-		return i
-	}
-	for range 200000 {
-		b := make([]byte, r.IntN(40))
-		for j := range b {
-			switch r.IntN(20) {
-			case 0:
-				b[j] = byte(r.IntN(0x21))
-			case 1:
-				b[j] = "\"\\\x7f\x80\xff!#[]"[r.IntN(9)]
-			default:
-				b[j] = byte(0x20 + r.IntN(0xe0))
-			}
-		}
-		i := 0
-		if len(b) > 0 {
-			i = r.IntN(len(b) + 1)
-		}
-		if got, want := SkipPlain(b, i), ref(b, i); got != want {
-			t.Fatalf("SkipPlain(%q, %d) = %d, want %d", b, i, got, want)
-		}
-	}
-}
-
 // FuzzDecodeSendBatchResponse: on any bytes, the hand-written answer
 // decoder either gives up or agrees with encoding/json.
 func FuzzDecodeSendBatchResponse(f *testing.F) {

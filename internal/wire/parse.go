@@ -54,16 +54,7 @@ type parser struct {
 	topic, state string // the last seen, shared by the messages
 }
 
-func (p *parser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) ws() { p.i = skipWS(p.b, p.i) }
 
 // open consumes c ('{' or '[').
 func (p *parser) open(c byte) bool {

@@ -1,6 +1,10 @@
-// Package wire holds the JSON shapes of HTTP API v1 and its error codes,
-// shared by the server (internal/httpapi) and the Go client (package delayq).
-// It imports only the standard library and the root package's plain types.
+// Package wire is the whole JSON representation of HTTP API v1, shared by
+// the server (internal/httpapi), the Go client (package delayq), the CLI's
+// --json output and push deliveries: the JSON shapes and error codes
+// (wire.go), the strict request decoder (decode_strict.go) with its fast
+// paths (json_scan.go, json_split.go, decode_send.go), the hand-written
+// encoders and answer decoder of the batch send (append.go, parse.go). It
+// imports only the standard library and internal/domain.
 package wire
 
 import (

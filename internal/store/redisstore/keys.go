@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
-// Name limits. They mirror the engine's validators (delayq.ValidateTopic,
-// delayq.ValidateID) so that the store can refuse, rather than mis-key, a
-// name the engine should never have let through.
+// Name limits. Names use the domain's alphabets and length (the rules of
+// domain.ValidateTopic and domain.ValidateID), so that the store can
+// refuse, rather than mis-key, a name the engine should never have let
+// through.
 const (
-	maxNameLen   = 200
+	maxNameLen   = domain.MaxNameLen
 	maxPrefixLen = 64
 	// MaxPartitions is the largest Options.Partitions accepted.
 	MaxPartitions = 256
@@ -146,17 +149,11 @@ func memberID(m string) string {
 	return m[n:]
 }
 
-func isAlnum(b byte) bool {
-	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
-}
-
-func isTopicByte(b byte) bool {
-	return isAlnum(b) || b == '.' || b == '_' || b == ':' || b == '-'
-}
-
-func isIDByte(b byte) bool {
-	return isTopicByte(b) || b == '@' || b == '+' || b == '='
-}
+// The alphabets are the domain's: neither has '{', '}' or '#' (see keyspace).
+var (
+	isTopicByte = domain.IsTopicByte
+	isIDByte    = domain.IsIDByte
+)
 
 func validName(s string, ok func(byte) bool, max int) bool {
 	if s == "" || len(s) > max {

@@ -1,20 +1,23 @@
-package delayq
+package wire
 
 import (
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // TestEncodeSendBatchMatchesJSON checks the hand-written batch encoder
-// against encoding/json on the wire types, byte for byte, and that both
+// (EncodeSendBatch, the Client's) against encoding/json on the
+// FromSendRequest values (MarshalSendBatch), byte for byte, and that both
 // refuse the same requests with the same error.
 func TestEncodeSendBatchMatchesJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	texts := []string{"", "x", "order-42", "<&>", "a\"b\\c", "\n\t\b\f\x01", "é😀", "\u2028\u2029", "\xff\xfe", "\xc3"}
 	for range 3000 {
-		reqs := make([]SendRequest, r.IntN(4))
+		reqs := make([]domain.SendRequest, r.IntN(4))
 		for i := range reqs {
 			q := &reqs[i]
 			if r.IntN(2) == 0 {
@@ -51,8 +54,8 @@ func TestEncodeSendBatchMatchesJSON(t *testing.T) {
 				q.MaxAttempts = r.IntN(20) - 2
 			}
 		}
-		got, gerr := encodeSendBatch(reqs)
-		want, werr := encodeSendBatchJSON(reqs)
+		got, gerr := EncodeSendBatch(reqs)
+		want, werr := MarshalSendBatch(reqs)
 		if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) {
 			t.Fatalf("errors differ: %v / %v", gerr, werr)
 		}
@@ -60,7 +63,7 @@ func TestEncodeSendBatchMatchesJSON(t *testing.T) {
 			t.Fatalf("\ngot  %s\nwant %s", got, want)
 		}
 	}
-	if _, err := encodeSendBatch([]SendRequest{{When: When{DeliverAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}); err == nil || !strings.Contains(err.Error(), "encode request") {
+	if _, err := EncodeSendBatch([]domain.SendRequest{{When: domain.When{DeliverAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}); err == nil || !strings.Contains(err.Error(), "encode request") {
 		t.Fatalf("year 10000: %v", err)
 	}
 }

@@ -1,12 +1,10 @@
-package httpapi
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,98 +13,32 @@ import (
 	"unicode/utf8"
 
 	"github.com/delayq/delayq/internal/domain"
-	"github.com/delayq/delayq/internal/wire"
 )
 
-// maxDepth bounds JSON nesting. The deepest valid body (a batch item's
+// The strict request decoder: what the API accepts as a JSON body. Its
+// fast paths (json_scan.go, decode_send.go) only ever accept what this
+// reference accepts, and decode to the same values.
+
+// MaxDepth bounds JSON nesting. The deepest valid body (a batch item's
 // headers) is 4 levels; 32 leaves room and rejects 10k-deep attacks long
 // before encoding/json's own limit of 10000.
-const maxDepth = 32
+const MaxDepth = 32
 
-// readBody reads at most limit bytes of the request body. A larger body is
-// ErrTooLarge after reading limit+1 bytes at most (http.MaxBytesReader), so
-// neither a lying Content-Length nor a chunked stream is buffered whole.
-// The buffer grows with what has arrived (doubling from at most
-// firstBodyBuf, never past Content-Length+1 or limit+1), and every
-// allocation is charged to the body budget first; held is what the caller
-// releases when done with the body.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (b []byte, held int64, err error) {
-	if r.ContentLength > limit {
-		return nil, 0, fmt.Errorf("%w: body is %d bytes, the limit for this endpoint is %d", domain.ErrTooLarge, r.ContentLength, limit)
-	}
-	// +1: the read that meets EOF (or the limit) needs room.
-	ceiling := limit + 1
-	if r.ContentLength >= 0 {
-		ceiling = r.ContentLength + 1
-	}
-	var deadline time.Time
-	defer func() {
-		if err != nil {
-			s.budget.release(held)
-			b, held = nil, 0
-		}
-	}()
-	size := min(ceiling, firstBodyBuf)
-	if err := s.budget.acquire(r.Context(), size, &deadline); err != nil {
-		return nil, 0, err
-	}
-	held = size
-	b = make([]byte, 0, size)
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	for {
-		n, rerr := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		var mbe *http.MaxBytesError
-		switch {
-		case rerr == io.EOF:
-			return b, held, nil
-		case errors.As(rerr, &mbe):
-			return nil, held, fmt.Errorf("%w: body exceeds the limit of %d bytes for this endpoint", domain.ErrTooLarge, limit)
-		case rerr != nil:
-			return nil, held, fmt.Errorf("%w: reading body: %v", errBadRequest, rerr)
-		case len(b) < cap(b):
-			continue
-		}
-		// Full: grow. Content-Length and MaxBytesReader end the body
-		// below the ceiling, so a full buffer at the ceiling is a body
-		// that did not stop where it said it would.
-		grow := min(2*int64(cap(b)), ceiling)
-		if grow <= int64(cap(b)) {
-			return nil, held, fmt.Errorf("%w: body exceeds the limit of %d bytes for this endpoint", domain.ErrTooLarge, limit)
-		}
-		if err := s.budget.acquire(r.Context(), grow, &deadline); err != nil {
-			return nil, held, err
-		}
-		nb := make([]byte, len(b), grow)
-		copy(nb, b)
-		s.budget.release(int64(cap(b)))
-		held += grow - int64(cap(b))
-		b = nb
-	}
-}
-
-// firstBodyBuf is the largest buffer readBody allocates before bytes
-// arrive: a claimed length costs nothing, and most bodies are smaller.
-const firstBodyBuf = 64 << 10
-
-// errBadRequest is a body that could not be read (client went away mid-body).
-var errBadRequest = errors.New("bad request")
-
-// decodeStrict decodes one JSON object into v (a pointer to a struct),
+// DecodeStrict decodes one JSON object into v (a pointer to a struct),
 // strictly: the body must be valid UTF-8 with no lone surrogate escapes,
 // one object with nothing after it, no duplicate keys, no "-0", at most
-// maxDepth deep, and every key must be a field of v (recursively). Errors
+// MaxDepth deep, and every key must be a field of v (recursively). Errors
 // are *domain.InvalidError naming the offending field by path, such as
 // "messages[3].delay". An empty body decodes as {} when allowEmpty.
-func decodeStrict(body []byte, v any, allowEmpty bool) error {
+func DecodeStrict(body []byte, v any, allowEmpty bool) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		if allowEmpty {
 			return nil
 		}
 		return domain.Invalid("", "the request body is empty; want a JSON object")
 	}
-	if in, ok := v.(*wire.SendBatchRequest); ok {
-		// The hot path (see fastsend.go): validated and split in one pass.
+	if in, ok := v.(*SendBatchRequest); ok {
+		// The hot path (see decode_send.go): validated and split in one pass.
 		ok, items, itemsOK := fastScan(body, true)
 		if !ok {
 			if err := prescanSlow(body); err != nil {
@@ -126,7 +58,7 @@ func decodeStrict(body []byte, v any, allowEmpty bool) error {
 	if err := prescan(body); err != nil {
 		return err
 	}
-	if in, ok := v.(*wire.SendRequest); ok {
+	if in, ok := v.(*SendRequest); ok {
 		return decodeSend(body, in, "")
 	}
 	return decodeValue(body, reflect.ValueOf(v).Elem(), "")
@@ -209,8 +141,8 @@ func prescanSlow(body []byte) error {
 		case json.Delim:
 			switch t {
 			case '{', '[':
-				if len(stack) >= maxDepth {
-					return domain.Invalid(here(), "nests deeper than %d levels", maxDepth)
+				if len(stack) >= MaxDepth {
+					return domain.Invalid(here(), "nests deeper than %d levels", MaxDepth)
 				}
 				stack = append(stack, &frame{object: t == '{', expectKey: t == '{', keys: map[string]bool{}, path: here()})
 				continue

@@ -1,13 +1,9 @@
-package httpapi
+package wire
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
-	"sync"
 	"time"
-
-	"github.com/delayq/delayq/internal/wire"
 )
 
 // The send endpoints' fast paths. Sends are the API's hot path, so their
@@ -16,7 +12,7 @@ import (
 // an escaped string, a bad value), and the caller then runs the generic
 // decoder on the same bytes, which decides and words the error exactly
 // as before. They only ever see prescanned bodies. Tests compare both
-// decoders on random input (scan_test.go).
+// decoders on random input (decode_send_test.go).
 
 // batchItems returns the items of a prescanned {"messages":[…]} body, as
 // sub-slices of body (the generic decoder copies each into a RawMessage).
@@ -35,7 +31,7 @@ func batchItems(body []byte) ([][]byte, bool) {
 
 // decodeSendFast decodes one prescanned send object into in, which must
 // be zero. On false, in is partly filled: reset it before decoding again.
-func decodeSendFast(raw []byte, in *wire.SendRequest) bool {
+func decodeSendFast(raw []byte, in *SendRequest) bool {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
@@ -64,7 +60,7 @@ func decodeSendFast(raw []byte, in *wire.SendRequest) bool {
 // decodeSendField sets one member, as the generic decoder would: null
 // leaves the field unset, strings without escapes need no decoder, and
 // other leaves go through the same parsers encoding/json uses.
-func decodeSendField(key, v []byte, in *wire.SendRequest) bool {
+func decodeSendField(key, v []byte, in *SendRequest) bool {
 	if string(v) == "null" {
 		switch string(key) {
 		case "id", "payload", "payload_base64", "headers", "delay", "delay_ms", "deliver_at", "max_attempts":
@@ -96,7 +92,7 @@ func decodeSendField(key, v []byte, in *wire.SendRequest) bool {
 		if err != nil {
 			return false
 		}
-		wd := wire.Duration(d)
+		wd := Duration(d)
 		in.Delay = &wd
 		return true
 	case "delay_ms":
@@ -127,43 +123,19 @@ func decodeSendField(key, v []byte, in *wire.SendRequest) bool {
 	return false
 }
 
+// DecodeSendItem decodes one item of a prescanned batch body (its errors
+// named under path, such as "messages[3]"). DecodeStrict of a
+// SendBatchRequest leaves the items raw: one malformed item must reject
+// the whole batch, named, before any is used.
+func DecodeSendItem(raw []byte, in *SendRequest, path string) error {
+	return decodeSend(raw, in, path)
+}
+
 // decodeSend decodes a single send's body or a batch item (under path).
-func decodeSend(raw []byte, in *wire.SendRequest, path string) error {
+func decodeSend(raw []byte, in *SendRequest, path string) error {
 	if decodeSendFast(raw, in) {
 		return nil
 	}
-	*in = wire.SendRequest{}
+	*in = SendRequest{}
 	return decodeValueAt(raw, in, path)
 }
-
-// writeSendBatch writes a batch answer with the hand-written encoder,
-// as writeJSON would write it (same bytes, same headers). False: the
-// encoder refused (a time JSON can't carry), and nothing was written.
-func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
-	bp := answerBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledAnswer {
-			answerBufs.Put(bp)
-		}
-	}()
-	b, ok := wire.AppendSendBatchResponse((*bp)[:0], out)
-	if !ok {
-		return false
-	}
-	b = append(b, '\n')
-	*bp = b
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b) // copies or sends b before returning: the buffer can be reused
-	return true
-}
-
-// answerBufs holds batch answer buffers (~20 KB for 100 messages), so
-// each answer is not a fresh allocation for the GC to clear and collect.
-var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
-
-// maxPooledAnswer keeps the odd huge answer (1000 duplicates with large
-// payloads) out of the pool.
-const maxPooledAnswer = 1 << 20

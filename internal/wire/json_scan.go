@@ -1,11 +1,13 @@
-package httpapi
+package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"unicode/utf8"
-
-	"github.com/delayq/delayq/internal/wire"
 )
+
+// Single-pass scanning of JSON text: the fast paths of the strict decoder
+// (fastValid) and of the client's answer decoder (SkipPlain).
 
 // fastValid is prescan's fast path: one pass over the body, no tokens,
 // no allocations in the common case. It returns true only for bodies
@@ -59,16 +61,7 @@ type vscanner struct {
 	topKeys     int      // keys of the top-level object
 }
 
-func (s *vscanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *vscanner) ws() { s.i = skipWS(s.b, s.i) }
 
 // value scans one value at s.i; depth is the number of open containers.
 func (s *vscanner) value(depth int) bool {
@@ -77,12 +70,12 @@ func (s *vscanner) value(depth int) bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
-		if depth >= maxDepth {
+		if depth >= MaxDepth {
 			return false
 		}
 		return s.object(depth + 1)
 	case c == '[':
-		if depth >= maxDepth {
+		if depth >= MaxDepth {
 			return false
 		}
 		return s.array(depth + 1)
@@ -207,7 +200,7 @@ func (s *vscanner) array(depth int) bool {
 func (s *vscanner) str() ([]byte, bool) {
 	start := s.i + 1
 	for j := start; j < len(s.b); j++ {
-		j = wire.SkipPlain(s.b, j)
+		j = SkipPlain(s.b, j)
 		if j >= len(s.b) {
 			break
 		}
@@ -330,4 +323,32 @@ func (s *vscanner) number() bool {
 		}
 	}
 	return true
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// SkipPlain returns the index of the first byte at or after i that ends a
+// plain run inside a JSON string — a quote, a backslash or a control
+// character — or len(b). It tests eight bytes at a time: string scanning
+// is most of the work of checking a batch body (payloads are long runs).
+func SkipPlain(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ ('"' * ones)
+		s := x ^ ('\\' * ones)
+		// A byte is zero (or below 0x20) iff the subtraction borrows into
+		// its high bit while its own high bit was clear: exact per word.
+		if ((q-ones)&^q|(s-ones)&^s|(x-0x20*ones)&^x)&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return i
 }

@@ -1,17 +1,10 @@
-package httpapi
+package wire
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/delayq/delayq/internal/wire"
 )
 
 // scanSeeds are bodies on the edges of what prescan accepts.
@@ -176,153 +169,43 @@ func randomItem(r *rand.Rand) string {
 	return "{" + strings.Join(parts, sep) + "}"
 }
 
-// TestDecodeSendFastMatchesGeneric checks the hand-written send decoder
-// against the reflective one on random items: equal results when it
-// decodes, and it gives up (so the generic one words the error) whenever
-// the generic one fails.
-func TestDecodeSendFastMatchesGeneric(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	fast := 0
-	for range 20000 {
-		item := []byte(randomItem(r))
-		if prescan(item) != nil && item[0] == '{' {
-			continue // decoders only ever see prescanned input
-		}
-		if checkSendFast(t, item) {
-			fast++
-		}
+func manyHeaders(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"h%d":"v"`, i)
 	}
-	if fast < 2000 {
-		t.Fatalf("the fast decoder took only %d of 20000 items: the comparison is too thin", fast)
-	}
-	for _, s := range scanSeeds {
-		if prescan([]byte(s)) == nil {
-			checkSendFast(t, []byte(s))
-		}
-	}
+	return strings.Join(parts, ",")
 }
 
-func checkSendFast(t *testing.T, item []byte) bool {
-	t.Helper()
-	var fast, generic wire.SendRequest
-	ok := decodeSendFast(item, &fast)
-	err := decodeValueAt(item, &generic, "messages[0]")
-	if ok && err != nil {
-		t.Fatalf("%s: fast decoder accepts, generic says %v", item, err)
-	}
-	if ok && !reflect.DeepEqual(fast, generic) {
-		t.Fatalf("%s: fast %s, generic %s", item, dumpSend(&fast), dumpSend(&generic))
-	}
-	return ok
-}
-
-func dumpSend(s *wire.SendRequest) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// TestBatchItemsMatchesGeneric compares the batch splitter with the
-// generic decode of SendBatchRequest.
-func TestBatchItemsMatchesGeneric(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	bodies := []string{`{"messages":[]}`, `{"messages":[{"payload":"x"}],"messages":[]}`, `{"messages":[[1,2],{"a":[3]}]}`, `{"messages":null}`, `{"messages":5}`, `{"messages":[1, "x" ,null]}`, `{"x":1,"messages":[]}`, `{ "messages" : [ {} , {"a":1} ] }`}
-	for range 2000 {
-		bodies = append(bodies, randomBody(r))
-	}
-	for _, s := range bodies {
-		b := []byte(s)
-		if prescan(b) != nil {
-			continue
-		}
-		var in wire.SendBatchRequest
-		err := decodeValue(b, reflect.ValueOf(&in).Elem(), "") // the generic decoder alone
-		split, ok := batchItems(b)
-		valid, scanned, scannedOK := fastScan(b, true)
-		if valid && scannedOK != ok {
-			t.Fatalf("%s: fastScan splits %v, batchItems %v", s, scannedOK, ok)
-		}
-		for k, items := range [][][]byte{split, scanned} {
-			if !ok || (k == 1 && !(valid && scannedOK)) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: the splitters accept, generic says %v", s, err)
-			}
-			if len(items) != len(in.Messages) {
-				t.Fatalf("%s: %d items, generic %d", s, len(items), len(in.Messages))
-			}
-			for i := range items {
-				if string(items[i]) != string(in.Messages[i]) {
-					t.Fatalf("%s: item %d %q, generic %q", s, i, items[i], in.Messages[i])
-				}
+// TestSkipPlain compares the word-at-a-time scan with a byte loop.
+func TestSkipPlain(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	ref := func(b []byte, i int) int {
+		for ; i < len(b); i++ {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+				return i
 			}
 		}
+		return i
 	}
-}
-
-// FuzzSendDecoders compares the send fast paths with the generic decoder
-// on arbitrary prescanned bodies: the fast decoder decodes to the same
-// value or gives up, and the batch splitters agree with it.
-func FuzzSendDecoders(f *testing.F) {
-	for _, s := range scanSeeds {
-		f.Add([]byte(s))
-	}
-	r := rand.New(rand.NewPCG(13, 14))
-	for range 50 {
-		f.Add([]byte(randomBody(r)))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if prescan(b) != nil {
-			return
-		}
-		checkSendFast(t, b)
-		var in wire.SendBatchRequest
-		err := decodeValue(b, reflect.ValueOf(&in).Elem(), "")
-		valid, items, itemsOK := fastScan(b, true)
-		split, splitOK := batchItems(b)
-		if valid && itemsOK != splitOK {
-			t.Fatalf("fastScan splits %v, batchItems %v", itemsOK, splitOK)
-		}
-		if !splitOK {
-			return
-		}
-		if err != nil {
-			t.Fatalf("the splitters accept, generic says %v", err)
-		}
-		splits := [][][]byte{split}
-		if valid && itemsOK {
-			splits = append(splits, items)
-		}
-		for _, got := range splits {
-			if len(got) != len(in.Messages) {
-				t.Fatalf("%d items, generic %d", len(got), len(in.Messages))
-			}
-			for i := range got {
-				if string(got[i]) != string(in.Messages[i]) {
-					t.Fatalf("item %d %q, generic %q", i, got[i], in.Messages[i])
-				}
-				checkSendFast(t, got[i])
+	for range 200000 {
+		b := make([]byte, r.IntN(40))
+		for j := range b {
+			switch r.IntN(20) {
+			case 0:
+				b[j] = byte(r.IntN(0x21))
+			case 1:
+				b[j] = "\"\\\x7f\x80\xff!#[]"[r.IntN(9)]
+			default:
+				b[j] = byte(0x20 + r.IntN(0xe0))
 			}
 		}
-	})
-}
-
-// TestWriteSendBatchMatchesWriteJSON checks that the hand-written answer
-// goes out exactly as writeJSON would send it: status, headers, bytes.
-func TestWriteSendBatchMatchesWriteJSON(t *testing.T) {
-	at := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
-	p := "dup <payload>"
-	out := wire.SendBatchResponse{Results: []wire.BatchResult{
-		{Message: &wire.Message{ID: "a", Topic: "t", DeliverAt: at, State: "scheduled", MaxAttempts: 5, CreatedAt: at, UpdatedAt: at}},
-		{Message: &wire.Message{ID: "b", Topic: "t", Payload: &p, DeliverAt: at, State: "ready", CreatedAt: at, UpdatedAt: at, Duplicate: true}},
-		{Error: &wire.ErrorBody{Code: wire.CodeTooLarge, Message: "payload is 5 bytes, the limit is 4"}},
-	}}
-	fast, ref := httptest.NewRecorder(), httptest.NewRecorder()
-	if !writeSendBatch(fast, &out) {
-		t.Fatal("writeSendBatch refused")
-	}
-	writeJSON(ref, http.StatusOK, out)
-	if fast.Code != ref.Code || !reflect.DeepEqual(fast.Header(), ref.Header()) || fast.Body.String() != ref.Body.String() {
-		t.Fatalf("fast %d %v %q\nref  %d %v %q", fast.Code, fast.Header(), fast.Body, ref.Code, ref.Header(), ref.Body)
+		i := 0
+		if len(b) > 0 {
+			i = r.IntN(len(b) + 1)
+		}
+		if got, want := SkipPlain(b, i), ref(b, i); got != want {
+			t.Fatalf("SkipPlain(%q, %d) = %d, want %d", b, i, got, want)
+		}
 	}
 }

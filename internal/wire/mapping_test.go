@@ -1,0 +1,116 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/domain"
+)
+
+// TestMessageRoundTrip: a message mapped for an answer and read back by a
+// client is the same message, at the API's precision (UTC milliseconds),
+// whether its payload is text or binary.
+func TestMessageRoundTrip(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6_789_012, time.FixedZone("x", 3600))
+	for _, p := range [][]byte{nil, []byte(""), []byte("héllo <&>"), {0xff, 0x00, 0xfe}} {
+		m := &domain.Message{Topic: "t", ID: "a", Payload: p, Headers: map[string]string{"k": "v"},
+			DeliverAt: at, State: domain.StateInflight, Attempt: 2, Failures: 1, MaxAttempts: 5, LastError: "boom",
+			CreatedAt: at, UpdatedAt: at, Receipt: "r", LeaseExpiresAt: at}
+		b, err := json.Marshal(FromMessage(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w Message
+		if err := json.Unmarshal(b, &w); err != nil {
+			t.Fatal(err)
+		}
+		got := w.ToDomain()
+		want := *m
+		ms := at.UTC().Truncate(time.Millisecond)
+		want.DeliverAt, want.CreatedAt, want.UpdatedAt, want.LeaseExpiresAt = ms, ms, ms, ms
+		if want.Payload == nil {
+			want.Payload = []byte{}
+		}
+		if !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%q: round trip\n got %+v\nwant %+v\n(%s)", p, *got, want, b)
+		}
+		if (w.Payload != nil) == (w.PayloadBase64 != nil) {
+			t.Fatalf("%q: exactly one payload field, got %s", p, b)
+		}
+	}
+	// A send answer leaves the payload out, unless it is a duplicate's.
+	m := &domain.Message{ID: "a", Payload: []byte("x")}
+	if w := FromSentMessage(m); w.Payload != nil || w.PayloadBase64 != nil {
+		t.Fatalf("send answer carries the payload: %+v", w)
+	}
+	m.Duplicate = true
+	if w := FromSentMessage(m); w.Payload == nil || *w.Payload != "x" {
+		t.Fatalf("duplicate's answer lacks the stored payload: %+v", w)
+	}
+}
+
+// TestTopicSettingsSecretIsWriteOnly: answers never carry the push
+// secret, only secret_set; requests carry it and never secret_set.
+func TestTopicSettingsSecretIsWriteOnly(t *testing.T) {
+	s := domain.TopicSettings{MaxAttempts: 3, Lease: time.Minute,
+		Push: &domain.PushSettings{URL: "https://x/hook", Timeout: time.Second, Concurrency: 2, Secret: "s3cret"}}
+	ans := FromTopicSettings(s)
+	if ans.Push.Secret != "" || !ans.Push.SecretSet {
+		t.Fatalf("answer: %+v", ans.Push)
+	}
+	req := NewTopicSettingsRequest(s)
+	if req.Push.Secret != "s3cret" || req.Push.SecretSet {
+		t.Fatalf("request: %+v", req.Push)
+	}
+	if got := req.ToDomain(); !reflect.DeepEqual(got, s) {
+		t.Fatalf("request round trip %+v, want %+v", got, s)
+	}
+	if s.Push.Secret != "s3cret" {
+		t.Fatal("mapping changed its input")
+	}
+}
+
+// TestSendRequestShape: the shape rules a request is mapped by, and
+// NameFields naming the engine's delay errors as the request gave them.
+func TestSendRequestShape(t *testing.T) {
+	str := func(s string) *string { return &s }
+	i64 := func(n int64) *int64 { return &n }
+	d := Duration(time.Second)
+	zero := time.Time{}
+	for _, c := range []struct {
+		in    SendRequest
+		field string
+	}{
+		{SendRequest{Payload: str("x"), ID: str("")}, "id"},
+		{SendRequest{}, "payload"},
+		{SendRequest{Payload: str("x"), PayloadBase64: str("eA==")}, "payload"},
+		{SendRequest{PayloadBase64: str("eA")}, "payload_base64"},
+		{SendRequest{Payload: str("x"), Delay: &d, DelayMS: i64(5)}, "delay"},
+		{SendRequest{Payload: str("x"), DelayMS: i64(-1)}, "delay_ms"},
+		{SendRequest{Payload: str("x"), DelayMS: i64(maxDelayMS + 1)}, "delay_ms"},
+		{SendRequest{Payload: str("x"), DeliverAt: &zero}, "deliver_at"},
+	} {
+		var ie *domain.InvalidError
+		if _, err := c.in.ToDomain(); !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("%s: err %v, want one on %q", dump(c.in), err, c.field)
+		}
+	}
+	in := SendRequest{PayloadBase64: str("/wD+"), DelayMS: i64(1500), ID: str("a")}
+	r, err := in.ToDomain()
+	if err != nil || r.ID != "a" || string(r.Payload) != "\xff\x00\xfe" || r.When.Delay != 1500*time.Millisecond {
+		t.Fatalf("%+v %v", r, err)
+	}
+	err = in.NameFields(domain.Limits{MaxDelay: time.Second}.CheckDelay(r.When.Delay, "delay"))
+	var ie *domain.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "delay_ms" || ie.Reason != "1500 ms is beyond the maximum delay of 1s" {
+		t.Fatalf("named %#v", err)
+	}
+}
+
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
