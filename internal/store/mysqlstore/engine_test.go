@@ -3,10 +3,10 @@ package mysqlstore_test
 import (
 	"testing"
 
+	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
-	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // deployment opens stores on one fresh table prefix of the shared server

@@ -3,10 +3,10 @@ package pgstore_test
 import (
 	"testing"
 
+	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
-	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // deploymentSchema opens stores on one fresh schema of the shared server

@@ -15,10 +15,10 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
-	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // appConn is an application's own connection to the database.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
-	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // deployment opens stores on one fresh key prefix of a new Redis (Redis

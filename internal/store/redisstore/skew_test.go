@@ -9,9 +9,9 @@ import (
 	"github.com/delayq/delayq/internal/clock"
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
-	"github.com/delayq/delayq/internal/engine/enginetest"
 )
 
 // Servers whose clocks differ from Redis's: every instant must come from
