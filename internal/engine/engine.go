@@ -61,8 +61,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger for background errors. Default slog.Default().
 	Logger *slog.Logger
-	// Observer receives events for metrics. Default NopObserver.
-	Observer Observer
+	// Subscriptions receive the engine's events from Open on (metrics,
+	// the dashboard's recorder); more may come later with Subscribe.
+	Subscriptions []Subscription
 	// Defaults are topic settings for topics that set none; zero fields take
 	// the built-in defaults (25 attempts, 30 s lease, backoff 1 s ×2 up to
 	// 1 h with ±20 % jitter).
@@ -86,7 +87,7 @@ type Engine struct {
 	st       store.Store
 	clk      clock.Clock
 	log      *slog.Logger
-	obs      Observer
+	events   hub
 	defaults domain.TopicSettings
 	maxPay   int
 	maxDelay time.Duration
@@ -126,7 +127,6 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		st:       cfg.Store,
 		clk:      cmpOr[clock.Clock](cfg.Clock, clock.Real{}),
 		log:      cmpOr(cfg.Logger, slog.Default()),
-		obs:      cmpOr[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
 		maxPay:   cmpOr(cfg.MaxPayload, domain.DefaultMaxPayload),
 		maxDelay: cmpOr(cfg.MaxDelay, DefaultMaxDelay),
@@ -134,6 +134,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		sweep:    cmpOr(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
+	}
+	for _, s := range cfg.Subscriptions {
+		e.events.subscribe(s)
 	}
 	if err := validateSettings(e.defaults); err != nil {
 		return nil, fmt.Errorf("engine: default settings: %w", err)
@@ -146,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.gate = localGate{}
 	if rl, ok := e.st.(store.RateLimiter); ok {
-		e.gate = storeGate{rl: rl, obs: e.obs}
+		e.gate = storeGate{rl: rl, events: &e.events}
 	}
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)

@@ -31,14 +31,10 @@ type bundle struct {
 	ts  *httptest.Server
 }
 
-func setup(t *testing.T, mod func(*Config), obs ...engine.Observer) *bundle {
+func setup(t *testing.T, mod func(*Config), subs ...engine.Subscription) *bundle {
 	t.Helper()
 	st := memstore.New()
-	ecfg := engine.Config{Store: st}
-	if len(obs) > 0 {
-		ecfg.Observer = obs[0]
-	}
-	eng, err := engine.Open(context.Background(), ecfg)
+	eng, err := engine.Open(context.Background(), engine.Config{Store: st, Subscriptions: subs})
 	if err != nil {
 		t.Fatal(err)
 	}

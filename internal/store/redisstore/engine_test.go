@@ -142,11 +142,12 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 
 // sentCounter counts new (non-duplicate) messages across engines.
 type sentCounter struct {
-	engine.NopObserver
 	n atomic.Int64
 }
 
-func (s *sentCounter) Sent(_ string, n int) { s.n.Add(int64(n)) }
+func (s *sentCounter) subscription() engine.Subscription {
+	return engine.Subscription{Kinds: engine.Mask(engine.EventSent), Handle: func(ev engine.Event) { s.n.Add(int64(ev.N)) }}
+}
 
 // TestScheduleAcrossEngines: two engines on one Redis both fire an
 // "@every 1s" schedule; each tick makes exactly one message.
@@ -161,7 +162,7 @@ func TestScheduleAcrossEngines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := engine.Open(ctx, engine.Config{Store: s, Observer: &obs})
+		e, err := engine.Open(ctx, engine.Config{Store: s, Subscriptions: []engine.Subscription{obs.subscription()}})
 		if err != nil {
 			t.Fatal(err)
 		}
