@@ -76,8 +76,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.serveCtx, s.stopServing = context.WithCancel(context.Background()) // #nosec G118 -- server-lifetime context; Shutdown cancels it
 	if err := s.start(ctx, tokens); err != nil {
 		s.stopServing()
-		s.stop(context.Background())
-		return nil, err
+		return nil, errors.Join(err, s.stop(context.Background()))
 	}
 	return s, nil
 }

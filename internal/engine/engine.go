@@ -18,6 +18,15 @@
 // the entry at the store's next due time and wakes the topic's long-polls.
 // Memory is therefore O(topics), not O(pending messages): messages far in
 // the future, and payloads, stay in the store.
+//
+// # Events
+//
+// The engine reports what it does as one stream of typed events (Event)
+// to subscriptions (Config.Subscriptions, Subscribe): counting events for
+// metrics and the dashboard's rates, message events for the dashboard's
+// message histories, topic-settings changes for push delivery. Observers
+// subscribe; nothing wraps the engine to watch it. Message events are
+// built only when a subscription asks for them.
 package engine
 
 import (

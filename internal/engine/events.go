@@ -123,11 +123,12 @@ type Event struct {
 	Batch bool
 }
 
-// Subscription asks for the events of Kinds. Handle is called
-// synchronously, on the goroutine of the call or background job that
-// caused the event, once per event and in the order the engine emits them
-// for that goroutine; several goroutines call it at once. It must be fast,
-// must not block, and must not call the engine.
+// Subscription asks for the events of Kinds. Handle is called once per
+// event, synchronously, on the goroutine of the call or background job
+// that caused it, so from several goroutines at once; events of one call
+// arrive in order (a nack's EventNacked, then EventDied, then
+// EventMessageNacked). It must be fast, must not block, and must not call
+// the engine.
 type Subscription struct {
 	Kinds  EventMask
 	Handle func(Event)
