@@ -27,8 +27,9 @@
 //	w.HandleFunc("order-timeouts", closeIfUnpaid)
 //	err := w.Run(ctx) // until ctx is cancelled, then a graceful shutdown
 //
-// The Worker runs against any Queue: a Client, or an engine opened in the
-// same process.
+// The Worker runs against any Queue: a Client, or the Queue of a server
+// run in the same process with server.New (package
+// github.com/delayq/delayq/server), which calls the engine directly.
 //
 // # Errors
 //

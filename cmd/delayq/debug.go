@@ -1,65 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
-	"time"
-
-	"github.com/delayq/delayq/internal/httpapi"
 )
 
-// startDebug serves Go's profiling endpoints (/debug/pprof/: CPU and heap
-// profiles, goroutine dumps, execution traces) on their own listener, off
-// the API's mux, so they are never reachable with an API token nor through
-// the API's address. They have no authentication, and a profile or trace
-// reveals internals and costs CPU, so the address must be loopback (reach
-// it remotely through an SSH tunnel or a port-forward). It returns a
-// function that stops the listener.
-func startDebug(addr string, allowedHosts []string, log *slog.Logger) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	if err := checkLoopback(addr); err != nil {
-		return nil, err
-	}
-	// Only loopback Host names and --allowed-hosts: a page on a rebound
-	// DNS name must not read profiles.
-	h, err := httpapi.DebugHandler(allowedHosts)
-	if err != nil {
-		return nil, fmt.Errorf("--allowed-hosts: %w", err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--debug-addr: %w", err)
-	}
-	// Limits like the API's listener, but no write timeout:
-	// /debug/pprof/profile and /trace stream for ?seconds=N (30 s by
-	// default).
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    16 << 10,
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("debug listener", "err", err)
-		}
-	}()
-	log.Info("profiling endpoints on", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
-}
-
-// checkLoopback refuses an address that is not on a loopback interface.
+// checkLoopback refuses a --debug-addr that is not on a loopback
+// interface, naming the flag (the server refuses it too, naming its
+// Config field).
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -15,13 +15,10 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/auth"
-	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
-	"github.com/delayq/delayq/internal/metrics"
-	"github.com/delayq/delayq/internal/push"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
+	"github.com/delayq/delayq/server"
 )
 
 func init() {
@@ -259,22 +256,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// serve runs until ctx ends, then shuts down in order: stop accepting and
-// drain requests (server), stop background work (engine), close the store.
+// serve runs the server until ctx ends, then shuts it down (see
+// server.Shutdown for the order).
 func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	log, err := serveLogger(o.logFormat, o.logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	tokens, err := serveTokens(o)
-	if err != nil {
-		return err
-	}
-	if err := httpapi.CheckExposure(o.addr, tokens.Enabled(), o.insecure); err != nil {
-		return err
-	}
-	hosts := splitHostList(o.allowedHosts)
-	if err := httpapi.CheckAllowedHosts(hosts); err != nil {
+	cfg := serveConfig(o, log)
+	// What the library refuses by Config field, refused here by flag.
+	if err := httpapi.CheckAllowedHosts(cfg.AllowedHosts); err != nil {
 		return fmt.Errorf("--allowed-hosts: %w", err)
 	}
 	if o.debugAddr != "" {
@@ -282,124 +273,74 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	m := metrics.New()
-	st, where, err := openStore(ctx, o, log)
+	if (o.redis != "" && o.postgres != "") || (o.redis != "" && o.mysql != "") || (o.postgres != "" && o.mysql != "") {
+		return errors.New("give one of --redis, --postgres and --mysql")
+	}
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("close store", "err", err)
+	shutdown := func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			log.Error("shut down", "err", err)
 		}
-	}()
-	var obs engine.Observer = m
-	var rec *dashboard.Recorder
-	if !o.noDashboard {
-		rec = dashboard.NewRecorder(dashboard.RecorderConfig{})
-		obs = dashboard.Tee(m, rec)
-	}
-	eng, err := engine.Open(ctx, engine.Config{
-		Store: st, Logger: log, Observer: obs,
-		Defaults:   delayq.TopicSettings{Lease: o.defaultLease, MaxAttempts: o.defaultMaxAttempts},
-		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow, MaxTopics: o.maxTopics,
-		Clock: serveClock(o, log),
-	})
-	if err != nil {
-		return fmt.Errorf("start engine: %w", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-		defer cancel()
-		if err := eng.Close(cctx); err != nil {
-			log.Error("stop engine", "err", err)
-		}
-	}()
-	if err := m.WatchQueue(eng, nil); err != nil {
-		return err
-	}
-	var q delayq.Queue = eng
-	if rec != nil {
-		q = rec.Queue(eng) // records per-message events for the dashboard
-	}
-	// Push delivery: pushes are leases on q, so they show in the dashboard
-	// like any consumer's; stopped (deferred) before the engine closes.
-	pusher, err := push.New(push.Config{Queue: q, Logger: log})
-	if err != nil {
-		return err
-	}
-	pusher.Start()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-		defer cancel()
-		if err := pusher.Stop(cctx); err != nil {
-			log.Error("stop push delivery", "err", err)
-		}
-	}()
-	q = pusher.WatchSettings(q) // settings changes here restart pushers at once
-	var dash http.Handler
-	if rec != nil {
-		if dash, err = dashboard.New(dashboard.Config{Queue: q, Recorder: rec, Tokens: tokens, Logger: log}); err != nil {
-			return err
-		}
-	}
-	srv, err := httpapi.New(httpapi.Config{
-		Queue: q, Scheduler: eng, Ready: eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: o.insecure, Logger: log,
-		Addr: o.addr, AllowedHosts: hosts, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
-		Limits:   eng.Limits(),
-		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
-		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
-		Metrics: m.Handler(), RequestObserver: m,
-	})
-	if err != nil {
-		return err
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
+		shutdown()
 		return err
 	}
-	stopDebug, err := startDebug(o.debugAddr, hosts, log)
-	if err != nil {
-		_ = ln.Close()
-		return err
-	}
-	defer stopDebug()
 	scheme := "http"
 	if o.tlsCert != "" {
 		scheme = "https"
 	}
 	authState := "off"
-	if tokens.Enabled() {
+	if srv.AuthEnabled() {
 		authState = "on"
 	}
-	fmt.Fprintf(stdout, "delayq serving %s://%s (%s, auth %s)\n", scheme, ln.Addr(), where, authState)
-	err = srv.Serve(ctx, ln)
+	fmt.Fprintf(stdout, "delayq serving %s://%s (%s, auth %s)\n", scheme, ln.Addr(), srv.StoreDescription(), authState)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err = <-served: // failed while serving
+	case <-ctx.Done():
+	}
 	log.Info("shutting down", "err", err)
+	shutdown()
+	if err == nil {
+		err = <-served
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
 	return err
+}
+
+// serveConfig maps the flags to the library's Config.
+func serveConfig(o *serveOpts, log *slog.Logger) server.Config {
+	cfg := server.Config{
+		DataDir: o.data, RedisURL: o.redis, RedisPartitions: o.redisPartitions, RedisAllowEviction: o.redisAllowEviction,
+		PostgresURL: o.postgres, PostgresSchema: o.postgresSchema, MySQLURL: o.mysql, MySQLPrefix: o.mysqlPrefix,
+		NoMigrate: (o.postgres != "" && !o.postgresMigrate) || (o.mysql != "" && !o.mysqlMigrate),
+		Addr:      o.addr, Tokens: o.tokens, TokensFile: o.tokensFile, Insecure: o.insecure,
+		AllowedHosts: splitHostList(o.allowedHosts), TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
+		NoDashboard: o.noDashboard, DebugAddr: o.debugAddr, Logger: log,
+		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
+		DefaultLease: o.defaultLease, DefaultMaxAttempts: o.defaultMaxAttempts, MaxTopics: o.maxTopics,
+		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
+		TokenRateLimit: o.rateToken, TokenRateBurst: o.burstToken, IPRateLimit: o.rateIP, IPRateBurst: o.burstIP,
+		Clock: serveClock(o, log),
+	}
+	if o.maxTopics == 0 {
+		cfg.MaxTopics = -1 // the flag's "no limit"
+	}
+	return cfg
 }
 
 // splitHostList splits --allowed-hosts at commas and spaces (a config
 // file's array arrives space-separated).
 func splitHostList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
-}
-
-func serveTokens(o *serveOpts) (*auth.Set, error) {
-	var toks []*auth.Token
-	for _, spec := range o.tokens {
-		t, err := auth.ParseToken(spec)
-		if err != nil {
-			return nil, err
-		}
-		toks = append(toks, t)
-	}
-	if o.tokensFile != "" {
-		ft, err := auth.ParseFile(o.tokensFile)
-		if err != nil {
-			return nil, err
-		}
-		toks = append(toks, ft...)
-	}
-	return auth.NewSet(toks)
 }
 
 func serveLogger(format, level string, w io.Writer) (*slog.Logger, error) {

@@ -32,15 +32,16 @@ var assets embed.FS
 // Config configures a Dashboard. The zero value of each field means its
 // default, stated on the field.
 type Config struct {
-	// Queue is read and acted on. Required. Give it the Recorder's Queue
-	// decorator so the dashboard's own actions appear in message histories.
+	// Queue is read and acted on: the engine. Required. Its events, the
+	// dashboard's own actions included, reach the Recorder through the
+	// engine's event stream.
 	Queue domain.Queue
 	// Recorder supplies rates, lateness and message histories; it must
-	// also be the engine's Observer (see Tee). Required.
+	// be subscribed to the engine's events (Recorder.Subscription).
+	// Required.
 	Recorder *Recorder
-	// Upcoming counts scheduled messages by due time. Default: Queue (or
-	// the queue it decorates) if it implements UpcomingSource, else the
-	// Recorder's sends since start, labelled so on the page.
+	// Upcoming counts scheduled messages by due time (the engine does).
+	// Default: the Recorder's sends since start, labelled so on the page.
 	Upcoming UpcomingSource
 	// Tokens are the API's tokens; nil or empty means auth is off and the
 	// dashboard is open (still CSRF-protected).
@@ -109,21 +110,10 @@ func New(cfg Config) (*Dashboard, error) {
 	return d, nil
 }
 
-// findUpcoming picks Config.Upcoming, then the queue (unwrapping
-// decorators), then the Recorder's fallback.
+// findUpcoming picks Config.Upcoming, else the Recorder's fallback.
 func findUpcoming(cfg Config) (UpcomingSource, bool) {
 	if cfg.Upcoming != nil {
 		return cfg.Upcoming, false
-	}
-	for q := cfg.Queue; q != nil; {
-		if src, ok := q.(UpcomingSource); ok {
-			return src, false
-		}
-		u, ok := q.(interface{ Unwrap() domain.Queue })
-		if !ok {
-			break
-		}
-		q = u.Unwrap()
 	}
 	return cfg.Recorder, true
 }

@@ -6,24 +6,23 @@
 //
 // # Pieces
 //
-//   - Recorder is an engine.Observer (chain it with the Prometheus
-//     metrics through Tee) that keeps per-topic, per-minute counters and
-//     release-lateness histograms over a short window, and, through its
-//     Queue decorator, a short event history per message id and the due
-//     times of observed sends. All of it is bounded (RecorderConfig).
+//   - Recorder subscribes to the engine's events (Recorder.Subscription)
+//     and keeps per-topic, per-minute counters and release-lateness
+//     histograms over a short window, a short event history per message
+//     id and the due times of observed sends. All of it is bounded
+//     (RecorderConfig).
 //   - UpcomingSource is the "count scheduled messages by due time" query
-//     the Upcoming page needs. Until the engine implements it, the
-//     Recorder answers from the sends it saw since start, and the page
-//     says so.
+//     the Upcoming page needs. The engine implements it; without one,
+//     the Recorder answers from the sends it saw since start, and the
+//     page says so.
 //   - Dashboard is the http.Handler.
 //
-// Wiring, as cmd/delayq/serve.go does it:
+// Wiring, as the server package does it:
 //
 //	rec := dashboard.NewRecorder(dashboard.RecorderConfig{})
-//	eng, _ := engine.Open(ctx, engine.Config{Store: st, Observer: dashboard.Tee(metrics, rec)})
-//	q := rec.Queue(eng) // records per-message events of API and dashboard calls
-//	dash, _ := dashboard.New(dashboard.Config{Queue: q, Recorder: rec, Tokens: tokens})
-//	srv, _ := server.New(server.Config{Queue: q, Dashboard: dash, …})
+//	eng, _ := engine.Open(ctx, engine.Config{Store: st, Subscriptions: []engine.Subscription{metrics.Subscription(), rec.Subscription()}})
+//	dash, _ := dashboard.New(dashboard.Config{Queue: eng, Recorder: rec, Upcoming: eng, Tokens: tokens})
+//	api, _ := httpapi.New(httpapi.Config{Queue: eng, Dashboard: dash, …})
 //
 // # Authentication and CSRF
 //
@@ -55,9 +54,10 @@
 //
 //   - The Recorder sees only this server's events: with several servers
 //     on one Redis, each dashboard shows its own rates and lateness.
-//   - Message histories hold what went through the API or the dashboard
-//     on this server; promotions and lease expiries are engine-internal
-//     and appear only through the record's timestamps.
+//   - Message histories hold what this server's engine did to a message
+//     (sends, leases and pushes, acks, nacks, cancels, reschedules,
+//     replays); promotions and lease expiries appear only through the
+//     record's timestamps.
 //   - Saving settings replaces them (as PUT /v1/topics/{topic} does):
 //     the form shows effective values, so saving stores the defaults of
 //     the moment as the topic's own.

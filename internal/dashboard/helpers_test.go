@@ -61,7 +61,7 @@ func testTokens(t *testing.T) *auth.Set {
 // the API and the dashboard on one httptest server.
 type bundle struct {
 	eng  *engine.Engine
-	q    domain.Queue // the recording queue the server and dashboard use
+	q    domain.Queue // the queue the server and dashboard use: the engine
 	rec  *dashboard.Recorder
 	dash *dashboard.Dashboard
 	ts   *httptest.Server
@@ -72,8 +72,8 @@ type setupOpts struct {
 	noAuth   bool
 	tls      bool
 	upcoming dashboard.UpcomingSource
-	// plainQueue hides the engine's own methods (DueCounts) behind the
-	// bare Queue interface, as a remote queue would, to test fallbacks.
+	// plainQueue gives the dashboard no Upcoming source, as with a
+	// remote queue, to test the Recorder's fallback.
 	plainQueue bool
 	// maxSessions is Config.MaxSessions (0: the default).
 	maxSessions int
@@ -83,20 +83,20 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	st := memstore.New()
 	rec := dashboard.NewRecorder(dashboard.RecorderConfig{})
-	eng, err := engine.Open(context.Background(), engine.Config{Store: st, Observer: dashboard.Tee(engine.NopObserver{}, rec)})
+	eng, err := engine.Open(context.Background(), engine.Config{Store: st, Subscriptions: []engine.Subscription{rec.Subscription()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inner domain.Queue = eng
-	if o.plainQueue {
-		inner = struct{ domain.Queue }{eng}
+	b := &bundle{eng: eng, rec: rec, q: eng}
+	upcoming := o.upcoming
+	if upcoming == nil && !o.plainQueue {
+		upcoming = eng
 	}
-	b := &bundle{eng: eng, rec: rec, q: rec.Queue(inner)}
 	var tokens *auth.Set
 	if !o.noAuth {
 		tokens = testTokens(t)
 	}
-	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: o.upcoming, MaxSessions: o.maxSessions})
+	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: upcoming, MaxSessions: o.maxSessions})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,5 +136,6 @@ func (l *messageLog) events(topic, id string) []Event {
 }
 
 // MessageEvents returns what the Recorder saw happen to a message
-// recently (through Queue), oldest first; nil if nothing.
+// recently (from the engine's message events), oldest first; nil if
+// nothing.
 func (r *Recorder) MessageEvents(topic, id string) []Event { return r.msgs.events(topic, id) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
 )
 
 func TestServerWiring(t *testing.T) {
@@ -167,7 +168,7 @@ func TestTimeliness(t *testing.T) {
 	wantStatus(t, br.get("/ui/timeliness?window=3h"), http.StatusBadRequest)
 
 	// An early delivery (which the engine must never make) would be shown.
-	b.rec.Delivered("orders", -time.Millisecond)
+	b.rec.HandleEvent(engine.Event{Kind: engine.EventDelivered, Topic: "orders", Lateness: -time.Millisecond})
 	wantBody(t, br.get("/ui/timeliness?topic=orders"), "Early deliveries: 1")
 }
 

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/delayq/delayq/internal/engine"
 )
 
 // Defaults of RecorderConfig.
@@ -42,12 +40,14 @@ type RecorderConfig struct {
 
 // Recorder keeps bounded, in-memory history for the dashboard:
 //
-//   - as an engine.Observer, per-topic counts of sends, deliveries, acks,
-//     failures, deaths and cancels, and a release-lateness histogram, in
-//     one slot per minute over Window;
-//   - through Queue (a delayq.Queue decorator), a short history of events
-//     per message id and the due times of observed sends, which is the
+//   - from the engine's counting events, per-topic counts of sends,
+//     deliveries, acks, failures, deaths and cancels, and a
+//     release-lateness histogram, in one slot per minute over Window;
+//   - from the engine's message events, a short history of events per
+//     message id and the due times of observed sends, which is the
 //     fallback UpcomingSource.
+//
+// Subscribe it to the engine with Subscription.
 //
 // Memory is bounded by MaxTopics × Window minutes × a fixed slot size,
 // plus MaxMessages × EventsPerMessage events, plus MaxTopics × (1440
@@ -64,8 +64,6 @@ type Recorder struct {
 	started time.Time
 	msgs    *messageLog
 }
-
-var _ engine.Observer = (*Recorder)(nil)
 
 // NewRecorder makes a Recorder.
 func NewRecorder(cfg RecorderConfig) *Recorder {
@@ -172,12 +170,9 @@ func (r *Recorder) add(topic string, c Counter, n int) {
 	t.mu.Unlock()
 }
 
-// Sent implements engine.Observer.
-func (r *Recorder) Sent(topic string, n int) { r.add(topic, CountSent, n) }
-
-// Delivered implements engine.Observer. A negative lateness (an early
-// delivery, which must never happen) is counted as early and as 0 late.
-func (r *Recorder) Delivered(topic string, lateness time.Duration) {
+// delivered records a delivery. A negative lateness (an early delivery,
+// which must never happen) is counted as early and as 0 late.
+func (r *Recorder) delivered(topic string, lateness time.Duration) {
 	t := r.topic(topic)
 	if t == nil {
 		return
@@ -194,9 +189,9 @@ func (r *Recorder) Delivered(topic string, lateness time.Duration) {
 	t.mu.Unlock()
 }
 
-// Throttled implements engine.Observer: a delivery the topic's rate limit
-// held back by d (not part of its lateness).
-func (r *Recorder) Throttled(topic string, d time.Duration) {
+// throttled records a delivery the topic's rate limit held back by d (not
+// part of its lateness).
+func (r *Recorder) throttled(topic string, d time.Duration) {
 	t := r.topic(topic)
 	if t == nil {
 		return
@@ -208,25 +203,6 @@ func (r *Recorder) Throttled(topic string, d time.Duration) {
 	s.held += max(d, 0)
 	t.mu.Unlock()
 }
-
-// Acked implements engine.Observer.
-func (r *Recorder) Acked(topic string, n int) { r.add(topic, CountAcked, n) }
-
-// Nacked implements engine.Observer.
-func (r *Recorder) Nacked(topic string, n int) { r.add(topic, CountNacked, n) }
-
-// Expired implements engine.Observer.
-func (r *Recorder) Expired(topic string, n int) { r.add(topic, CountExpired, n) }
-
-// Died implements engine.Observer.
-func (r *Recorder) Died(topic string, n int) { r.add(topic, CountDied, n) }
-
-// Cancelled implements engine.Observer.
-func (r *Recorder) Cancelled(topic string, n int) { r.add(topic, CountCancelled, n) }
-
-// StoreError implements engine.Observer; the dashboard does not show it
-// (Prometheus has it).
-func (r *Recorder) StoreError(string) {}
 
 // Summary is a topic's history over a span of recent minutes.
 type Summary struct {

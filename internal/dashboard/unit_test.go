@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,13 +44,13 @@ func TestLatHistQuantiles(t *testing.T) {
 func TestRecorderWindow(t *testing.T) {
 	sim := clock.NewSim(time.Date(2030, 1, 1, 12, 0, 30, 0, time.UTC))
 	r := NewRecorder(RecorderConfig{Now: sim.Now, Window: 5 * time.Minute})
-	r.Sent("a", 10)
-	r.Delivered("a", 3*time.Millisecond)
+	r.add("a", CountSent, 10)
+	r.delivered("a", 3*time.Millisecond)
 	sim.Advance(2 * time.Minute)
-	r.Sent("a", 5)
-	r.Nacked("a", 1)
-	r.Throttled("a", 4*time.Second)
-	r.Throttled("a", 2*time.Second)
+	r.add("a", CountSent, 5)
+	r.add("a", CountNacked, 1)
+	r.throttled("a", 4*time.Second)
+	r.throttled("a", 2*time.Second)
 	s, ok := r.Summary("a", 5*time.Minute)
 	if !ok || s.Counts[CountSent] != 15 || s.Counts[CountNacked] != 1 || s.Deliveries() != 1 {
 		t.Fatalf("summary %+v", s)
@@ -70,7 +69,7 @@ func TestRecorderWindow(t *testing.T) {
 		t.Errorf("rate %v per minute, want 15 over the 2 minutes since start", got)
 	}
 	young := NewRecorder(RecorderConfig{Now: sim.Now})
-	young.Sent("a", 3)
+	young.add("a", CountSent, 3)
 	if s, _ := young.Summary("a", 5*time.Minute); s.Rate(CountSent) != 3 {
 		t.Errorf("a new recorder's rate is %v per minute, want 3 (at least a minute covered)", s.Rate(CountSent))
 	}
@@ -82,9 +81,9 @@ func TestRecorderWindow(t *testing.T) {
 
 func TestRecorderBounds(t *testing.T) {
 	r := NewRecorder(RecorderConfig{MaxTopics: 2, MaxMessages: 16, EventsPerMessage: 3})
-	r.Sent("a", 1)
-	r.Sent("b", 1)
-	r.Sent("c", 1)
+	r.add("a", CountSent, 1)
+	r.add("b", CountSent, 1)
+	r.add("c", CountSent, 1)
 	if got := r.Topics(); len(got) != 2 || r.DroppedTopics() != 1 {
 		t.Errorf("topics %v dropped %d", got, r.DroppedTopics())
 	}
@@ -295,40 +294,5 @@ func TestFormat(t *testing.T) {
 		if got := fmtLat(d); got != want {
 			t.Errorf("fmtLat(%v) = %q, want %q", d, got, want)
 		}
-	}
-}
-
-// countObserver counts Sent calls, for Tee.
-type countObserver struct {
-	mu   sync.Mutex
-	sent int
-	nopObserver
-}
-
-type nopObserver struct{}
-
-func (nopObserver) Delivered(string, time.Duration) {}
-func (nopObserver) Throttled(string, time.Duration) {}
-func (nopObserver) Acked(string, int)               {}
-func (nopObserver) Nacked(string, int)              {}
-func (nopObserver) Expired(string, int)             {}
-func (nopObserver) Died(string, int)                {}
-func (nopObserver) Cancelled(string, int)           {}
-func (nopObserver) StoreError(string)               {}
-
-func (c *countObserver) Sent(_ string, n int) {
-	c.mu.Lock()
-	c.sent += n
-	c.mu.Unlock()
-}
-
-func TestTee(t *testing.T) {
-	a, b := &countObserver{}, &countObserver{}
-	Tee(a, nil, b).Sent("x", 3)
-	if a.sent != 3 || b.sent != 3 {
-		t.Errorf("tee: %d %d", a.sent, b.sent)
-	}
-	if Tee(a) != a {
-		t.Error("Tee of one observer should be that observer")
 	}
 }

@@ -138,8 +138,9 @@ func (r *Recorder) recordDue(topic string, prev, due, now time.Time) {
 
 // DueCounts implements UpcomingSource from the sends the Recorder saw
 // since the server started: messages sent before are missing, and a
-// message whose state changed without going through Queue (lease expiry
-// retries, evicted histories) may be counted at a stale due time.
+// message whose state changed without a message event (lease expiry
+// retries, changes through other servers, evicted histories) may be
+// counted at a stale due time.
 func (r *Recorder) DueCounts(_ context.Context, topic string, from time.Time, bucket time.Duration, n int) ([]int64, error) {
 	if err := domain.ValidateTopic(topic); err != nil {
 		return nil, err

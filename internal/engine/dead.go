@@ -51,7 +51,9 @@ func (e *Engine) DeadReplay(ctx context.Context, topic, id string) (*domain.Mess
 		return nil, storeErr("replay", "dead letter "+topic+"/"+id, store.ErrNotFound)
 	}
 	e.topic(topic).notify()
-	return toMessage(recs[0], now), nil
+	m := toMessage(recs[0], now)
+	e.events.emit(Event{Kind: EventMessageReplayed, Topic: topic, Message: m})
+	return m, nil
 }
 
 // DeadReplayAll implements domain.Queue.
@@ -83,6 +85,9 @@ func (e *Engine) DeadDelete(ctx context.Context, topic, id string) error {
 	n, err := e.st.DeadDelete(ctx, &store.DeadDeleteParams{Topic: topic, ID: id, Max: 1})
 	if err == nil && n == 0 {
 		err = store.ErrNotFound
+	}
+	if err == nil {
+		e.events.emit(Event{Kind: EventMessageDeleted, Topic: topic, ID: id})
 	}
 	return storeErr("delete", "dead letter "+topic+"/"+id, err)
 }

@@ -18,6 +18,15 @@
 // the entry at the store's next due time and wakes the topic's long-polls.
 // Memory is therefore O(topics), not O(pending messages): messages far in
 // the future, and payloads, stay in the store.
+//
+// # Events
+//
+// The engine reports what it does as one stream of typed events (Event)
+// to subscriptions (Config.Subscriptions, Subscribe): counting events for
+// metrics and the dashboard's rates, message events for the dashboard's
+// message histories, topic-settings changes for push delivery. Observers
+// subscribe; nothing wraps the engine to watch it. Message events are
+// built only when a subscription asks for them.
 package engine
 
 import (
@@ -62,8 +71,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger for background errors. Default slog.Default().
 	Logger *slog.Logger
-	// Observer receives events for metrics. Default NopObserver.
-	Observer Observer
+	// Subscriptions receive the engine's events from Open on (metrics,
+	// the dashboard's recorder); more may come later with Subscribe.
+	Subscriptions []Subscription
 	// Defaults are topic settings for topics that set none; zero fields take
 	// the built-in defaults (25 attempts, 30 s lease, backoff 1 s ×2 up to
 	// 1 h with ±20 % jitter).
@@ -88,7 +98,7 @@ type Engine struct {
 	st       store.Store
 	clk      clock.Clock
 	log      *slog.Logger
-	obs      Observer
+	events   hub
 	defaults domain.TopicSettings
 	limits   domain.Limits // MaxPayload and MaxDelay, defaults filled in
 	dedup    time.Duration
@@ -131,13 +141,15 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		st:       cfg.Store,
 		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.Real{}),
 		log:      cmp.Or(cfg.Logger, slog.Default()),
-		obs:      cmp.Or[Observer](cfg.Observer, NopObserver{}),
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
 		limits:   domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
 		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
 		sweep:    cmp.Or(cfg.sweepEvery, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
+	}
+	for _, s := range cfg.Subscriptions {
+		e.events.subscribe(s)
 	}
 	if err := validateSettings(e.defaults); err != nil {
 		return nil, fmt.Errorf("engine: default settings: %w", err)
@@ -150,7 +162,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.gate = localGate{}
 	if rl, ok := e.st.(store.RateLimiter); ok {
-		e.gate = storeGate{rl: rl, obs: e.obs}
+		e.gate = storeGate{rl: rl, events: &e.events}
 	}
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)

@@ -16,7 +16,7 @@ func (e *Engine) expireLeases(ctx context.Context) {
 		recs, err := e.st.LeaseExpire(ctx, &store.LeaseExpireParams{Now: e.now(), Max: expireBatch})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
-				e.obs.StoreError("expire")
+				e.events.storeError("expire")
 				e.log.Error("expire leases", "err", err)
 				e.dispatcher.armExpireIn(retryAfterErr)
 			}
@@ -34,9 +34,9 @@ func (e *Engine) expireLeases(ctx context.Context) {
 func (e *Engine) afterExpire(recs []*store.Record) {
 	woken := map[string]bool{}
 	for _, r := range recs {
-		e.obs.Expired(r.Topic, 1)
+		e.events.count(EventExpired, r.Topic, 1)
 		if r.State == store.StateDead {
-			e.obs.Died(r.Topic, 1)
+			e.events.count(EventDied, r.Topic, 1)
 			continue
 		}
 		if !woken[r.Topic] {

@@ -27,14 +27,13 @@ func (s *laterLeaseStore) MessageLease(ctx context.Context, p *store.MessageLeas
 }
 
 type latenessRecorder struct {
-	NopObserver
 	mu   sync.Mutex
 	late []time.Duration
 }
 
-func (r *latenessRecorder) Delivered(_ string, d time.Duration) {
+func (r *latenessRecorder) handle(ev Event) {
 	r.mu.Lock()
-	r.late = append(r.late, d)
+	r.late = append(r.late, ev.Lateness)
 	r.mu.Unlock()
 }
 
@@ -46,7 +45,7 @@ func (r *latenessRecorder) Delivered(_ string, d time.Duration) {
 func TestLatenessFromTheLeaseStamp(t *testing.T) {
 	ctx := context.Background()
 	obs := &latenessRecorder{}
-	e, err := Open(ctx, Config{Store: &laterLeaseStore{Store: memstore.New()}, Observer: obs})
+	e, err := Open(ctx, Config{Store: &laterLeaseStore{Store: memstore.New()}, Subscriptions: []Subscription{{Kinds: Mask(EventDelivered), Handle: obs.handle}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		recs, err = take(n)
 	}
 	if err != nil {
-		e.obs.StoreError("lease")
+		e.events.storeError("lease")
 		return nil, 0, storeErr("lease", "from topic "+t.name, err)
 	}
 	if len(recs) == 0 {
@@ -139,6 +139,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		until = max(until, r.LeaseUntil)
 	}
 	e.dispatcher.armExpire(until)
+	detail := e.events.wants(EventMessageLeased)
 	out := make([]*domain.Message, len(recs))
 	for i, r := range recs {
 		// Lateness counts from the due time, or from the send for messages
@@ -154,11 +155,14 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 		if since != 0 {
 			held := time.Duration(at-max64(from, since)) * time.Millisecond
 			held = min(max(held, 0), late)
-			e.obs.Throttled(t.name, held)
+			e.events.emit(Event{Kind: EventThrottled, Topic: t.name, Held: held})
 			late -= held
 		}
-		e.obs.Delivered(t.name, late)
+		e.events.emit(Event{Kind: EventDelivered, Topic: t.name, Lateness: late})
 		out[i] = toMessage(r, now)
+		if detail {
+			e.events.emit(Event{Kind: EventMessageLeased, Topic: t.name, Message: out[i]})
+		}
 	}
 	return out, 0, nil
 }
@@ -179,7 +183,8 @@ func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	if err != nil {
 		return storeErr("ack", msgRef(topic, id), err)
 	}
-	e.obs.Acked(topic, 1)
+	e.events.count(EventAcked, topic, 1)
+	e.events.emit(Event{Kind: EventMessageAcked, Topic: topic, ID: id})
 	return nil
 }
 
@@ -210,13 +215,17 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 		return nil, storeErr("ack", "messages of "+topic, err)
 	}
 	n := 0
+	detail := e.events.wants(EventMessageAcked)
 	for i, err := range errs {
 		out[slot[i]] = storeErr("ack", msgRef(topic, items[i].ID), err)
 		if err == nil {
 			n++
+			if detail {
+				e.events.emit(Event{Kind: EventMessageAcked, Topic: topic, ID: items[i].ID, Batch: true})
+			}
 		}
 	}
-	e.obs.Acked(topic, n)
+	e.events.count(EventAcked, topic, n)
 	return out, nil
 }
 
@@ -249,20 +258,23 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	}
 	// Rounded up: a sub-millisecond delay never makes the retry early.
 	retryDelay := (delay + time.Millisecond - 1).Milliseconds()
-	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: truncateReason(req.Reason)})
+	reason := truncateReason(req.Reason)
+	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: reason})
 	if err != nil {
 		return nil, storeErr("nack", msgRef(topic, id), err)
 	}
-	e.obs.Nacked(topic, 1)
+	e.events.count(EventNacked, topic, 1)
 	switch rec.State {
 	case store.StateDead:
-		e.obs.Died(topic, 1)
+		e.events.count(EventDied, topic, 1)
 	case store.StateReady:
 		t.notify()
 	default:
 		e.dispatcher.armPromote(t, rec.DueAt)
 	}
-	return toMessage(rec, e.storeNow()), nil
+	m := toMessage(rec, e.storeNow())
+	e.events.emit(Event{Kind: EventMessageNacked, Topic: topic, Message: m, Reason: reason})
+	return m, nil
 }
 
 // Extend implements domain.Queue.

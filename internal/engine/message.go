@@ -30,8 +30,10 @@ func (e *Engine) Cancel(ctx context.Context, topic, id string) (*domain.Message,
 	if err != nil {
 		return nil, storeErr("cancel", msgRef(topic, id), err)
 	}
-	e.obs.Cancelled(topic, 1)
-	return toMessage(rec, e.storeNow()), nil
+	e.events.count(EventCancelled, topic, 1)
+	m := toMessage(rec, e.storeNow())
+	e.events.emit(Event{Kind: EventMessageCancelled, Topic: topic, Message: m})
+	return m, nil
 }
 
 // Reschedule implements domain.Queue.
@@ -57,7 +59,9 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, when domain.W
 	} else {
 		e.dispatcher.armPromote(t, rec.DueAt)
 	}
-	return toMessage(rec, e.storeNow()), nil
+	m := toMessage(rec, e.storeNow())
+	e.events.emit(Event{Kind: EventMessageRescheduled, Topic: topic, Message: m})
+	return m, nil
 }
 
 func validateMsg(topic, id string) error {

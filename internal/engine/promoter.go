@@ -19,7 +19,7 @@ func (e *Engine) promote(ctx context.Context, t *topic) {
 		res, err := e.st.MessagePromote(ctx, &store.MessagePromoteParams{Topic: t.name, Now: now, Max: promoteBatch})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
-				e.obs.StoreError("promote")
+				e.events.storeError("promote")
 				e.log.Error("promote due messages", "topic", t.name, "err", err)
 				e.dispatcher.armPromoteIn(t, retryAfterErr)
 			}

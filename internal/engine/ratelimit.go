@@ -78,15 +78,15 @@ func untilToken(tokens, perSecond float64) time.Duration {
 // limit holds across every engine on it. Tokens granted but not used
 // (fewer messages were ready) are given back.
 type storeGate struct {
-	rl  store.RateLimiter
-	obs Observer
+	rl     store.RateLimiter
+	events *hub
 }
 
 func (g storeGate) admit(ctx context.Context, t *topic, n int, rl domain.RateLimit, now int64, lease leaseFunc) ([]*store.Record, int, time.Duration, error) {
 	p := &store.RateTakeParams{Topic: t.name, N: n, PerSecond: rl.PerSecond, Burst: rl.Burst, Now: now}
 	k, retry, err := g.rl.RateTake(ctx, p)
 	if err != nil {
-		g.obs.StoreError("rate")
+		g.events.storeError("rate")
 		return nil, 0, 0, storeErr("rate-limit", "topic "+t.name, err)
 	}
 	if k < 1 {
@@ -98,13 +98,13 @@ func (g storeGate) admit(ctx context.Context, t *topic, n int, rl domain.RateLim
 		// Best effort: a lost refund only makes the limit stricter
 		// for a moment.
 		if _, _, rerr := g.rl.RateTake(context.WithoutCancel(ctx), p); rerr != nil {
-			g.obs.StoreError("rate")
+			g.events.storeError("rate")
 		}
 	}
 	return recs, k, 0, err
 }
 
-// throttle tracks a topic's throttled period (see Observer.Throttled):
+// throttle tracks a topic's throttled period (see EventThrottled):
 // it starts when a lease is granted fewer tokens than it asked for and
 // uses them all (the limit was binding), and ends with a lease for which
 // it was not (all tokens asked for granted, or some left unused). It

@@ -12,21 +12,27 @@ import (
 )
 
 // countObserver counts sends and deliveries and sums lateness and
-// rate-limit delay.
+// rate-limit delay, from the engine's counting events.
 type countObserver struct {
-	engine.NopObserver
 	sent, delivered, throttled atomic.Int64
 	late, held                 atomic.Int64 // ns
 }
 
-func (o *countObserver) Sent(_ string, n int) { o.sent.Add(int64(n)) }
-func (o *countObserver) Delivered(_ string, d time.Duration) {
-	o.delivered.Add(1)
-	o.late.Add(int64(d))
+func (o *countObserver) subscription() engine.Subscription {
+	return engine.Subscription{Kinds: engine.CountingEvents, Handle: o.handle}
 }
-func (o *countObserver) Throttled(_ string, d time.Duration) {
-	o.throttled.Add(1)
-	o.held.Add(int64(d))
+
+func (o *countObserver) handle(ev engine.Event) {
+	switch ev.Kind {
+	case engine.EventSent:
+		o.sent.Add(int64(ev.N))
+	case engine.EventDelivered:
+		o.delivered.Add(1)
+		o.late.Add(int64(ev.Lateness))
+	case engine.EventThrottled:
+		o.throttled.Add(1)
+		o.held.Add(int64(ev.Held))
+	}
 }
 
 // TestRateLimitHeldOver30s: with 10 000 messages due at once and three
@@ -36,7 +42,7 @@ func (o *countObserver) Throttled(_ string, d time.Duration) {
 func TestRateLimitHeldOver30s(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var obs countObserver
-		b := setup(t, engine.Config{Observer: &obs})
+		b := setup(t, engine.Config{Subscriptions: []engine.Subscription{obs.subscription()}})
 		ctx := b.ctx
 		if _, err := b.e.SetTopicSettings(ctx, "rl", domain.TopicSettings{RateLimit: &domain.RateLimit{PerSecond: 100, Burst: 10}}); err != nil {
 			t.Fatal(err)

@@ -344,7 +344,7 @@ func (e *Engine) retrySchedule(ctx context.Context, name, what string, err error
 	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) || e.isClosing() {
 		return
 	}
-	e.obs.StoreError("schedule")
+	e.events.storeError("schedule")
 	e.log.Error("schedule: "+what, "schedule", name, "err", err)
 	e.dispatcher.armSchedule(name, e.now()+retryAfterErr)
 }

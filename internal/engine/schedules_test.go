@@ -178,7 +178,7 @@ func TestScheduleTwoEnginesOneMessagePerTick(t *testing.T) {
 		st := memstore.New()
 		ctx := context.Background()
 		var obs countObserver
-		e1, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Observer: &obs})
+		e1, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Subscriptions: []engine.Subscription{obs.subscription()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestScheduleTwoEnginesOneMessagePerTick(t *testing.T) {
 		if _, err := e1.ScheduleSet(ctx, domain.Schedule{Name: "minutely", Topic: "two", Cron: "* * * * *", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
-		e2, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Observer: &obs})
+		e2, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Subscriptions: []engine.Subscription{obs.subscription()}})
 		if err != nil {
 			t.Fatal(err)
 		}

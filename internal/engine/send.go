@@ -80,15 +80,19 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []domain.
 	}
 	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topicName, Now: now, Messages: msgs})
 	if err != nil {
-		e.obs.StoreError("send")
+		e.events.storeError("send")
 		return nil, storeErr("send", "to topic "+topicName, err)
 	}
 	e.afterInsert(t, ins)
 	sn := e.storeNow()
+	detail := e.events.wants(EventMessageSent)
 	for i, r := range ins {
 		m := toMessage(r.Record, sn)
 		m.Duplicate = r.Duplicate
 		results[slot[i]].Message = m
+		if detail && !m.Duplicate {
+			e.events.emit(Event{Kind: EventMessageSent, Topic: topicName, Message: m})
+		}
 	}
 	return results, nil
 }
@@ -110,7 +114,7 @@ func (e *Engine) afterInsert(t *topic, ins []store.InsertResult) {
 		}
 	}
 	if sent > 0 {
-		e.obs.Sent(t.name, sent)
+		e.events.count(EventSent, t.name, sent)
 	}
 	if ready > 0 {
 		t.notifyN(ready)

@@ -236,6 +236,7 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.Top
 	t.cached = &own
 	t.setEpoch = e.settingsEpoch.Add(1)
 	t.mu.Unlock()
+	e.events.emit(Event{Kind: EventTopicSettingsChanged, Topic: name})
 	eff := fillSettings(s, e.defaults)
 	return &eff, nil
 }

@@ -31,20 +31,17 @@ type bundle struct {
 	ts  *httptest.Server
 }
 
-func setup(t *testing.T, mod func(*Config), obs ...engine.Observer) *bundle {
+func setup(t *testing.T, mod func(*Config), subs ...engine.Subscription) *bundle {
 	t.Helper()
-	return setupEngine(t, engine.Config{}, mod, obs...)
+	return setupEngine(t, engine.Config{Subscriptions: subs}, mod)
 }
 
 // setupEngine is setup with the engine configured by ecfg (its store is
 // always a fresh memstore); the server gets the engine's limits.
-func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config), obs ...engine.Observer) *bundle {
+func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config)) *bundle {
 	t.Helper()
 	st := memstore.New()
 	ecfg.Store = st
-	if len(obs) > 0 {
-		ecfg.Observer = obs[0]
-	}
 	eng, err := engine.Open(context.Background(), ecfg)
 	if err != nil {
 		t.Fatal(err)

@@ -226,7 +226,7 @@ func TestHeaderTooLarge(t *testing.T) {
 
 func TestMetricsAfterTraffic(t *testing.T) {
 	m := metrics.New()
-	b := setup(t, func(c *Config) { c.RequestObserver = m; c.Metrics = m.Handler() }, m)
+	b := setup(t, func(c *Config) { c.RequestObserver = m; c.Metrics = m.Handler() }, m.Subscription())
 	if err := m.WatchQueue(b.eng, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Package metrics is delayq's Prometheus instrumentation and the only
 // package that imports Prometheus. A Metrics value
 //
-//   - implements engine.Observer (event counters, the release-lateness
-//     histogram and the rate-limit delay histogram, per topic),
+//   - subscribes to the engine's counting events (event counters, the
+//     release-lateness histogram and the rate-limit delay histogram, per
+//     topic),
 //   - observes HTTP requests by route pattern and status code (never by raw
 //     path, so cardinality is bounded by the routing table),
 //   - reads Queue.Topics at scrape time for per-topic gauges,
@@ -33,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
 )
 
 // LatenessBuckets are the release-lateness histogram buckets, in seconds:
@@ -113,43 +115,44 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, Timeout: 10 * time.Second})
 }
 
-// Sent implements engine.Observer.
-func (m *Metrics) Sent(topic string, n int) { m.sent.WithLabelValues(topic).Add(float64(n)) }
+// Subscription subscribes the event counters and histograms to the
+// engine's counting events (engine.Config.Subscriptions).
+func (m *Metrics) Subscription() engine.Subscription {
+	return engine.Subscription{Kinds: engine.CountingEvents, Handle: m.HandleEvent}
+}
 
-// Delivered implements engine.Observer. A negative lateness (an early
-// delivery, which the engine must never make) counts in messages_early_total.
-func (m *Metrics) Delivered(topic string, lateness time.Duration) {
-	m.delivered.WithLabelValues(topic).Inc()
-	early := m.early.WithLabelValues(topic) // created at 0 so the series exists
-	if lateness < 0 {
-		early.Inc()
-		lateness = 0
+// HandleEvent counts one engine event. A negative lateness (an early
+// delivery, which the engine must never make) counts in
+// messages_early_total.
+func (m *Metrics) HandleEvent(ev engine.Event) {
+	switch ev.Kind {
+	case engine.EventSent:
+		m.sent.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventDelivered:
+		m.delivered.WithLabelValues(ev.Topic).Inc()
+		early := m.early.WithLabelValues(ev.Topic) // created at 0 so the series exists
+		lateness := ev.Lateness
+		if lateness < 0 {
+			early.Inc()
+			lateness = 0
+		}
+		m.lateness.WithLabelValues(ev.Topic).Observe(lateness.Seconds())
+	case engine.EventThrottled:
+		m.throttled.WithLabelValues(ev.Topic).Observe(max(ev.Held, 0).Seconds())
+	case engine.EventAcked:
+		m.acked.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventNacked:
+		m.nacked.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventExpired:
+		m.expired.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventDied:
+		m.dead.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventCancelled:
+		m.cancelled.WithLabelValues(ev.Topic).Add(float64(ev.N))
+	case engine.EventStoreError:
+		m.storeErrors.WithLabelValues(ev.Op).Inc()
 	}
-	m.lateness.WithLabelValues(topic).Observe(lateness.Seconds())
 }
-
-// Throttled implements engine.Observer.
-func (m *Metrics) Throttled(topic string, d time.Duration) {
-	m.throttled.WithLabelValues(topic).Observe(max(d, 0).Seconds())
-}
-
-// Acked implements engine.Observer.
-func (m *Metrics) Acked(topic string, n int) { m.acked.WithLabelValues(topic).Add(float64(n)) }
-
-// Nacked implements engine.Observer.
-func (m *Metrics) Nacked(topic string, n int) { m.nacked.WithLabelValues(topic).Add(float64(n)) }
-
-// Expired implements engine.Observer.
-func (m *Metrics) Expired(topic string, n int) { m.expired.WithLabelValues(topic).Add(float64(n)) }
-
-// Died implements engine.Observer.
-func (m *Metrics) Died(topic string, n int) { m.dead.WithLabelValues(topic).Add(float64(n)) }
-
-// Cancelled implements engine.Observer.
-func (m *Metrics) Cancelled(topic string, n int) { m.cancelled.WithLabelValues(topic).Add(float64(n)) }
-
-// StoreError implements engine.Observer.
-func (m *Metrics) StoreError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
 
 // ObserveRequest records one HTTP request. route must be a routing-table
 // pattern (or a fixed name such as "unmatched"), never the raw path.

@@ -17,7 +17,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var _ engine.Observer = (*Metrics)(nil)
+// count feeds m a counting event, as the engine would.
+func count(m *Metrics, k engine.EventKind, topic string, n int) {
+	m.HandleEvent(engine.Event{Kind: k, Topic: topic, N: n})
+}
+
+func delivered(m *Metrics, topic string, lateness time.Duration) {
+	m.HandleEvent(engine.Event{Kind: engine.EventDelivered, Topic: topic, Lateness: lateness})
+}
 
 // scrape returns the registry in the text format.
 func scrape(t *testing.T, m *Metrics) string {
@@ -41,15 +48,15 @@ func hasAll(t *testing.T, text string, lines ...string) {
 
 func TestObserverCounters(t *testing.T) {
 	m := New()
-	m.Sent("a", 3)
-	m.Delivered("a", 3*time.Millisecond)
-	m.Delivered("a", 0)
-	m.Acked("a", 1)
-	m.Nacked("a", 1)
-	m.Expired("a", 2)
-	m.Died("a", 1)
-	m.Cancelled("b", 4)
-	m.StoreError("send")
+	count(m, engine.EventSent, "a", 3)
+	delivered(m, "a", 3*time.Millisecond)
+	delivered(m, "a", 0)
+	count(m, engine.EventAcked, "a", 1)
+	count(m, engine.EventNacked, "a", 1)
+	count(m, engine.EventExpired, "a", 2)
+	count(m, engine.EventDied, "a", 1)
+	count(m, engine.EventCancelled, "b", 4)
+	m.HandleEvent(engine.Event{Kind: engine.EventStoreError, Op: "send"})
 	hasAll(t, scrape(t, m),
 		`delayq_messages_sent_total{topic="a"} 3`,
 		`delayq_messages_delivered_total{topic="a"} 2`,
@@ -67,13 +74,13 @@ func TestObserverCounters(t *testing.T) {
 		`delayq_release_lateness_seconds_count{topic="a"} 2`,
 	)
 	// An early delivery (never legitimate) is counted, and observed as 0.
-	m.Delivered("a", -time.Millisecond)
+	delivered(m, "a", -time.Millisecond)
 	hasAll(t, scrape(t, m), `delayq_messages_early_total{topic="a"} 1`)
 }
 
 func TestLatenessBuckets(t *testing.T) {
 	m := New()
-	m.Delivered("t", time.Second)
+	delivered(m, "t", time.Second)
 	text := scrape(t, m)
 	if n := strings.Count(text, "delayq_release_lateness_seconds_bucket{"); n != len(LatenessBuckets)+1 {
 		t.Errorf("%d buckets, want %d (+Inf)", n, len(LatenessBuckets)+1)

@@ -55,6 +55,7 @@ package push
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -71,6 +72,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/pushsig"
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -80,16 +82,29 @@ const (
 	DefaultRefresh     = 5 * time.Second
 	DefaultWait        = 10 * time.Second
 	DefaultLeaseMargin = 5 * time.Second
-	// Defaults of a topic's push settings, when the Queue answers none.
+	// Defaults of a topic's push settings, when the engine answers none.
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 4
 )
 
+// Engine is what a Service needs of the engine: topics with their push
+// settings (secrets included, which the HTTP client cannot answer),
+// leases, acks and nacks, and its events.
+type Engine interface {
+	Topics(ctx context.Context) ([]domain.TopicInfo, error)
+	Lease(ctx context.Context, topic string, req domain.LeaseRequest) ([]*domain.Message, error)
+	Ack(ctx context.Context, topic, id, receipt string) error
+	Nack(ctx context.Context, topic, id, receipt string, req domain.NackRequest) (*domain.Message, error)
+	// Subscribe is called by Start for EventTopicSettingsChanged, so
+	// push changes made through this engine apply at once (changes made
+	// through other servers apply within Refresh).
+	Subscribe(s engine.Subscription) (cancel func())
+}
+
 // Config configures a Service. The zero value of each field means its default.
 type Config struct {
-	// Queue is leased from, acked and nacked. Required. Its Topics must
-	// answer push secrets (the engines do; the HTTP client cannot).
-	Queue domain.Queue
+	// Engine is leased from, acked and nacked. Required.
+	Engine Engine
 	// Logger for failed pushes and background errors. Default slog.Default().
 	Logger *slog.Logger
 	// HTTPClient sends the pushes. Default: a client on a clone of
@@ -110,30 +125,31 @@ type Config struct {
 // Service runs the pushers of every topic with push settings.
 type Service struct {
 	cfg    Config
-	q      domain.Queue
+	q      Engine
 	log    *slog.Logger
 	hc     *http.Client
 	ownTr  *http.Transport // closed at Stop when we made it
 	notify chan struct{}
 
-	mu       sync.Mutex // guards pushers, retired, started, stopped
-	pushers  map[string]*pusher
-	retired  []*pusher // stopped leasing; pushes may still be in flight
-	started  bool
-	stopped  bool
-	cancel   context.CancelFunc // ends the watch loop
-	loopDone chan struct{}
+	mu          sync.Mutex // guards pushers, retired, started, stopped
+	pushers     map[string]*pusher
+	retired     []*pusher // stopped leasing; pushes may still be in flight
+	started     bool
+	stopped     bool
+	cancel      context.CancelFunc // ends the watch loop
+	unsubscribe func()             // ends the settings subscription
+	loopDone    chan struct{}
 }
 
 // New makes a Service; Start runs it.
 func New(cfg Config) (*Service, error) {
-	if cfg.Queue == nil {
-		return nil, errors.New("push: Config.Queue is required")
+	if cfg.Engine == nil {
+		return nil, errors.New("push: Config.Engine is required")
 	}
 	s := &Service{
 		cfg:     cfg,
-		q:       cfg.Queue,
-		log:     cmpOr(cfg.Logger, slog.Default()),
+		q:       cfg.Engine,
+		log:     cmp.Or(cfg.Logger, slog.Default()),
 		hc:      cfg.HTTPClient,
 		notify:  make(chan struct{}, 1),
 		pushers: make(map[string]*pusher),
@@ -148,22 +164,15 @@ func New(cfg Config) (*Service, error) {
 	if s.cfg.Now == nil {
 		s.cfg.Now = time.Now
 	}
-	s.cfg.Refresh = cmpOr(cfg.Refresh, DefaultRefresh)
-	s.cfg.Wait = min(cmpOr(cfg.Wait, DefaultWait), domain.MaxWait)
-	s.cfg.LeaseMargin = cmpOr(cfg.LeaseMargin, DefaultLeaseMargin)
+	s.cfg.Refresh = cmp.Or(cfg.Refresh, DefaultRefresh)
+	s.cfg.Wait = min(cmp.Or(cfg.Wait, DefaultWait), domain.MaxWait)
+	s.cfg.LeaseMargin = cmp.Or(cfg.LeaseMargin, DefaultLeaseMargin)
 	return s, nil
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 // Start starts the watch loop, which reads topic settings at once and
-// then every Refresh (and on Notify). A second Start does nothing.
+// then every Refresh, and when the engine reports a settings change. A
+// second Start does nothing.
 func (s *Service) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -174,11 +183,15 @@ func (s *Service) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.loopDone = make(chan struct{})
+	s.unsubscribe = s.q.Subscribe(engine.Subscription{
+		Kinds:  engine.Mask(engine.EventTopicSettingsChanged),
+		Handle: func(engine.Event) { s.Notify() },
+	})
 	go s.watch(ctx)
 }
 
-// Notify makes the watch loop re-read topic settings now (call it after a
-// settings change; WatchSettings does). It never blocks.
+// Notify makes the watch loop re-read topic settings now. It never
+// blocks.
 func (s *Service) Notify() {
 	select {
 	case s.notify <- struct{}{}:
@@ -194,12 +207,13 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	wasStopped := s.stopped
 	s.stopped = true
-	cancel, loopDone := s.cancel, s.loopDone
+	cancel, loopDone, unsubscribe := s.cancel, s.loopDone, s.unsubscribe
 	s.mu.Unlock()
 	if wasStopped {
 		return nil
 	}
 	if cancel != nil {
+		unsubscribe()
 		cancel()
 		<-loopDone
 	}
@@ -261,8 +275,8 @@ func (s *Service) sync(ctx context.Context) {
 	for _, ti := range infos {
 		if p := ti.Settings.Push; p != nil && p.URL != "" {
 			c := *p
-			c.Timeout = cmpOr(c.Timeout, DefaultTimeout)
-			c.Concurrency = cmpOr(c.Concurrency, DefaultConcurrency)
+			c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+			c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 			c.SecretSet = false
 			want[ti.Name] = c
 		}
@@ -300,24 +314,6 @@ func isDone(c <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// WatchSettings returns q with SetTopicSettings calling Notify after it
-// succeeds, so push changes made through this server apply at once
-// (changes made through other servers apply within Refresh).
-func (s *Service) WatchSettings(q domain.Queue) domain.Queue { return &notifyingQueue{q, s} }
-
-type notifyingQueue struct {
-	domain.Queue
-	s *Service
-}
-
-func (n *notifyingQueue) SetTopicSettings(ctx context.Context, topic string, set domain.TopicSettings) (*domain.TopicSettings, error) {
-	out, err := n.Queue.SetTopicSettings(ctx, topic, set)
-	if err == nil {
-		n.s.Notify()
-	}
-	return out, err
 }
 
 // pusher delivers one topic with cfg.Concurrency workers.

@@ -115,7 +115,7 @@ func setupLog(t *testing.T, log *slog.Logger) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := push.New(push.Config{Queue: e, Refresh: 50 * time.Millisecond, Wait: 200 * time.Millisecond, LeaseMargin: time.Second,
+	s, err := push.New(push.Config{Engine: e, Refresh: 50 * time.Millisecond, Wait: 200 * time.Millisecond, LeaseMargin: time.Second,
 		Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func setupLog(t *testing.T, log *slog.Logger) *bundle {
 		}
 		_ = e.Close(ctx)
 	})
-	return &bundle{e: e, s: s, q: s.WatchSettings(e), ctx: ctx}
+	return &bundle{e: e, s: s, q: e, ctx: ctx}
 }
 
 func (b *bundle) configure(t *testing.T, topic string, p *domain.PushSettings, maxAttempts int) {
@@ -265,7 +265,7 @@ func TestPushConcurrencyBound(t *testing.T) {
 }
 
 // TestPushSettingsChanges: pushes start when a topic gets a push target
-// (at once, through WatchSettings) and stop when it is removed.
+// (at once, through the engine's settings event) and stop when it is removed.
 func TestPushSettingsChanges(t *testing.T) {
 	r := newReceiver(t, func(got) (int, time.Duration) { return http.StatusOK, 0 })
 	b := setup(t)
@@ -305,9 +305,9 @@ func TestStopNacksPushesThatOutliveIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	s, _ := push.New(push.Config{Queue: e, Refresh: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, _ := push.New(push.Config{Engine: e, Refresh: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s.Start()
-	if _, err := s.WatchSettings(e).SetTopicSettings(ctx, "t", domain.TopicSettings{Push: &domain.PushSettings{URL: r.srv.URL, Timeout: 30 * time.Second}}); err != nil {
+	if _, err := e.SetTopicSettings(ctx, "t", domain.TopicSettings{Push: &domain.PushSettings{URL: r.srv.URL, Timeout: 30 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m", Payload: []byte("x")}); err != nil {

@@ -102,18 +102,19 @@ func TestRateLimitAcrossEngines(t *testing.T) {
 
 // sentCounter counts new (non-duplicate) messages across engines.
 type sentCounter struct {
-	engine.NopObserver
 	n atomic.Int64
 }
 
-func (s *sentCounter) Sent(_ string, n int) { s.n.Add(int64(n)) }
+func (s *sentCounter) subscription() engine.Subscription {
+	return engine.Subscription{Kinds: engine.Mask(engine.EventSent), Handle: func(ev engine.Event) { s.n.Add(int64(ev.N)) }}
+}
 
 // TestScheduleAcrossEngines: two engines on one Redis both fire an
 // "@every 1s" schedule; each tick makes exactly one message.
 func TestScheduleAcrossEngines(t *testing.T) {
 	t.Parallel()
 	var obs sentCounter
-	engines := enginetest.Engines(t, deployment(t), 2, engine.Config{Observer: &obs})
+	engines := enginetest.Engines(t, deployment(t), 2, engine.Config{Subscriptions: []engine.Subscription{obs.subscription()}})
 	sc, err := engines[0].ScheduleSet(ctx, domain.Schedule{Name: "tick", Topic: "ticks", Cron: "@every 1s", Payload: []byte("x")})
 	if err != nil {
 		t.Fatal(err)

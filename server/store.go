@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/mysqlstore"
+	"github.com/delayq/delayq/internal/store/pebblestore"
+	"github.com/delayq/delayq/internal/store/pgstore"
+	"github.com/delayq/delayq/internal/store/redisstore"
+)
+
+// openStore opens the store cfg names, and describes it for logs (URLs
+// with their passwords hidden).
+func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store, string, error) {
+	n := 0
+	for _, v := range []string{cfg.RedisURL, cfg.PostgresURL, cfg.MySQLURL} {
+		if v != "" {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return nil, "", errors.New("server: give only one of RedisURL, PostgresURL and MySQLURL")
+	case cfg.MySQLURL != "":
+		st, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: cfg.MySQLURL, Prefix: cfg.MySQLPrefix, NoMigrate: cfg.NoMigrate, Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("open mysql %s: %w", mysqlstore.RedactURL(cfg.MySQLURL), err)
+		}
+		prefix := cfg.MySQLPrefix
+		if prefix == "" {
+			prefix = mysqlstore.DefaultPrefix
+		}
+		return st, "mysql " + mysqlstore.RedactURL(cfg.MySQLURL) + " prefix " + prefix, nil
+	case cfg.PostgresURL != "":
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: cfg.PostgresURL, Schema: cfg.PostgresSchema, NoMigrate: cfg.NoMigrate, Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("open postgres %s: %w", pgstore.RedactURL(cfg.PostgresURL), err)
+		}
+		return st, "postgres " + pgstore.RedactURL(cfg.PostgresURL) + " schema " + st.Schema(), nil
+	case cfg.RedisURL != "":
+		redis.SetLogger(slogRedis{log})
+		st, err := redisstore.Open(ctx, redisstore.Options{URL: cfg.RedisURL, Partitions: cfg.RedisPartitions, Logger: log, AllowEviction: cfg.RedisAllowEviction})
+		if err != nil {
+			return nil, "", fmt.Errorf("open redis %s: %w", redisstore.RedactURL(cfg.RedisURL), err)
+		}
+		return st, "redis " + redisstore.RedactURL(cfg.RedisURL), nil
+	case cfg.DataDir == "":
+		return nil, "", errors.New("server: Config names no store: give DataDir, RedisURL, PostgresURL or MySQLURL")
+	}
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("open data directory %s: %w", cfg.DataDir, err)
+	}
+	return st, "data " + cfg.DataDir, nil
+}
+
+// slogRedis routes go-redis's own log lines (reconnects, pool errors)
+// through our logger instead of raw stderr.
+type slogRedis struct{ log *slog.Logger }
+
+func (l slogRedis) Printf(ctx context.Context, format string, v ...any) {
+	l.log.Debug("redis client", "detail", fmt.Sprintf(format, v...)) // the store reports failures itself
+}
