@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 
 	"go.uber.org/goleak"
 )
@@ -198,52 +199,15 @@ func TestServeRedis(t *testing.T) {
 		t.Skip("starts redis-server")
 	}
 	rs := redistest.Start(t)
-	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
-	defer client.CloseIdleConnections()
 	var bases []string
-	for i := 0; i < 2; i++ {
-		ctx, stop := context.WithCancel(context.Background())
-		pr, pw := io.Pipe()
-		var stderr bytes.Buffer
-		exit := make(chan int, 1)
-		go func() {
-			exit <- runServe(ctx, []string{"--addr", "127.0.0.1:0", "--redis", rs.URL(), "--log-level", "error", "--no-dashboard"}, pw, &stderr)
-			pw.Close()
-		}()
-		line, err := bufio.NewReader(pr).ReadString('\n')
-		if err != nil {
-			t.Fatalf("no startup line: %v; stderr %s", err, stderr.String())
-		}
-		go io.Copy(io.Discard, pr)
+	for range 2 {
+		line, _ := startServe(t, []string{"--addr", "127.0.0.1:0", "--redis", rs.URL(), "--log-level", "error", "--no-dashboard"})
 		if !strings.Contains(line, "redis ") {
 			t.Fatalf("startup line %q does not name redis", line)
 		}
 		bases = append(bases, strings.Fields(line)[2])
-		t.Cleanup(func() {
-			client.CloseIdleConnections()
-			stop()
-			if code := <-exit; code != 0 {
-				t.Errorf("exit %d; stderr %s", code, stderr.String())
-			}
-		})
 	}
-	post := func(url, body string) (int, string) {
-		t.Helper()
-		res, err := client.Post(url, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
-	if c, b := post(bases[0]+"/v1/topics/t/messages", `{"id":"shared","payload":"x","delay":"200ms"}`); c != 201 {
-		t.Fatalf("send on server 0: %d %s", c, b)
-	}
-	c, b := post(bases[1]+"/v1/topics/t/lease", `{"wait":"10s"}`)
-	if c != 200 || !strings.Contains(b, `"id":"shared"`) {
-		t.Fatalf("lease on server 1: %d %s", c, b)
-	}
+	sendHereLeaseThere(t, bases)
 }
 
 // TestServeDebugAddr: --debug-addr serves the profiling endpoints on their
