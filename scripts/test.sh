@@ -54,5 +54,9 @@ bash scripts/gosec.sh
 # race detector multiplies memory, so keep the timeout generous.
 go test -race -count=1 -timeout 20m ./... "$@"
 
+# The deployment files in deploy/ (linters, promtool, systemd-analyze, the
+# binary in a read-only sandbox; docs/operations.md).
+bash deploy/check.sh
+
 # The MySQL model test skips itself under -race (9 min there, 3 without).
 go test -count=1 -timeout 10m -run '^TestModelDBClock$' ./internal/store/mysqlstore/
