@@ -17,8 +17,8 @@
 #
 # Installs what it lacks like scripts/test.sh: Debian packages with apt-get
 # when root (else it names them and stops), promtool with `go install`
-# (pinned; ≈ 3 min once), the two npm linters (pinned) into a cache
-# directory.
+# (pinned; ≈ 8 min of CPU once, about 4 min on two idle cores), and the
+# two npm linters (pinned) into a cache directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +55,7 @@ promtool="$(command -v promtool || echo "$gobin/promtool")"
 if ! go version -m "$promtool" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+${promtool_module}[[:space:]]+${promtool_version}([[:space:]]|$)"; then
   say "installing promtool $promtool_version …"
   # remove_all_sd leaves out the service discoveries (cloud SDKs,
-  # Kubernetes), which rule checks and tests never use: a third of the build.
+  # Kubernetes), which rule checks and tests never use: half of the build.
   GOBIN="$gobin" GOFLAGS=-tags=remove_all_sd go install "$promtool_module/cmd/promtool@$promtool_version"
   promtool="$gobin/promtool"
 fi
