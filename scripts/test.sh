@@ -58,5 +58,9 @@ go test -race -count=1 -timeout 20m ./... "$@"
 # at this tree): vet, test and run them so they keep working as users see them.
 (cd examples/inprocess && go vet ./... && go test -race -count=1 ./... && go run .)
 
+# The deployment files in deploy/ (linters, promtool, systemd-analyze, the
+# binary in a read-only sandbox; docs/operations.md).
+bash deploy/check.sh
+
 # The MySQL model test skips itself under -race (9 min there, 3 without).
 go test -count=1 -timeout 10m -run '^TestModelDBClock$' ./internal/store/mysqlstore/
