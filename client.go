@@ -458,6 +458,16 @@ func (c *Client) DeadPurge(ctx context.Context, topic string) (int, error) {
 	return out.Count, nil
 }
 
+// Ready asks the server whether it can serve requests now (GET /readyz,
+// once, without retries): nil, or an error matching ErrUnavailable with
+// the server's reason (store unreachable, shutting down) or the transport
+// error. For health probes.
+func (c *Client) Ready(ctx context.Context) error {
+	c2 := *c
+	c2.retries = 0
+	return c2.do(ctx, &call{method: http.MethodGet, path: "/readyz", idempotent: true})
+}
+
 // Paths. Topic and id are validated first, so they never need escaping
 // beyond what url.PathEscape does and cannot smuggle a "/" or "..".
 

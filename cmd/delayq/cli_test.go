@@ -390,3 +390,22 @@ func TestRelTimeRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestHealth: the probe exits 0 on a ready server and 1 with the reason
+// when nothing answers.
+func TestHealth(t *testing.T) {
+	line, stop := startServe(t, []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error", "--no-dashboard"})
+	base := strings.Fields(line)[2]
+	var out, errs bytes.Buffer
+	if code := runHealth(context.Background(), []string{"--server", base, "--timeout", "5s"}, &out, &errs); code != exitOK || strings.TrimSpace(out.String()) != "ready" {
+		t.Fatalf("ready server: exit %d, %q %q", code, out.String(), errs.String())
+	}
+	if code, stderr := stop(); code != 0 {
+		t.Fatalf("serve exit %d: %s", code, stderr)
+	}
+	out.Reset()
+	errs.Reset()
+	if code := runHealth(context.Background(), []string{"--server", base, "--timeout", "2s"}, &out, &errs); code != exitRequest || !strings.Contains(errs.String(), "not ready") {
+		t.Fatalf("stopped server: exit %d, %q %q", code, out.String(), errs.String())
+	}
+}
