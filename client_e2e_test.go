@@ -329,7 +329,7 @@ func TestE2EWorkerOverHTTP(t *testing.T) {
 	var handled atomic.Int32
 	all := make(chan struct{})
 	slowDone := make(chan struct{})
-	w := delayq.NewWorker(b.c, delayq.WorkerConfig{Concurrency: 4, Lease: 500 * time.Millisecond, Wait: time.Second, Logger: quiet})
+	w := delayq.NewWorker(b.c, delayq.WorkerConfig{Concurrency: 4, Lease: time.Second, Wait: time.Second, Logger: quiet})
 	w.HandleFunc("http-work", func(ctx context.Context, m *delayq.Message) error {
 		if handled.Add(1) == n {
 			close(all)
@@ -339,7 +339,7 @@ func TestE2EWorkerOverHTTP(t *testing.T) {
 	var slowCalls atomic.Int32
 	w.HandleFunc("http-slow", func(ctx context.Context, m *delayq.Message) error {
 		slowCalls.Add(1)
-		time.Sleep(1500 * time.Millisecond) // three leases' worth: extension keeps it ours
+		time.Sleep(3 * time.Second) // three leases' worth: extension keeps it ours (a 1 s lease leaves room for an extend call that a loaded machine delays)
 		close(slowDone)
 		return nil
 	})

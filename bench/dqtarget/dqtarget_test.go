@@ -19,7 +19,7 @@ func TestSmokeEveryScenario(t *testing.T) {
 			Window: 300 * time.Millisecond, Lead: 300 * time.Millisecond, Grace: 10 * time.Second,
 			Wait: 200 * time.Millisecond, Rate: 400, Duration: 500 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Durable: true}
 		if s == bench.ScenarioMixed {
-			c.Grace = time.Second
+			c.Grace = 3 * time.Second // what is still missing after this is lost, not late: a loaded CI machine once left 55 of 200 unconsumed after 1 s
 		}
 		cfgs = append(cfgs, c.Fill())
 	}
