@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reliability tiers (docs/reliability.md).
-#   scripts/reliability.sh short   scenario tests (short sizes) + every fuzz target for 30 s   (≤ 12 min)
+#   scripts/reliability.sh short   scenario tests (short sizes) + every fuzz target for 30 s   (≤ 15 min)
 #   scripts/reliability.sh full    scenario tests at the sizes + every fuzz target for 5 min
 #   scripts/reliability.sh fuzz    every fuzz target only, for FUZZTIME (default 30s); .ci/run uses it
 #   scripts/reliability.sh soak    S27 only (manual): DELAYQ_SOAK (default 2h) of load with kill -9 every
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 tier=${1:-short}
 case "$tier" in
-  short) fuzztime=${FUZZTIME:-30s}; timeout=10m ;;
+  short) fuzztime=${FUZZTIME:-30s}; timeout=15m ;;
   full)  fuzztime=${FUZZTIME:-5m};  timeout=90m ;;
   fuzz)  fuzztime=${FUZZTIME:-30s}; timeout= ;;
   soak)  timeout=${SOAK_TIMEOUT:-4h} ;;

@@ -16,12 +16,6 @@ import (
 	"github.com/delayq/delayq/test/internal/history"
 )
 
-// probeOp is one probe send (or readiness check) during an S11 run.
-type probeOp struct {
-	at, lat time.Duration // invoke on the recorder clock, latency
-	status  int           // HTTP status, 0 for a transport error
-}
-
 type s11Results struct {
 	Scenario         string         `json:"scenario"`
 	Tier             string         `json:"tier"`
@@ -93,68 +87,20 @@ func runS11(t *testing.T, fault string) {
 		return n
 	}
 	gBefore := 0
-	hc := &http.Client{Timeout: 10 * time.Second}
-	defer hc.CloseIdleConnections()
 	var mu sync.Mutex
-	var probes, readyz []probeOp
 	gPeak := gBefore
-	// The probes' own transport, so that their idle keep-alive
-	// connections (one server goroutine each) can be closed before the
-	// goroutines are counted.
-	ptr := &http.Transport{MaxIdleConnsPerHost: 64}
-	defer ptr.CloseIdleConnections()
-	pc, err := delayq.NewClient(p.url(), delayq.WithRetry(0, 0), delayq.WithTimeout(10*time.Second), delayq.WithHTTPClient(&http.Client{Transport: ptr}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pr := startProber(t, l.rec, []string{p.url()}, func() {
+		if g := goroutines(); g > 0 {
+			mu.Lock()
+			gPeak = max(gPeak, g)
+			mu.Unlock()
+		}
+	})
 	settledGoroutines := func() int {
-		ptr.CloseIdleConnections()
-		hc.CloseIdleConnections()
+		pr.closeIdle()
 		time.Sleep(200 * time.Millisecond)
 		return goroutines()
 	}
-	// Each probe runs in its own goroutine, every 50 ms, so one slow
-	// answer does not hide the next: the answer time of every send
-	// started during the fault is measured.
-	var probeWG sync.WaitGroup
-	probeDone := make(chan struct{})
-	go func() {
-		defer close(probeDone)
-		for i := 0; ctx.Err() == nil; i++ {
-			probeWG.Add(1)
-			go func() {
-				defer probeWG.Done()
-				at := l.rec.Now()
-				_, err := pc.Send(ctx, "probe", delayq.SendRequest{ID: "q" + strconv.Itoa(i), Payload: []byte("x")})
-				op := probeOp{at: at, lat: l.rec.Now() - at, status: statusOf(err)}
-				mu.Lock()
-				probes = append(probes, op)
-				mu.Unlock()
-			}()
-			if i%4 == 0 {
-				probeWG.Add(1)
-				go func() {
-					defer probeWG.Done()
-					at := l.rec.Now()
-					st := 0
-					if res, err := hc.Get(p.url() + "/readyz"); err == nil {
-						st = res.StatusCode
-						res.Body.Close()
-					}
-					mu.Lock()
-					readyz = append(readyz, probeOp{at: at, lat: l.rec.Now() - at, status: st})
-					mu.Unlock()
-					if g := goroutines(); g > 0 {
-						mu.Lock()
-						gPeak = max(gPeak, g)
-						mu.Unlock()
-					}
-				}()
-			}
-			sleepCtx(ctx, 50*time.Millisecond)
-		}
-		probeWG.Wait()
-	}()
 
 	l.consume()
 	prodDone := make(chan struct{})
@@ -215,7 +161,8 @@ func runS11(t *testing.T, fault string) {
 	gAfter := settledGoroutines() // under load again, long after the fault
 	l.stopConsumers()
 	cancel()
-	<-probeDone
+	pr.stop()
+	probes, readyz := pr.ops()
 	info, rejected := l.ackUncertain()
 	// DownGrace: a promotion that failed during the outage is retried
 	// after 1 s (engine retryAfterErr).

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/sqlcodec"
@@ -349,6 +350,23 @@ func (s *Store) pick(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]
 	return out, rows.Err()
 }
 
+// moveBudget bounds the time one MessagePromote or LeaseExpire spends
+// moving messages, a few statements each: a quarter of the call's time
+// bound. What is left stays for the next call, which the engine makes at
+// once when a call moved fewer than it asked for. Without it, a backlog
+// whose moves outlast the time bound (1,000 messages that came due while
+// the database was down, moved under load) failed whole on every retry
+// and waited until the load dropped.
+func (s *Store) moveBudget() moveBudget {
+	return moveBudget{until: time.Now().Add(s.timeout / 4)}
+}
+
+type moveBudget struct{ until time.Time }
+
+// spent reports whether the budget is over before move i; the first move
+// is always made, so that every call makes progress.
+func (b moveBudget) spent(i int) bool { return i > 0 && time.Now().After(b.until) }
+
 // MessagePromote implements store.Store.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
@@ -363,7 +381,11 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 				return err
 			}
 			c := counts{}
-			for _, k := range keys {
+			budget := s.moveBudget()
+			for i, k := range keys {
+				if budget.spent(i) {
+					break // the rest stay due for the next call
+				}
 				r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
 				if err != nil {
 					return err
@@ -567,7 +589,11 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			return err
 		}
 		c := counts{}
-		for _, k := range keys {
+		budget := s.moveBudget()
+		for i, k := range keys {
+			if budget.spent(i) {
+				break // the rest stay expired for the next call
+			}
 			r, err := s.getMsg(ctx, tx, k.top, k.id, true)
 			if err != nil {
 				return err

@@ -49,10 +49,12 @@ const startTimeout = 60 * time.Second
 
 // Server is one mariadbd process and its data directory.
 type Server struct {
-	root  string
-	port  int
-	cmd   *exec.Cmd
-	guard *os.File // closing it makes the watchdog shell kill mariadbd
+	root   string
+	port   int
+	daemon string   // mariadbd
+	args   []string // its command line
+	cmd    *exec.Cmd
+	guard  *os.File // closing it makes the watchdog shell kill mariadbd
 }
 
 var (
@@ -126,7 +128,10 @@ func bin(name string) (string, error) {
 	return "", errNotInstalled
 }
 
-func start() (*Server, error) {
+// start installs a server in a new temporary directory and runs it;
+// extra flags are appended to mariadbd's command line (a later flag
+// overrides an earlier one).
+func start(extra ...string) (*Server, error) {
 	daemon, err := bin("mariadbd")
 	if err != nil {
 		return nil, err
@@ -139,7 +144,7 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, port: redistest.FreePort(nopTB{})}
+	s := &Server{root: root, port: redistest.FreePort(nopTB{}), daemon: daemon}
 	data := filepath.Join(root, "data")
 	run := filepath.Join(root, "run") // socket, pid file, error log: the server's user writes them
 	for _, d := range []string{data, run} {
@@ -170,9 +175,10 @@ func start() (*Server, error) {
 		userArg = []string{"--user=mysql"}
 	}
 	// The bootstrap creates the test account with a password, as a real
-	// deployment would have, rather than skipping grant tables.
+	// deployment would have, rather than skipping grant tables. It runs at
+	// every start (Restart included), so each statement is idempotent.
 	initFile := filepath.Join(root, "init.sql")
-	boot := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s;\nCREATE USER '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL ON *.* TO '%s'@'%%';\n", Database, User, Password, User)
+	boot := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL ON *.* TO '%s'@'%%';\n", Database, User, Password, User)
 	if err := os.WriteFile(initFile, []byte(boot), 0o644); err != nil { // #nosec G306 -- read by mariadbd as user mysql; test-only password
 		s.remove()
 		return nil, err
@@ -184,44 +190,57 @@ func start() (*Server, error) {
 		s.remove()
 		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
-	logPath := filepath.Join(root, "mariadbd.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // #nosec G304 -- the server's log in the harness's own temp dir
-	if err != nil {
-		s.remove()
-		return nil, err
-	}
-	defer logf.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		s.remove()
-		return nil, err
-	}
-	defer r.Close()
-	// mariadbd runs under a watchdog shell reading a pipe this process
-	// holds: when the test binary dies in any way, the pipe closes and the
-	// shell kills the server, so none is left behind. Durability off: the
-	// tests check behaviour, not crash safety, on a shared disk.
-	dargs := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(run, "sock"),
+	// Durability off by default: the tests check behaviour, not crash
+	// safety, on a shared disk. Tests that kill the server pass
+	// --innodb-flush-log-at-trx-commit=1 or 2.
+	s.args = append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(run, "sock"),
 		"--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1", "--init-file=" + initFile,
 		"--innodb-flush-log-at-trx-commit=0", "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=32M",
 		"--max-connections=400", "--skip-name-resolve", "--log-error=" + filepath.Join(run, "error.log"),
 		"--pid-file=" + filepath.Join(run, "mariadbd.pid")}, userArg...)
-	cmd = exec.Command("/bin/sh", append([]string{"-c", `"$0" "$@" </dev/null & pid=$!; read _; kill -KILL $pid 2>/dev/null; wait $pid`, daemon}, dargs...)...) // #nosec G204 -- test helper
-	cmd.Dir = root
+	s.args = append(s.args, extra...)
+	if err := s.run(); err != nil {
+		s.remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+// run starts mariadbd on the server's port and data directory and waits
+// until it answers.
+//
+// mariadbd runs under a watchdog shell reading a pipe this process holds:
+// when the test binary dies in any way, the pipe closes and the shell
+// kills the server, so none is left behind.
+func (s *Server) run() error {
+	logf, err := os.OpenFile(filepath.Join(s.root, "mariadbd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // #nosec G304 -- the server's log in the harness's own temp dir
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `"$0" "$@" </dev/null & pid=$!; read _; kill -KILL $pid 2>/dev/null; wait $pid`, s.daemon}, s.args...)...) // #nosec G204 -- test helper
+	cmd.Dir = s.root
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = w.Close()
-		s.remove()
-		return nil, fmt.Errorf("start mariadbd: %w", err)
+		return fmt.Errorf("start mariadbd: %w", err)
 	}
 	s.cmd, s.guard = cmd, w
 	if err := s.waitReady(); err != nil {
-		s.Stop()
-		b, _ := os.ReadFile(filepath.Join(root, "run", "error.log")) // #nosec G304 -- our own log
-		return nil, fmt.Errorf("mariadbd on port %d did not start: %v\n%s", s.port, err, b)
+		s.Kill()
+		b, _ := os.ReadFile(filepath.Join(s.root, "run", "error.log")) // #nosec G304 -- our own log
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		return fmt.Errorf("mariadbd on port %d did not start: %v\n%s", s.port, err, b)
 	}
-	return s, nil
+	return nil
 }
 
 func (s *Server) waitReady() error {
@@ -247,12 +266,32 @@ func (s *Server) waitReady() error {
 
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
-	if s.guard != nil {
-		_ = s.guard.Close()
-		s.guard = nil
-		_ = s.cmd.Wait()
-	}
+	s.Kill()
 	s.remove()
+}
+
+// Kill sends SIGKILL to mariadbd and waits for it to be gone; the data
+// directory stays for Restart. Idempotent.
+func (s *Server) Kill() {
+	if s.guard == nil {
+		return
+	}
+	// The watchdog shell answers the closed pipe with kill -KILL of
+	// mariadbd and exits once it has reaped it.
+	_ = s.guard.Close()
+	_ = s.cmd.Wait()
+	s.cmd, s.guard = nil, nil
+}
+
+// Restart starts mariadbd again on the same port and data directory
+// (after Kill: InnoDB recovers from its redo log) and waits until it
+// answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	if err := s.run(); err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
 }
 
 func (s *Server) remove() { _ = os.RemoveAll(s.root) }
@@ -272,10 +311,11 @@ func (s *Server) PID() (int, error) {
 }
 
 // Start runs a server for one test, stopped in t.Cleanup; the test is
-// skipped when MariaDB is not installed.
-func Start(t testing.TB) *Server {
+// skipped when MariaDB is not installed. extra flags are appended to
+// mariadbd's command line.
+func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s, err := start()
+	s, err := start(extra...)
 	if errors.Is(err, errNotInstalled) {
 		t.Skip("mysqltest: mariadbd not installed (apt-get install mariadb-server)")
 	}

@@ -339,6 +339,30 @@ func (s *Server) Kill() {
 	s.stopLocked(syscall.SIGKILL)
 }
 
+// StopImmediate stops the server abruptly with `pg_ctl stop -m
+// immediate` (SIGQUIT: every process exits at once, no checkpoint; the
+// next start runs crash recovery from the WAL) and waits for it.
+// Idempotent.
+func (s *Server) StopImmediate() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.dir, "-m", "immediate", "-w", "-t", "30") // #nosec G204 -- test helper: pg_ctl beside initdb, arguments built here
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	out, err := cmd.CombinedOutput()
+	// Whatever pg_ctl did, the watchdog kills what is left and is reaped.
+	_ = s.guard.Close()
+	_ = s.cmd.Wait()
+	s.cmd, s.guard, s.pid = nil, nil, 0
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v: %s", err, out)
+	}
+	return nil
+}
+
 func (s *Server) stopLocked(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
