@@ -282,6 +282,9 @@ func (s *Server) putTopic(c *call) (int, any, error) {
 	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
+	if err := in.ResolveMS(); err != nil {
+		return 0, nil, err
+	}
 	if err := checkSettingsShape(&in); err != nil {
 		return 0, nil, err
 	}
