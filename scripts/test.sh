@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
 # it can (redis-server, cc, PostgreSQL and MariaDB, for the Redis,
-# PostgreSQL and MySQL engines' tests), then runs go vet,
-# staticcheck, gosec and every Go test with the race detector.
+# PostgreSQL and MySQL engines' tests; Node for the TypeScript client),
+# then runs go vet, staticcheck, gosec, every Go test with the race
+# detector, and the TypeScript client's tests against a live server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
 fi
 # the dashboard's browser test drives Debian's headless Chromium
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+# the TypeScript client's test (clients/typescript/test.sh)
+command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_pkgs[*]} …"
@@ -57,6 +61,10 @@ go test -race -count=1 -timeout 20m ./... "$@"
 # Examples are modules of their own (./... skips them; a replace points them
 # at this tree): vet, test and run them so they keep working as users see them.
 (cd examples/inprocess && go vet ./... && go test -race -count=1 ./... && go run .)
+
+# The TypeScript client, typed from api/openapi.json, against a live
+# `delayq serve`: the API document proven from another language.
+bash clients/typescript/test.sh
 
 # The MySQL model test skips itself under -race (9 min there, 3 without).
 go test -count=1 -timeout 10m -run '^TestModelDBClock$' ./internal/store/mysqlstore/
