@@ -32,7 +32,7 @@ func setupE2E(t *testing.T, opts ...delayq.ClientOption) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := openapitest.New(t)
+	v := openapitest.New(t, httpapi.OpenAPIDocument)
 	t.Cleanup(func() { // after the server's Close: every exchange is over
 		if v.Checked() == 0 {
 			t.Error("no request was checked against the API document: the client bypassed the validator")

@@ -62,7 +62,7 @@ go test -race -count=1 -timeout 20m ./... "$@"
 # at this tree): vet, test and run them so they keep working as users see them.
 (cd examples/inprocess && go vet ./... && go test -race -count=1 ./... && go run .)
 
-# The TypeScript client, typed from api/openapi.json, against a live
+# The TypeScript client, typed from the API's OpenAPI document, against a live
 # `delayq serve`: the API document proven from another language.
 bash clients/typescript/test.sh
 

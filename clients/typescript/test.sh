@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the TypeScript client (its types generated from api/openapi.json),
+# Builds the TypeScript client (its types generated from internal/httpapi/openapi.json),
 # starts a `delayq serve` built from this tree on a free loopback port with
 # a throwaway data directory, runs the client's tests against it over HTTP,
 # and stops it. Needs Node ≥ 20 with npm, and Go.

@@ -5,8 +5,8 @@
 // itself (strict decoding, fast codecs, the domain↔wire mapping) is
 // internal/wire's.
 //
-// The API's contract is the OpenAPI 3.1 document api/openapi.json (package
-// api), served at GET /v1/openapi.json. Tests keep it true: every
+// The API's contract is the OpenAPI 3.1 document openapi.json beside this
+// file (OpenAPIDocument), served at GET /v1/openapi.json. Tests keep it true: every
 // exchange of this package's and the Go client's end-to-end tests is
 // checked against it (internal/openapitest), and TestOpenAPIDocumentMatchesRoutes
 // holds it to the routing table.

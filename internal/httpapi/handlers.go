@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/wire"
@@ -380,14 +379,14 @@ func (s *Server) deadPurge(c *call) (int, any, error) {
 	return http.StatusOK, wire.CountResponse{Count: n}, nil
 }
 
-// openAPI serves the API's OpenAPI document (package api) as it is
-// embedded: the bytes are the document, not a re-encoding of it.
+// openAPI serves the API's OpenAPI document as it is embedded: the
+// bytes are the document, not a re-encoding of it.
 func (s *Server) openAPI(c *call) (int, any, error) {
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(api.OpenAPIJSON)))
+	h.Set("Content-Length", strconv.Itoa(len(OpenAPIDocument)))
 	c.w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(c.w, api.OpenAPIJSON) // the client went away: nothing left to tell it
+	_, _ = io.WriteString(c.w, OpenAPIDocument) // the client went away: nothing left to tell it
 	return 0, nil, nil
 }
 

@@ -61,7 +61,7 @@ func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config)) *bundle {
 	if b.srv, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	v := openapitest.New(t)
+	v := openapitest.New(t, OpenAPIDocument)
 	b.ts = httptest.NewServer(b.srv.Handler())
 	b.hc = &http.Client{Transport: v.Transport(b.ts.Client().Transport)}
 	t.Cleanup(func() {

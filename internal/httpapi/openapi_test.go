@@ -8,18 +8,17 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/openapitest"
 )
 
 // TestOpenAPIDocumentMatchesRoutes: the routing table and the API
-// document (api/openapi.json) name the same operations, and agree on each
+// document (openapi.json) name the same operations, and agree on each
 // one's access, scope, query parameters, whether it takes a body, and the
 // statuses the middleware can answer on it. (What each operation's
 // requests and answers look like is checked on every exchange of the
 // tests, through openapitest.)
 func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
-	spec, err := openapitest.Load()
+	spec, err := openapitest.Load(OpenAPIDocument)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +105,9 @@ func TestOpenAPIServed(t *testing.T) {
 	b := setup(t, func(c *Config) { c.Tokens = tokenSet(t) })
 	r := b.do(t, "GET", "/v1/openapi.json", "")
 	want(t, r, 200)
-	if string(r.raw) != api.OpenAPIJSON || r.header.Get("Content-Type") != "application/json" ||
-		r.header.Get("Content-Length") != strconv.Itoa(len(api.OpenAPIJSON)) {
-		t.Fatalf("served %d bytes with %v; want the %d bytes of api/openapi.json", len(r.raw), r.header, len(api.OpenAPIJSON))
+	if string(r.raw) != OpenAPIDocument || r.header.Get("Content-Type") != "application/json" ||
+		r.header.Get("Content-Length") != strconv.Itoa(len(OpenAPIDocument)) {
+		t.Fatalf("served %d bytes with %v; want the %d bytes of openapi.json", len(r.raw), r.header, len(OpenAPIDocument))
 	}
 	want(t, b.do(t, "GET", "/v1/topics", ""), 401) // the same server does check tokens
 }

@@ -1,5 +1,6 @@
 // Package openapitest holds the HTTP API's traffic in tests to its
-// OpenAPI document (package api), so that the document cannot drift from
+// OpenAPI document (httpapi.OpenAPIDocument, passed in so that httpapi's
+// own tests can use this package), so that the document cannot drift from
 // the server: a Validator's Transport checks every request and answer
 // that passes through it, and the test fails on any exchange that breaks
 // the document.
@@ -17,7 +18,7 @@
 //
 // kin-openapi loads and validates the document and routes requests;
 // bodies, parameters and headers are checked with JSON Schema 2020-12
-// schemas compiled once per test binary, so checks stay cheap enough for
+// schemas compiled once per document, so checks stay cheap enough for
 // the race detector and long-poll tests.
 //
 // Only the API is checked: paths under /v1/ and /healthz, /readyz and
@@ -43,8 +44,6 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/delayq/delayq/api"
 )
 
 // Spec is the loaded API document: kin-openapi's model of it (Doc), a
@@ -75,18 +74,28 @@ type response struct {
 	headers []*param
 }
 
-// Load parses and validates the API document and compiles its checks,
-// once per test binary.
-func Load() (*Spec, error) {
-	loadOnce.Do(func() { loaded, loadErr = load([]byte(api.OpenAPIJSON)) })
-	return loaded, loadErr
+// Load parses and validates an OpenAPI document and compiles its checks,
+// once per document and test binary.
+func Load(doc string) (*Spec, error) {
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if l, ok := cache.specs[doc]; ok {
+		return l.spec, l.err
+	}
+	s, err := load([]byte(doc))
+	cache.specs[doc] = loadResult{s, err}
+	return s, err
 }
 
-var (
-	loadOnce sync.Once
-	loaded   *Spec
-	loadErr  error
-)
+type loadResult struct {
+	spec *Spec
+	err  error
+}
+
+var cache = struct {
+	mu    sync.Mutex
+	specs map[string]loadResult
+}{specs: map[string]loadResult{}}
 
 const docURL = "mem:///openapi.json"
 
@@ -294,11 +303,12 @@ type Validator struct {
 	fails   []string
 }
 
-// New returns a Validator for t; it fails t at once if the document does
-// not load, and at the end for every exchange that broke it.
-func New(t testing.TB) *Validator {
+// New returns a Validator of traffic against doc (an OpenAPI document)
+// for t; it fails t at once if the document does not load, and at the end
+// for every exchange that broke it.
+func New(t testing.TB, doc string) *Validator {
 	t.Helper()
-	s, err := Load()
+	s, err := Load(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

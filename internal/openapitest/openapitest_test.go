@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/delayq/delayq/internal/httpapi"
 )
 
 // TestCheckCatchesDrift: each way an exchange can break the document is
@@ -53,7 +55,7 @@ func TestCheckCatchesDrift(t *testing.T) {
 			if c.body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
-			spec, err := Load()
+			spec, err := Load(httpapi.OpenAPIDocument)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +80,7 @@ func TestTransportChecksAndCounts(t *testing.T) {
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	}))
 	defer srv.Close()
-	v := New(t)
+	v := New(t, httpapi.OpenAPIDocument)
 	hc := &http.Client{Transport: v.Transport(nil)}
 	for _, p := range []string{"/healthz", "/ui/", "/healthz"} {
 		res, err := hc.Get(srv.URL + p)

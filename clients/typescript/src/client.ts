@@ -1,5 +1,5 @@
 // A small client for delayq's HTTP API v1. Its request and answer types
-// are generated from the API's OpenAPI document (api/openapi.json, by
+// are generated from the API's OpenAPI document (internal/httpapi/openapi.json, by
 // openapi-typescript on every build), so a field the document does not
 // have does not compile.
 //
