@@ -3,6 +3,7 @@ package delayq_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -11,11 +12,15 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/openapitest"
 )
 
 // e2e is a Client talking to a real server on an engine with a memstore.
+// Every request and answer is checked against the API's OpenAPI document
+// (internal/openapitest): hc is the HTTP client that does it.
 type e2e struct {
 	c   *delayq.Client
+	hc  *http.Client
 	eng *engine.Engine
 	url string
 }
@@ -27,13 +32,20 @@ func setupE2E(t *testing.T, opts ...delayq.ClientOption) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := openapitest.New(t, httpapi.OpenAPIDocument)
+	t.Cleanup(func() { // after the server's Close: every exchange is over
+		if v.Checked() == 0 {
+			t.Error("no request was checked against the API document: the client bypassed the validator")
+		}
+	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close) // runs before the engine's Close (cleanups are LIFO)
-	c, err := delayq.NewClient(ts.URL, opts...)
+	hc := &http.Client{Transport: v.Transport(nil)}
+	c, err := delayq.NewClient(ts.URL, append([]delayq.ClientOption{delayq.WithHTTPClient(hc)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &e2e{c: c, eng: eng, url: ts.URL}
+	return &e2e{c: c, hc: hc, eng: eng, url: ts.URL}
 }
 
 func TestE2ESendGetCancelReschedule(t *testing.T) {
@@ -87,7 +99,7 @@ func TestE2EServerMadeAndClientMadeIDs(t *testing.T) {
 	if err != nil || delayq.ValidateID(m.ID) != nil || m.Duplicate {
 		t.Fatalf("client-made id: %+v %v", m, err)
 	}
-	noRetry, err := delayq.NewClient(b.url, delayq.WithRetry(0, 0))
+	noRetry, err := delayq.NewClient(b.url, delayq.WithHTTPClient(b.hc), delayq.WithRetry(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
 # it can (redis-server, cc, PostgreSQL and MariaDB, for the Redis,
-# PostgreSQL and MySQL engines' tests), then runs go vet,
-# staticcheck, gosec and every Go test with the race detector.
+# PostgreSQL and MySQL engines' tests; Node for the TypeScript client),
+# then runs go vet, staticcheck, gosec, every Go test with the race
+# detector, and the TypeScript client's tests against a live server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
 fi
 # the dashboard's browser test drives Debian's headless Chromium
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+# the TypeScript client's test (clients/typescript/test.sh)
+command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_pkgs[*]} …"
@@ -61,6 +65,10 @@ go test -race -count=1 -timeout 20m ./... "$@"
 # The deployment files in deploy/ (linters, promtool, systemd-analyze, the
 # binary in a read-only sandbox; docs/operations.md).
 bash deploy/check.sh
+
+# The TypeScript client, typed from the API's OpenAPI document, against a live
+# `delayq serve`: the API document proven from another language.
+bash clients/typescript/test.sh
 
 # The MySQL model test skips itself under -race (9 min there, 3 without).
 go test -count=1 -timeout 10m -run '^TestModelDBClock$' ./internal/store/mysqlstore/

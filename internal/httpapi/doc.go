@@ -5,6 +5,12 @@
 // itself (strict decoding, fast codecs, the domain↔wire mapping) is
 // internal/wire's.
 //
+// The API's contract is the OpenAPI 3.1 document openapi.json beside this
+// file (OpenAPIDocument), served at GET /v1/openapi.json. Tests keep it true: every
+// exchange of this package's and the Go client's end-to-end tests is
+// checked against it (internal/openapitest), and TestOpenAPIDocumentMatchesRoutes
+// holds it to the routing table.
+//
 // # Input
 //
 // Bodies are read through http.MaxBytesReader with a limit per endpoint:
@@ -31,7 +37,10 @@
 //
 // # Answers
 //
-// Times are RFC 3339 in UTC, truncated to milliseconds. A payload comes as
+// Times are RFC 3339 in UTC, truncated to milliseconds. Every duration
+// comes twice: as a Go duration string and in whole milliseconds beside it
+// ("lease" and "lease_ms"); PUT /v1/topics/{topic} takes either, or both
+// when they agree. A payload comes as
 // "payload" when it is valid UTF-8, else as "payload_base64". Errors are
 // {"error":{"code","message","field"?}}; routes the table does not know
 // are 404 and known paths with a wrong method 405 (with Allow), in the
@@ -45,7 +54,8 @@
 // # Authentication
 //
 // With tokens configured (package auth for the format), every route except
-// /healthz and /readyz needs "Authorization: Bearer <secret>": missing,
+// /healthz, /readyz and /v1/openapi.json needs "Authorization: Bearer
+// <secret>": missing,
 // malformed, several or unknown is 401 with WWW-Authenticate; a token
 // without the route's scope on the path's topic is 403. Both are decided
 // before the body is read, so they change nothing. Scopes:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -282,6 +283,9 @@ func (s *Server) putTopic(c *call) (int, any, error) {
 	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
+	if err := in.ResolveMS(); err != nil {
+		return 0, nil, err
+	}
 	if err := checkSettingsShape(&in); err != nil {
 		return 0, nil, err
 	}
@@ -373,6 +377,17 @@ func (s *Server) deadPurge(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, wire.CountResponse{Count: n}, nil
+}
+
+// openAPI serves the API's OpenAPI document as it is embedded: the
+// bytes are the document, not a re-encoding of it.
+func (s *Server) openAPI(c *call) (int, any, error) {
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(OpenAPIDocument)))
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(c.w, OpenAPIDocument) // the client went away: nothing left to tell it
+	return 0, nil, nil
 }
 
 func (s *Server) healthz(*call) (int, any, error) {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/openapitest"
 	"github.com/delayq/delayq/internal/store/memstore"
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -24,11 +26,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // bundle is one server on an engine with a memstore and the real clock.
+// Requests made with do and roundTrip are checked against the API's
+// OpenAPI document (internal/openapitest).
 type bundle struct {
 	eng *engine.Engine
 	spy *spyQueue
 	srv *Server
 	ts  *httptest.Server
+
+	hc       *http.Client // ts's client, through the validator
+	apiCalls atomic.Int64 // API exchanges made through hc
 }
 
 func setup(t *testing.T, mod func(*Config), subs ...engine.Subscription) *bundle {
@@ -54,11 +61,16 @@ func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config)) *bundle {
 	if b.srv, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
+	v := openapitest.New(t, OpenAPIDocument)
 	b.ts = httptest.NewServer(b.srv.Handler())
+	b.hc = &http.Client{Transport: v.Transport(b.ts.Client().Transport)}
 	t.Cleanup(func() {
 		b.ts.Close()
 		eng.Close(context.Background())
 		st.Close()
+		if got, want := int64(v.Checked()), b.apiCalls.Load(); got != want {
+			t.Errorf("the API document checked %d of the %d API requests made", got, want)
+		}
 	})
 	return b
 }
@@ -92,11 +104,18 @@ func (b *bundle) do(t *testing.T, method, path, body string, hdr ...string) resp
 
 func (b *bundle) roundTrip(t *testing.T, req *http.Request) resp {
 	t.Helper()
-	res, err := b.ts.Client().Do(req)
+	hc, api := b.hc, openapitest.IsAPI(req)
+	if hc == nil { // a bundle around another handler (the debug one): not the API
+		hc, api = b.ts.Client(), false
+	}
+	res, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer res.Body.Close()
+	if api {
+		b.apiCalls.Add(1)
+	}
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 type access int
 
 const (
-	open       access = iota // no token needed (health checks)
+	open       access = iota // no token needed (health checks, the API document)
 	topicScope               // a scope of route.scope on the path's {topic}
 	anyTopic                 // a scope of route.scope on some topic; answers are filtered
 	everywhere               // a scope of route.scope on "*" (data about all topics)
@@ -64,6 +64,9 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/schedules", access: everywhere, scope: auth.Admin, h: s.listSchedules},
 		{pattern: "GET /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.getSchedule},
 		{pattern: "DELETE /v1/schedules/{name}", access: everywhere, scope: auth.Admin, h: s.deleteSchedule},
+
+		// The API's OpenAPI document: public, like the API's shape it describes.
+		{pattern: "GET /v1/openapi.json", access: open, h: s.openAPI},
 
 		{pattern: "GET /healthz", access: open, h: s.healthz},
 		{pattern: "GET /readyz", access: open, h: s.readyz},

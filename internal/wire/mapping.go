@@ -347,15 +347,81 @@ func NewLeaseRequest(r domain.LeaseRequest) *LeaseRequest {
 
 // --- Topics and their settings.
 
-// FromTopicSettings is s as answers carry it. The push secret is
-// write-only: answers say only whether one is set (secret_set).
+// FromTopicSettings is s as answers carry it: every duration also in
+// whole milliseconds (*_ms). The push secret is write-only: answers say
+// only whether one is set (secret_set).
 func FromTopicSettings(s domain.TopicSettings) TopicSettings {
 	w := fromTopicSettings(s)
+	if w.Lease != nil {
+		w.LeaseMS = msOf(*w.Lease)
+	}
+	if b := w.Backoff; b != nil {
+		b.InitialMS, b.MaxMS = msOf(b.Initial), msOf(b.Max)
+	}
 	if p := s.Push; p != nil {
 		w.Push.Secret = ""
 		w.Push.SecretSet = p.SecretSet || p.Secret != ""
+		if w.Push.Timeout != 0 { // as "timeout": left out when zero
+			w.Push.TimeoutMS = msOf(w.Push.Timeout)
+		}
 	}
 	return w
+}
+
+// msOf is d in whole milliseconds, as the *_ms answer fields carry it.
+func msOf(d Duration) *int64 {
+	ms := time.Duration(d).Milliseconds()
+	return &ms
+}
+
+// ResolveMS reads the *_ms fields of a PUT /v1/topics/{topic} body: a
+// duration given only in milliseconds is taken from there (an absent or
+// zero duration string counts as not given), and one given both ways must
+// say the same to the millisecond, else the request is refused rather
+// than one of the two silently ignored.
+func (w *TopicSettings) ResolveMS() error {
+	if w.LeaseMS != nil {
+		var lease Duration
+		if w.Lease != nil {
+			lease = *w.Lease
+		}
+		if err := resolveMS(&lease, w.LeaseMS, "lease"); err != nil {
+			return err
+		}
+		w.Lease = &lease
+	}
+	if b := w.Backoff; b != nil {
+		if err := resolveMS(&b.Initial, b.InitialMS, "backoff.initial"); err != nil {
+			return err
+		}
+		if err := resolveMS(&b.Max, b.MaxMS, "backoff.max"); err != nil {
+			return err
+		}
+	}
+	if p := w.Push; p != nil {
+		if err := resolveMS(&p.Timeout, p.TimeoutMS, "push.timeout"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveMS sets *d from ms when *d is zero, or checks that they agree.
+func resolveMS(d *Duration, ms *int64, field string) error {
+	switch {
+	case ms == nil:
+		return nil
+	case *ms < 0:
+		return domain.Invalid(field+"_ms", "must not be negative")
+	case *ms > maxDelayMS:
+		return domain.Invalid(field+"_ms", "%d ms is more than a duration holds", *ms)
+	case *d == 0:
+		*d = Duration(time.Duration(*ms) * time.Millisecond)
+		return nil
+	case time.Duration(*d).Milliseconds() != *ms:
+		return domain.Invalid(field+"_ms", "is %d but %s is %s; give one of them, or both saying the same", *ms, field, time.Duration(*d))
+	}
+	return nil
 }
 
 // NewTopicSettingsRequest is s as PUT /v1/topics/{topic} carries it: with
@@ -449,6 +515,7 @@ func FromSchedule(s *domain.Schedule) *Schedule {
 	}
 	if s.Delay > 0 {
 		w.Delay = optDuration(s.Delay)
+		w.DelayMS = msOf(*w.Delay)
 	}
 	w.Payload, w.PayloadBase64 = EncodePayload(s.Payload)
 	return w

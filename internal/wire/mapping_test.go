@@ -114,3 +114,77 @@ func dump(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestDurationsInMilliseconds: answers carry every duration also as whole
+// milliseconds; a settings request may give either form, and one given
+// both ways must agree, so a read-change-write of either form works and a
+// disagreement is refused instead of one form silently winning.
+func TestDurationsInMilliseconds(t *testing.T) {
+	s := domain.TopicSettings{Lease: 90 * time.Second,
+		Backoff: domain.Backoff{Initial: 1500 * time.Microsecond, Max: time.Hour, Multiplier: 2},
+		Push:    &domain.PushSettings{URL: "https://x/hook", Timeout: 10 * time.Second}}
+	ans := FromTopicSettings(s)
+	b, err := json.Marshal(ans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"backoff":{"initial":"1.5ms","initial_ms":1,"max":"1h0m0s","max_ms":3600000,"multiplier":2,"jitter":0},` +
+		`"lease":"1m30s","lease_ms":90000,"push":{"url":"https://x/hook","timeout":"10s","timeout_ms":10000}}`
+	if string(b) != want {
+		t.Fatalf("answer\n got %s\nwant %s", b, want)
+	}
+	if req := NewTopicSettingsRequest(s); req.LeaseMS != nil || req.Backoff.InitialMS != nil || req.Push.TimeoutMS != nil {
+		t.Fatalf("a request the Go client sends carries *_ms: %s", dump(req))
+	}
+	sc := FromSchedule(&domain.Schedule{Name: "n", Topic: "t", Cron: "@hourly", Delay: 2 * time.Minute})
+	if sc.DelayMS == nil || *sc.DelayMS != 120000 {
+		t.Fatalf("schedule delay_ms: %s", dump(sc))
+	}
+	if sc := FromSchedule(&domain.Schedule{Name: "n"}); sc.Delay != nil || sc.DelayMS != nil {
+		t.Fatalf("schedule without a delay: %s", dump(sc))
+	}
+
+	// An answer written back unchanged means the same settings.
+	back, orig := ans, FromTopicSettings(s)
+	if err := back.ResolveMS(); err != nil || !reflect.DeepEqual(back.ToDomain(), orig.ToDomain()) {
+		t.Fatalf("answer written back: %v %s", err, dump(back))
+	}
+
+	for _, c := range []struct {
+		body  string
+		want  domain.TopicSettings
+		field string // refused, naming this field
+	}{
+		{body: `{"lease_ms":30000}`, want: domain.TopicSettings{Lease: 30 * time.Second}},
+		{body: `{"lease":"30s","lease_ms":30000}`, want: domain.TopicSettings{Lease: 30 * time.Second}},
+		{body: `{"lease":"30.5ms","lease_ms":30}`, want: domain.TopicSettings{Lease: 30500 * time.Microsecond}},
+		{body: `{"backoff":{"initial_ms":250,"max_ms":60000,"multiplier":3}}`,
+			want: domain.TopicSettings{Backoff: domain.Backoff{Initial: 250 * time.Millisecond, Max: time.Minute, Multiplier: 3}}},
+		{body: `{"push":{"url":"https://x/h","timeout_ms":1000}}`,
+			want: domain.TopicSettings{Push: &domain.PushSettings{URL: "https://x/h", Timeout: time.Second}}},
+		{body: `{"lease":"30s","lease_ms":60000}`, field: "lease_ms"},
+		{body: `{"lease_ms":-1}`, field: "lease_ms"},
+		{body: `{"lease_ms":9223372036854775807}`, field: "lease_ms"},
+		{body: `{"backoff":{"initial":"1s","initial_ms":2000}}`, field: "backoff.initial_ms"},
+		{body: `{"backoff":{"max":"1s","max_ms":1}}`, field: "backoff.max_ms"},
+		{body: `{"push":{"url":"u","timeout":"1s","timeout_ms":2}}`, field: "push.timeout_ms"},
+	} {
+		var in TopicSettings
+		if err := DecodeStrict([]byte(c.body), &in, false); err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		err := in.ResolveMS()
+		if c.field != "" {
+			var ie *domain.InvalidError
+			if !errors.As(err, &ie) || ie.Field != c.field {
+				t.Errorf("%s: err %v, want one on %q", c.body, err, c.field)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.body, err)
+		} else if got := in.ToDomain(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.body, got, c.want)
+		}
+	}
+}

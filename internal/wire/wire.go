@@ -162,10 +162,15 @@ type ExtendRequest struct {
 	Lease   *Duration `json:"lease"`
 }
 
-// Backoff mirrors delayq.Backoff.
+// Backoff mirrors delayq.Backoff. Answers carry each duration twice: as a
+// string and as whole milliseconds (*_ms), so that clients in other
+// languages need not parse Go duration strings. Requests may give either
+// (see TopicSettings.ResolveMS).
 type Backoff struct {
 	Initial    Duration `json:"initial"`
+	InitialMS  *int64   `json:"initial_ms,omitempty"`
 	Max        Duration `json:"max"`
+	MaxMS      *int64   `json:"max_ms,omitempty"`
 	Multiplier float64  `json:"multiplier"`
 	Jitter     float64  `json:"jitter"`
 }
@@ -181,6 +186,7 @@ type RateLimit struct {
 type Push struct {
 	URL         string   `json:"url"`
 	Timeout     Duration `json:"timeout,omitempty"`
+	TimeoutMS   *int64   `json:"timeout_ms,omitempty"`
 	Concurrency int      `json:"concurrency,omitempty"`
 	Secret      string   `json:"secret,omitempty"`
 	SecretSet   bool     `json:"secret_set,omitempty"`
@@ -202,11 +208,15 @@ type PushBody struct {
 	CreatedAt     time.Time         `json:"created_at"`
 }
 
-// TopicSettings is the body of PUT /v1/topics/{topic} and part of topic answers.
+// TopicSettings is the body of PUT /v1/topics/{topic} and part of topic
+// answers. The *_ms fields are the durations in whole milliseconds:
+// answers carry both forms, requests either (ResolveMS), so that a topic
+// read, changed and written back keeps working whichever form was changed.
 type TopicSettings struct {
 	MaxAttempts int        `json:"max_attempts,omitempty"`
 	Backoff     *Backoff   `json:"backoff,omitempty"`
 	Lease       *Duration  `json:"lease,omitempty"`
+	LeaseMS     *int64     `json:"lease_ms,omitempty"`
 	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
 	Push        *Push      `json:"push,omitempty"`
 }
@@ -223,6 +233,7 @@ type Schedule struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   int               `json:"max_attempts,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
+	DelayMS       *int64            `json:"delay_ms,omitempty"` // Delay in whole milliseconds
 	Paused        bool              `json:"paused"`
 	Missed        string            `json:"missed,omitempty"`
 	LastTick      *time.Time        `json:"last_tick,omitempty"`

@@ -1,0 +1,298 @@
+// A small client for delayq's HTTP API v1. Its request and answer types
+// are generated from the API's OpenAPI document (internal/httpapi/openapi.json, by
+// openapi-typescript on every build), so a field the document does not
+// have does not compile.
+//
+// Durations are whole milliseconds throughout: answers carry every
+// duration as a number (`lease_ms` beside `lease`), and requests send
+// `delay_ms` where the API takes it, else "<n>ms", a duration string the
+// server reads exactly.
+
+import type { components, operations } from "./generated/openapi.js";
+
+type Schemas = components["schemas"];
+type Answer<Op extends keyof operations, Status extends number> =
+  operations[Op]["responses"] extends Record<Status, { content: { "application/json": infer T } }> ? T : never;
+
+export type Message = Schemas["Message"];
+export type BatchResult = Schemas["BatchResult"];
+export type CancelResult = Schemas["CancelResponse"];
+export type Topic = Schemas["Topic"];
+export type TopicSettings = Schemas["TopicSettings"];
+export type TopicSettingsRequest = Schemas["TopicSettingsRequest"];
+export type Schedule = Schemas["Schedule"];
+export type ErrorCode = Schemas["ErrorBody"]["code"];
+
+/** A payload: text is sent as `payload`, bytes as `payload_base64`. */
+export type Payload = string | Uint8Array;
+
+export interface ClientOptions {
+  /** Sent as "Authorization: Bearer <token>" on every request. */
+  token?: string;
+  /** Bounds each call (a lease gets its wait on top). Default 30 000 ms. */
+  timeoutMs?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+export interface SendOptions {
+  /** Makes the send idempotent: a retry answers the existing message (`duplicate: true`). */
+  id?: string;
+  headers?: Record<string, string>;
+  /** Due this many milliseconds from now. At most one of delayMs and deliverAt. */
+  delayMs?: number;
+  /** Due at this time. */
+  deliverAt?: Date | string;
+  /** Failures before the message goes dead (default: the topic's setting). */
+  maxAttempts?: number;
+}
+
+export interface LeaseOptions {
+  /** Most messages to hand out, 1–1000 (default 1). */
+  max?: number;
+  /** How long they stay leased (default: the topic's lease). */
+  leaseMs?: number;
+  /** Long-poll up to this long (at most 30 000) when nothing is due. */
+  waitMs?: number;
+}
+
+export interface NackOptions {
+  /** Retry after this long (0: now); default: the topic's backoff. */
+  delayMs?: number;
+  /** Why it failed; becomes the message's last_error. */
+  reason?: string;
+}
+
+export interface ScheduleOptions {
+  /** A 5-field cron expression, a descriptor (@daily) or "@every <duration>". */
+  cron: string;
+  topic: string;
+  payload: Payload;
+  timezone?: string;
+  headers?: Record<string, string>;
+  maxAttempts?: number;
+  /** Each message is due this long after its tick. */
+  delayMs?: number;
+  paused?: boolean;
+  missed?: "fire-once" | "skip";
+}
+
+/** An error answer of the API. */
+export class DelayqError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode | string,
+    message: string,
+    /** The offending request field, such as "messages[1].id". */
+    readonly field?: string,
+    readonly requestId?: string,
+  ) {
+    super(`delayq: ${status} ${code}: ${message}`);
+    this.name = "DelayqError";
+  }
+}
+
+export class Client {
+  private readonly base: string;
+  private readonly token: string | undefined;
+  private readonly timeoutMs: number;
+  private readonly fetch: typeof fetch;
+
+  /** baseUrl is the server, such as "http://127.0.0.1:7070". */
+  constructor(baseUrl: string, opts: ClientOptions = {}) {
+    this.base = baseUrl.replace(/\/+$/, "");
+    this.token = opts.token;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.fetch = opts.fetch ?? globalThis.fetch;
+  }
+
+  /** Sends one message. A known id answers the existing message with duplicate: true. */
+  send(topic: string, payload: Payload, opts: SendOptions = {}): Promise<Answer<"sendMessage", 201>> {
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages`, sendRequest(payload, opts));
+  }
+
+  /**
+   * Sends up to 1000 messages. A malformed item rejects the whole batch
+   * (a DelayqError whose field names it, such as "messages[1].id") and
+   * stores nothing; otherwise each item's message or error comes back in
+   * order.
+   */
+  async sendBatch(topic: string, items: Array<SendOptions & { payload: Payload }>): Promise<BatchResult[]> {
+    const body: Schemas["SendBatchRequest"] = { messages: items.map((it) => sendRequest(it.payload, it)) };
+    const out: Answer<"sendBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/messages:batch`, body);
+    return out.results;
+  }
+
+  get(topic: string, id: string): Promise<Answer<"getMessage", 200>> {
+    return this.call("GET", `/v1/topics/${seg(topic)}/messages/${seg(id)}`);
+  }
+
+  /** Removes a scheduled, ready or inflight message; answers it as it was. */
+  cancel(topic: string, id: string): Promise<CancelResult> {
+    return this.call("DELETE", `/v1/topics/${seg(topic)}/messages/${seg(id)}`);
+  }
+
+  /** Moves a scheduled or ready message to a new due time. */
+  reschedule(topic: string, id: string, when: { delayMs: number } | { deliverAt: Date | string }): Promise<Message> {
+    const body: Schemas["RescheduleRequest"] =
+      "delayMs" in when ? { delay_ms: millis(when.delayMs) } : { deliver_at: time(when.deliverAt) };
+    return this.call("PATCH", `/v1/topics/${seg(topic)}/messages/${seg(id)}`, body);
+  }
+
+  /** Leases due messages, long-polling up to waitMs when none is. */
+  async lease(topic: string, opts: LeaseOptions = {}): Promise<Message[]> {
+    const body: Schemas["LeaseRequest"] = {};
+    if (opts.max !== undefined) body.max = opts.max;
+    if (opts.leaseMs !== undefined) body.lease = duration(opts.leaseMs);
+    if (opts.waitMs !== undefined) body.wait = duration(opts.waitMs);
+    const out: Answer<"lease", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/lease`, body, opts.waitMs ?? 0);
+    return out.messages;
+  }
+
+  /** Done with a leased message. A stale receipt is a DelayqError with status 409. */
+  async ack(topic: string, id: string, receipt: string): Promise<void> {
+    const body: Schemas["AckRequest"] = { receipt };
+    await this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/ack`, body);
+  }
+
+  /** Acknowledges many; one result per item, in order. */
+  async ackBatch(topic: string, acks: Array<{ id: string; receipt: string }>): Promise<Schemas["AckResult"][]> {
+    const body: Schemas["AckBatchRequest"] = { acks };
+    const out: Answer<"ackBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/acks`, body);
+    return out.results;
+  }
+
+  /** Reports a failed delivery: retried later, or dead at max_attempts. */
+  nack(topic: string, id: string, receipt: string, opts: NackOptions = {}): Promise<Message> {
+    const body: Schemas["NackRequest"] = { receipt };
+    if (opts.delayMs !== undefined) body.delay = duration(opts.delayMs);
+    if (opts.reason !== undefined) body.reason = opts.reason;
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/nack`, body);
+  }
+
+  /** Moves a lease's expiry to now + leaseMs. */
+  extend(topic: string, id: string, receipt: string, leaseMs: number): Promise<Message> {
+    const body: Schemas["ExtendRequest"] = { receipt, lease: duration(leaseMs) };
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/extend`, body);
+  }
+
+  topic(topic: string): Promise<Topic> {
+    return this.call("GET", `/v1/topics/${seg(topic)}`);
+  }
+
+  /** Replaces a topic's settings (omitted ones take the defaults); answers them with the defaults filled in. */
+  setTopicSettings(topic: string, settings: TopicSettingsRequest): Promise<TopicSettings> {
+    return this.call("PUT", `/v1/topics/${seg(topic)}`, settings);
+  }
+
+  /** Creates or replaces the recurring schedule name. */
+  setSchedule(name: string, s: ScheduleOptions): Promise<Schedule> {
+    const body: Schemas["ScheduleRequest"] = { topic: s.topic, cron: s.cron, ...payloadFields(s.payload) };
+    if (s.timezone !== undefined) body.timezone = s.timezone;
+    if (s.headers !== undefined) body.headers = s.headers;
+    if (s.maxAttempts !== undefined) body.max_attempts = s.maxAttempts;
+    if (s.delayMs !== undefined) body.delay = duration(s.delayMs);
+    if (s.paused !== undefined) body.paused = s.paused;
+    if (s.missed !== undefined) body.missed = s.missed;
+    return this.call("PUT", `/v1/schedules/${seg(name)}`, body);
+  }
+
+  getSchedule(name: string): Promise<Schedule> {
+    return this.call("GET", `/v1/schedules/${seg(name)}`);
+  }
+
+  /** Pauses (true) or resumes (false) a schedule. */
+  pauseSchedule(name: string, paused: boolean): Promise<Schedule> {
+    const body: Schemas["SchedulePatch"] = { paused };
+    return this.call("PATCH", `/v1/schedules/${seg(name)}`, body);
+  }
+
+  async deleteSchedule(name: string): Promise<void> {
+    await this.call("DELETE", `/v1/schedules/${seg(name)}`);
+  }
+
+  /** The server's OpenAPI document. */
+  openapi(): Promise<Record<string, unknown>> {
+    return this.call("GET", "/v1/openapi.json");
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown, extraMs = 0): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (this.token !== undefined) headers["Authorization"] = `Bearer ${this.token}`;
+    const res = await this.fetch(this.base + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(this.timeoutMs + extraMs),
+    });
+    const text = await res.text();
+    if (!res.ok) throw errorOf(res.status, text);
+    return JSON.parse(text) as T;
+  }
+}
+
+/** The bytes of a message's (or schedule's) payload, whichever field carries it. */
+export function payloadBytes(m: { payload?: string; payload_base64?: string }): Uint8Array {
+  if (m.payload_base64 !== undefined) return fromBase64(m.payload_base64);
+  return new TextEncoder().encode(m.payload ?? "");
+}
+
+function sendRequest(payload: Payload, o: SendOptions): Schemas["SendRequest"] {
+  const r: Schemas["SendRequest"] = payloadFields(payload);
+  if (o.id !== undefined) r.id = o.id;
+  if (o.headers !== undefined) r.headers = o.headers;
+  if (o.delayMs !== undefined && o.deliverAt !== undefined) throw new TypeError("give delayMs or deliverAt, not both");
+  if (o.delayMs !== undefined) r.delay_ms = millis(o.delayMs);
+  if (o.deliverAt !== undefined) r.deliver_at = time(o.deliverAt);
+  if (o.maxAttempts !== undefined) r.max_attempts = o.maxAttempts;
+  return r;
+}
+
+function payloadFields(p: Payload): { payload: string } | { payload_base64: string } {
+  return typeof p === "string" ? { payload: p } : { payload_base64: toBase64(p) };
+}
+
+function millis(ms: number): number {
+  if (!Number.isSafeInteger(ms) || ms < 0) throw new RangeError(`a duration must be a whole, non-negative number of milliseconds, got ${ms}`);
+  return ms;
+}
+
+/** ms as a Go duration string: "<n>ms" is exact, so nothing is parsed or rounded. */
+function duration(ms: number): string {
+  return `${millis(ms)}ms`;
+}
+
+function time(t: Date | string): string {
+  return typeof t === "string" ? t : t.toISOString();
+}
+
+function seg(s: string): string {
+  return encodeURIComponent(s);
+}
+
+function errorOf(status: number, text: string): DelayqError {
+  try {
+    const body = JSON.parse(text) as Partial<Schemas["ErrorResponse"]> & { request_id?: string };
+    const e = body.error;
+    if (e && typeof e.code === "string") {
+      return new DelayqError(status, e.code, e.message ?? "", e.field, e.request_id ?? body.request_id);
+    }
+  } catch {
+    // not the API's error shape: a proxy's, or net/http's plain-text 431
+  }
+  return new DelayqError(status, `http_${status}`, text.slice(0, 200));
+}
+
+function toBase64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function fromBase64(s: string): Uint8Array {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}

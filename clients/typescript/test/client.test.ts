@@ -1,0 +1,147 @@
+// Runs the client against a live server (DELAYQ_URL; test.sh starts one):
+// each call goes over HTTP as another language would make it.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { Client, DelayqError, payloadBytes } from "../src/client.js";
+
+const url = process.env.DELAYQ_URL;
+if (!url) throw new Error("set DELAYQ_URL to a running delayq server (clients/typescript/test.sh starts one)");
+const c = new Client(url);
+const run = `ts${Date.now()}`; // topics of this run, so a reused server does not interfere
+
+async function refused(p: Promise<unknown>, status: number, code: string, field?: string): Promise<DelayqError> {
+  const err = await p.then(
+    () => assert.fail(`want ${status} ${code}, the call succeeded`),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof DelayqError, `want a DelayqError, got ${String(err)}`);
+  assert.equal(err.status, status);
+  assert.equal(err.code, code);
+  if (field !== undefined) assert.equal(err.field, field);
+  return err;
+}
+
+test("send, get, duplicate, reschedule, cancel", async () => {
+  const topic = `${run}.orders`;
+  const m = await c.send(topic, "close order 42", { id: "order-42", delayMs: 30 * 60_000, headers: { tenant: "acme" }, maxAttempts: 5 });
+  assert.equal(m.id, "order-42");
+  assert.equal(m.state, "scheduled");
+  assert.equal(m.max_attempts, 5);
+  assert.equal(m.duplicate, undefined);
+  assert.ok(Date.parse(m.deliver_at) - Date.now() > 29 * 60_000, `due ${m.deliver_at}`);
+
+  const dup = await c.send(topic, "other", { id: "order-42" });
+  assert.equal(dup.duplicate, true);
+  assert.equal(dup.payload, "close order 42");
+
+  const got = await c.get(topic, "order-42");
+  assert.equal(got.payload, "close order 42");
+  assert.deepEqual(got.headers, { tenant: "acme" });
+
+  const at = new Date(Date.now() + 2 * 3_600_000);
+  at.setUTCMilliseconds(0);
+  const moved = await c.reschedule(topic, "order-42", { deliverAt: at });
+  assert.equal(Date.parse(moved.deliver_at), at.getTime());
+
+  const cancelled = await c.cancel(topic, "order-42");
+  assert.equal(cancelled.cancelled, true);
+  assert.equal(cancelled.prior_state, "scheduled");
+  await refused(c.get(topic, "order-42"), 404, "not_found");
+});
+
+test("binary payloads go as base64 and come back as bytes", async () => {
+  const topic = `${run}.bytes`;
+  const bytes = new Uint8Array([0xff, 0x00, 0xfe, 0x01]);
+  const m = await c.send(topic, bytes, { delayMs: 3_600_000 });
+  const got = await c.get(topic, m.id);
+  assert.equal(got.payload, undefined);
+  assert.deepEqual(payloadBytes(got), bytes);
+  assert.deepEqual(payloadBytes(await c.get(topic, (await c.send(topic, "ünïcode ✓", { delayMs: 3_600_000 })).id)), new TextEncoder().encode("ünïcode ✓"));
+});
+
+test("a batch with a bad item is refused whole, naming the item's index", async () => {
+  const topic = `${run}.batch`;
+  const res = await c.sendBatch(topic, [{ payload: "a", id: "a" }, { payload: "b" }, { payload: "again", id: "a" }]);
+  assert.equal(res.length, 3);
+  assert.equal(res[0]?.message?.id, "a");
+  assert.ok(res[1]?.message?.id);
+  assert.equal(res[2]?.message?.duplicate, true);
+
+  await refused(c.sendBatch(topic, [{ payload: "x", id: "ok" }, { payload: "y", id: "bad id!" }]), 400, "invalid_argument", "messages[1].id");
+  await refused(c.get(topic, "ok"), 404, "not_found"); // nothing of the refused batch was stored
+});
+
+test("lease, extend, ack, nack, batch ack", async () => {
+  const topic = `${run}.work`;
+  for (const id of ["a", "b", "c"]) await c.send(topic, `payload-${id}`, { id });
+  const msgs = await c.lease(topic, { max: 3, leaseMs: 60_000 });
+  assert.deepEqual(msgs.map((m) => m.id), ["a", "b", "c"]);
+  const [a, b, m3] = msgs;
+  assert.ok(a && b && m3 && a.receipt && b.receipt && m3.receipt && a.lease_expires_at);
+  assert.equal(a.state, "inflight");
+
+  const ext = await c.extend(topic, a.id, a.receipt, 120_000);
+  assert.ok(Date.parse(ext.lease_expires_at!) > Date.parse(a.lease_expires_at));
+  await c.ack(topic, a.id, a.receipt);
+  await refused(c.ack(topic, a.id, a.receipt), 409, "conflict");
+  await refused(c.extend(topic, b.id, "stale", 60_000), 409, "conflict");
+
+  const nacked = await c.nack(topic, b.id, b.receipt, { delayMs: 3_600_000, reason: "downstream 502" });
+  assert.equal(nacked.state, "scheduled");
+  assert.equal(nacked.failures, 1);
+  assert.equal(nacked.last_error, "downstream 502");
+
+  const results = await c.ackBatch(topic, [{ id: m3.id, receipt: m3.receipt }, { id: "zzz", receipt: "r" }]);
+  assert.equal(results[0]?.ok, true);
+  assert.equal(results[1]?.ok, false);
+  assert.ok(results[1]?.error?.code);
+
+  assert.deepEqual(await c.lease(topic, { waitMs: 50 }), []); // nothing due: the long-poll ends empty
+});
+
+test("a long-poll wakes on a send", async () => {
+  const topic = `${run}.poll`;
+  const polled = c.lease(topic, { waitMs: 20_000 });
+  await new Promise((r) => setTimeout(r, 50));
+  await c.send(topic, "x", { id: "p1" });
+  assert.deepEqual((await polled).map((m) => m.id), ["p1"]);
+});
+
+test("durations come as numbers beside the strings", async () => {
+  const topic = `${run}.settings`;
+  const set = await c.setTopicSettings(topic, { max_attempts: 3, lease_ms: 45_000, backoff: { initial_ms: 2_000, max: "1m", multiplier: 3, jitter: 0.1 } });
+  assert.equal(set.lease, "45s");
+  assert.equal(set.lease_ms, 45_000);
+  assert.equal(set.backoff?.initial_ms, 2_000);
+  assert.equal(set.backoff?.max_ms, 60_000);
+  // An answer sent back as it is means the same settings.
+  const again = await c.setTopicSettings(topic, set);
+  assert.deepEqual(again, set);
+  await refused(c.setTopicSettings(topic, { lease: "30s", lease_ms: 60_000 }), 400, "invalid_argument", "lease_ms");
+  const info = await c.topic(topic);
+  assert.equal(info.settings.lease_ms, 45_000);
+});
+
+test("schedules: set, pause, get, delete", async () => {
+  const name = `${run}-report`;
+  const s = await c.setSchedule(name, { topic: `${run}.reports`, cron: "@every 1h", payload: new Uint8Array([0xff, 0x00]), headers: { h: "v" }, maxAttempts: 3, delayMs: 60_000, missed: "skip" });
+  assert.equal(s.name, name);
+  assert.equal(s.delay, "1m0s");
+  assert.equal(s.delay_ms, 60_000);
+  assert.deepEqual(payloadBytes(s), new Uint8Array([0xff, 0x00]));
+  assert.ok(s.next_tick);
+  const paused = await c.pauseSchedule(name, true);
+  assert.equal(paused.paused, true);
+  assert.equal((await c.getSchedule(name)).paused, true);
+  await c.deleteSchedule(name);
+  await refused(c.getSchedule(name), 404, "not_found");
+  await refused(c.setSchedule(`${run}-bad`, { topic: "t", cron: "nope", payload: "" }), 400, "invalid_argument");
+});
+
+test("the server serves the document the client was built from", async () => {
+  const doc = await c.openapi();
+  assert.equal(doc["openapi"], "3.1.0");
+  assert.ok(Object.keys(doc["paths"] as object).includes("/v1/topics/{topic}/messages:batch"));
+});
