@@ -343,3 +343,31 @@ func TestServeRedisURLHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTracingFromEnv: the OTEL_* environment turns tracing on (the
+// start-up record names the exporter), and /healthz names the build.
+func TestServeTracingFromEnv(t *testing.T) {
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	line, stop := startServe(t, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--no-dashboard"})
+	if !strings.Contains(line, "tracing=console") {
+		t.Fatalf("startup record %q does not say tracing is on", line)
+	}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	res, err := client.Get(serveURL(t, line) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"version":"`) || res.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("healthz: %d %s %v", res.StatusCode, body, res.Header)
+	}
+	client.CloseIdleConnections()
+	if code, stderr := stop(); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, stderr)
+	}
+}

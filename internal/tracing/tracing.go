@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -66,15 +67,15 @@ func Enabled(getenv func(string) string) bool {
 	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// FromEnv sets tracing up as the environment says (see the package doc):
-// a Setup with a nil Provider when tracing is off. version is the
-// resource's service.version; console is where the console exporter
-// writes.
-func FromEnv(ctx context.Context, getenv func(string) string, version string, console io.Writer) (*Setup, error) {
-	if !Enabled(getenv) {
+// FromEnv sets tracing up as the process's environment says (see the
+// package doc; the SDK and the exporters read it too): a Setup with a nil
+// Provider when tracing is off. version is the resource's
+// service.version; console is where the console exporter writes.
+func FromEnv(ctx context.Context, version string, console io.Writer) (*Setup, error) {
+	if !Enabled(os.Getenv) {
 		return &Setup{}, nil
 	}
-	exp, name, err := newExporter(ctx, getenv, console)
+	exp, name, err := newExporter(ctx, os.Getenv, console)
 	if err != nil {
 		return nil, err
 	}
