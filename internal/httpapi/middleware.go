@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -207,8 +208,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if span != nil {
 			endSpan(span, method, route, code)
 		}
-		s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", code,
-			"duration", d, "bytes", sw.written, "remote", r.RemoteAddr, "token", sw.token, "request_id", id)
+		if s.log.Enabled(r.Context(), slog.LevelDebug) { // else the arguments cost allocations for nothing
+			s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", code,
+				"duration", d, "bytes", sw.written, "remote", r.RemoteAddr, "token", sw.token, "request_id", id)
+		}
 	}()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
