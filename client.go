@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -45,6 +47,15 @@ import (
 //
 // A retried send with Delay is due Delay after the attempt that reached the
 // server; use At for a due time that does not move.
+//
+// # Tracing
+//
+// When a call's context carries an OpenTelemetry span (from the
+// application's tracer; with no OpenTelemetry SDK set up there is none),
+// the request carries its W3C traceparent header, and each sent message
+// without a "traceparent" header gets one naming that span, so a Worker
+// with WorkerConfig.TracerProvider links the handling to the send. Without
+// a span nothing is added.
 type Client struct {
 	base       string // scheme://host[/prefix], no trailing slash
 	token      string
@@ -133,6 +144,7 @@ func (c *Client) Send(ctx context.Context, topic string, req SendRequest) (*Mess
 		return nil, err
 	}
 	generated := c.assignID(&req)
+	req.Headers = wire.AddTraceparent(ctx, req.Headers)
 	body, err := wire.FromSendRequest(req)
 	if err != nil {
 		return nil, err
@@ -169,6 +181,7 @@ func (c *Client) SendBatch(ctx context.Context, topic string, reqs []SendRequest
 	generated := make([]bool, len(reqs))
 	for i, r := range reqs {
 		generated[i] = c.assignID(&r)
+		r.Headers = wire.AddTraceparent(ctx, r.Headers)
 		withIDs[i] = r
 	}
 	body, err := wire.EncodeSendBatch(withIDs)
@@ -595,6 +608,7 @@ func (c *Client) attempt(parent context.Context, cl *call, body []byte) (time.Du
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header)) // nothing without a span
 	resp, err := hc.Do(req)
 	if err != nil {
 		if parent.Err() != nil { // the caller gave up: not the server's fault
@@ -680,6 +694,11 @@ type APIError struct {
 	Message string
 	// Field names the offending request field for invalid input.
 	Field string
+	// RequestID is the server's id for the request (its X-Request-Id),
+	// which its log lines about the request carry: quote it when
+	// reporting a failure. Empty for the items of a batch answer, and when
+	// the answer named none (a proxy's own error page, say).
+	RequestID string
 }
 
 func (e *APIError) Error() string {
@@ -753,6 +772,9 @@ func decodeError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var er wire.ErrorResponse
 	if json.Unmarshal(raw, &er) == nil && er.Error.Code != "" {
+		if er.Error.RequestID == "" {
+			er.Error.RequestID = resp.Header.Get(wire.HeaderRequestID)
+		}
 		return errorFromBody(resp.StatusCode, &er.Error)
 	}
 	msg := strings.TrimSpace(string(raw))
@@ -764,9 +786,9 @@ func decodeError(resp *http.Response) error {
 	} else {
 		msg = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, msg)
 	}
-	return &APIError{StatusCode: resp.StatusCode, Message: msg}
+	return &APIError{StatusCode: resp.StatusCode, Message: msg, RequestID: resp.Header.Get(wire.HeaderRequestID)}
 }
 
 func errorFromBody(status int, b *wire.ErrorBody) error {
-	return &APIError{StatusCode: status, Code: b.Code, Message: b.Message, Field: b.Field}
+	return &APIError{StatusCode: status, Code: b.Code, Message: b.Message, Field: b.Field, RequestID: b.RequestID}
 }

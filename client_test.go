@@ -111,6 +111,7 @@ func TestClientErrorDecoding(t *testing.T) {
 			t.Parallel()
 			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ []byte, _ int) {
 				if tt.raw != "" {
+					w.Header().Set("X-Request-Id", "proxy-1") // a proxy's own id
 					w.WriteHeader(tt.status)
 					_, _ = io.WriteString(w, tt.raw)
 					return
@@ -127,7 +128,10 @@ func TestClientErrorDecoding(t *testing.T) {
 			}
 			var ae *APIError
 			if !errors.As(err, &ae) || ae.StatusCode != tt.status {
-				t.Errorf("not an *APIError with status %d: %#v", tt.status, err)
+				t.Fatalf("not an *APIError with status %d: %#v", tt.status, err)
+			}
+			if wantID := map[bool]string{true: "proxy-1"}[tt.raw != ""]; ae.RequestID != wantID {
+				t.Errorf("RequestID %q, want %q", ae.RequestID, wantID)
 			}
 			for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrTooLarge, ErrRateLimited, ErrUnavailable, ErrUnauthorized, ErrForbidden} {
 				if got := errors.Is(err, s); got != (s == tt.want) {

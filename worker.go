@@ -10,6 +10,12 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // Handler processes one delivered message, like http.Handler serves one
@@ -91,6 +97,13 @@ type WorkerConfig struct {
 	// ErrorHandler, if set, is called after a handler returns an error or
 	// panics, before the message is nacked. It is called concurrently.
 	ErrorHandler func(ctx context.Context, m *Message, err error)
+	// TracerProvider, if set, gives every handler call a span, in the
+	// handler's ctx ("process TOPIC", kind consumer, a new trace), linked
+	// to the span that sent the message when the message's "traceparent"
+	// header names one (the Client and the server add it when tracing):
+	// the trace survives the delay. Pass otel.GetTracerProvider() for the
+	// global one. Nil (the default): no spans, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -147,6 +160,8 @@ type Worker struct {
 	mws      []Middleware
 	started  bool
 
+	tracer trace.Tracer // nil: no spans
+
 	// Set by Start, read-only afterwards.
 	bg             context.Context // values of Start's ctx, never cancelled
 	handlerCtx     context.Context // parent of handler contexts
@@ -157,8 +172,15 @@ type Worker struct {
 
 // NewWorker returns a Worker consuming from q (an engine or a Client).
 func NewWorker(q Queue, cfg WorkerConfig) *Worker {
-	return &Worker{q: q, cfg: cfg.withDefaults(), handlers: map[string]Handler{}}
+	w := &Worker{q: q, cfg: cfg.withDefaults(), handlers: map[string]Handler{}}
+	if cfg.TracerProvider != nil {
+		w.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
+	return w
 }
+
+// tracerName is the instrumentation scope of the Worker's spans.
+const tracerName = "github.com/delayq/delayq"
 
 // Handle registers h for topic. It panics on an invalid topic, a nil
 // handler, a topic registered twice, or a call after Start: programmer
@@ -436,10 +458,51 @@ func (r *topicRunner) process(m *Message, leasedAt time.Time) {
 	defer r.release(1)
 	ctx, cancel := context.WithCancelCause(r.w.handlerCtx)
 	defer cancel(nil)
+	var span trace.Span
+	if r.w.tracer != nil {
+		ctx, span = r.startSpan(ctx, m)
+	}
 	stopExtending := r.startExtender(m, leasedAt, cancel)
 	err := r.call(ctx, m)
 	stopExtending()
+	if span != nil {
+		endSpan(ctx, span, err)
+	}
 	r.finish(ctx, m, err)
+}
+
+// startSpan starts the handler's span: a new trace (the Worker's own
+// context is not the message's cause), linked to the sender's span when
+// the message names one. The messaging semantic conventions recommend a
+// link rather than a parent for work done long after the send.
+func (r *topicRunner) startSpan(ctx context.Context, m *Message) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{
+		trace.WithNewRoot(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "delayq"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", r.topic),
+			attribute.String("messaging.message.id", m.ID),
+			attribute.Int("messaging.delayq.attempt", m.Attempt),
+		),
+	}
+	if sc := wire.TraceparentSpanContext(m.Headers); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	return r.w.tracer.Start(ctx, "process "+r.topic, opts...)
+}
+
+// endSpan records the handler's outcome: its error, or the lost lease.
+func endSpan(ctx context.Context, span trace.Span, err error) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
+		span.SetAttributes(attribute.Bool("messaging.delayq.lease_lost", true))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, truncateUTF8(err.Error(), 1000))
+	}
+	span.End()
 }
 
 // call runs the handler, turning a panic into an error.

@@ -191,17 +191,18 @@ if [ "$(id -u)" = 0 ]; then
   sandbox+=(setpriv --reuid=65532 --regid=65532 --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all)
 fi
 # As the image: env, not flags; a loopback port the kernel picks (the
-# server prints it), since this machine's tests never take fixed ports.
+# server logs it in its "delayq serving" record), since this machine's
+# tests never take fixed ports.
 DELAYQ_ADDR=127.0.0.1:0 DELAYQ_DATA="$data" DELAYQ_LOG_FORMAT=json DELAYQ_TOKENS_FILE="$work/tokens" \
   DELAYQ_DRAIN_TIMEOUT=5s \
   "${sandbox[@]}" "$dq" serve >"$work/out" 2>"$work/err" 3>"$work/info" &
 bwrap_pid=$!
 for _ in $(seq 1 100); do
-  grep -q '^delayq serving ' "$work/out" 2>/dev/null && break
+  grep -q '"msg":"delayq serving"' "$work/err" 2>/dev/null && break
   kill -0 "$bwrap_pid" 2>/dev/null || break
   sleep 0.1
 done
-base="$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$work/out" || true)"
+base="$(grep '"msg":"delayq serving"' "$work/err" | grep -oE 'http://127\.0\.0\.1:[0-9]+' || true)"
 server_pid="$(jq -r '."child-pid"' "$work/info" 2>/dev/null || true)"
 if [ -z "$base" ] || [ -z "$server_pid" ]; then
   fail "the sandboxed server did not start: $(cat "$work/out" "$work/err")"

@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Server. The zero value of each field means its
@@ -65,6 +67,13 @@ type Config struct {
 	DebugAddr string
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider turns on tracing: a server span per API request,
+	// continuing the request's W3C traceparent, and a "traceparent" header
+	// on each sent message that has none, naming the send's span, so a
+	// Worker with WorkerConfig.TracerProvider links its handler's span to
+	// it. Nil (the default): no tracing, at no cost. `delayq serve` sets it
+	// from the OTEL_* environment variables.
+	TracerProvider trace.TracerProvider
 
 	// MaxPayload is the payload limit in bytes. Default 1 MiB.
 	MaxPayload int

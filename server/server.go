@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
@@ -111,7 +112,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	}
 	// Pushes are leases on the engine, so its events show them in the
 	// dashboard like any consumer's.
-	if s.pusher, err = push.New(push.Config{Engine: s.eng, Logger: s.log}); err != nil {
+	if s.pusher, err = push.New(push.Config{Engine: s.eng, Logger: s.log, Observer: m}); err != nil {
 		return err
 	}
 	s.pusher.Start()
@@ -121,6 +122,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 			return err
 		}
 	}
+	bi := buildinfo.Get()
 	s.api, err = httpapi.New(httpapi.Config{
 		Queue: s.eng, Scheduler: s.eng, Ready: s.eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: cfg.Insecure, Logger: s.log,
 		Addr: cfg.Addr, AllowedHosts: cfg.AllowedHosts, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
@@ -128,6 +130,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, MaxBodyMemory: cfg.MaxBodyMemory, DrainTimeout: cfg.DrainTimeout,
 		TokenRateLimit: cfg.TokenRateLimit, TokenRateBurst: cfg.TokenRateBurst, IPRateLimit: cfg.IPRateLimit, IPRateBurst: cfg.IPRateBurst,
 		Metrics: m.Handler(), RequestObserver: m,
+		Version: bi.Version, Revision: bi.Short(), TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq"
@@ -146,5 +148,54 @@ func TestNoDashboard(t *testing.T) {
 	srv.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound {
 		t.Fatalf("/ui/ without dashboard: %d", rec.Code)
+	}
+}
+
+// TestObservabilityWiring: New wires the build into /healthz, the push
+// service's outcomes into /metrics, and Config.TracerProvider into the
+// API's server spans.
+func TestObservabilityWiring(t *testing.T) {
+	ctx := context.Background()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	srv, err := server.New(ctx, server.Config{DataDir: t.TempDir(), Logger: quiet(), TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	get := func(path string) (*httptest.ResponseRecorder, string) {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Host = "127.0.0.1"
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, req)
+		return w, w.Body.String()
+	}
+	w, body := get("/healthz")
+	if w.Code != 200 || !strings.Contains(body, `"version":"`) || w.Header().Get("X-Request-Id") == "" {
+		t.Fatalf("healthz: %d %s %v", w.Code, body, w.Header())
+	}
+	if spans := rec.Ended(); len(spans) != 1 || spans[0].Name() != "GET /healthz" {
+		t.Fatalf("spans %v, want one named GET /healthz", spans)
+	}
+
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer hooks.Close()
+	q := srv.Queue()
+	if _, err := q.SetTopicSettings(ctx, "hooks", delayq.TopicSettings{Push: &delayq.PushSettings{URL: hooks.URL, Timeout: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(ctx, "hooks", delayq.NewSendRequest([]byte("x"), delayq.WithID("p1"))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, body = get("/metrics")
+		if strings.Contains(body, `delayq_push_delivered_total{topic="hooks"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push in /metrics:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
+	"github.com/delayq/delayq/internal/tracing"
 	"github.com/delayq/delayq/server"
 )
 
@@ -49,6 +51,10 @@ off loopback with tokens, any Host. Request bodies must be application/json
 /metrics needs a token with admin on "*" when tokens are configured.
 Request rate limits (--rate-limit-token, --rate-limit-ip) are off unless set;
 over a limit the answer is 429 with Retry-After.
+Once listening, the server logs "delayq serving" with its URL (stderr, in
+the --log-format). Tracing (OpenTelemetry) is off unless the standard
+OTEL_* variables ask for it: OTEL_TRACES_EXPORTER=otlp or console, or an
+OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT.
 
 Flags:
 `
@@ -257,7 +263,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // serve runs the server until ctx ends, then shuts it down (see
-// server.Shutdown for the order).
+// server.Shutdown for the order). Once it listens it logs "delayq
+// serving" with the URL, the store, the auth state and the build.
 func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	log, err := serveLogger(o.logFormat, o.logLevel, stderr)
 	if err != nil {
@@ -275,6 +282,25 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	}
 	if (o.redis != "" && o.postgres != "") || (o.redis != "" && o.mysql != "") || (o.postgres != "" && o.mysql != "") {
 		return errors.New("give one of --redis, --postgres and --mysql")
+	}
+	bi := buildinfo.Get()
+	tr, err := tracing.FromEnv(ctx, bi.Version, stdout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After the server's shutdown: the spans of the last requests are
+		// flushed.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	tracingState := "off"
+	if tr.Provider != nil {
+		cfg.TracerProvider = tr.Provider
+		tracingState = tr.Exporter
 	}
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
@@ -298,7 +324,8 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if srv.AuthEnabled() {
 		authState = "on"
 	}
-	fmt.Fprintf(stdout, "delayq serving %s://%s (%s, auth %s)\n", scheme, ln.Addr(), srv.StoreDescription(), authState)
+	log.Info("delayq serving", "url", scheme+"://"+ln.Addr().String(), "store", srv.StoreDescription(), "auth", authState,
+		"version", bi.Version, "revision", bi.Short(), "go", bi.Go, "tracing", tracingState)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -42,12 +42,12 @@ func TestServeRateLimitFlags(t *testing.T) {
 // not limited. The rate is so low that no token comes back during the test.
 func TestServeRateLimitEndToEnd(t *testing.T) {
 	secret := "rl-secret-0123456789ab"
-	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "error",
+	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "info",
 		"--token", "ops:" + secret + ":admin:*", "--rate-limit-token", "0.001", "--rate-limit-token-burst", "2"}
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	line, stop := startServe(t, args)
-	base := strings.Fields(line)[2]
+	base := serveURL(t, line)
 	get := func(path string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+path, nil)

@@ -84,12 +84,12 @@ func TestServeSQL(t *testing.T) {
 			var bases []string
 			for range 2 {
 				line, _ := startServe(t, []string{"--addr", "127.0.0.1:0", e.flag, url, e.nsFlag, e.ns, e.migrateOff,
-					"--log-level", "error", "--no-dashboard"})
+					"--log-level", "info", "--no-dashboard"})
 				if !strings.Contains(line, e.name+" ") || !strings.Contains(line, e.nsLine) ||
 					(password != "" && strings.Contains(line, password)) {
 					t.Fatalf("startup line %q does not name %s and %q, or shows the password", line, e.name, e.nsLine)
 				}
-				bases = append(bases, strings.Fields(line)[2])
+				bases = append(bases, serveURL(t, line))
 			}
 			sendHereLeaseThere(t, bases)
 		})

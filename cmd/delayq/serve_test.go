@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +119,7 @@ func TestServeEndToEnd(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	data := filepath.Join(t.TempDir(), "data")
 	secret := "e2e-secret-0123456789"
-	args := []string{"--addr", "127.0.0.1:0", "--data", data, "--token", "ops:" + secret + ":admin:*", "--log-level", "error"}
+	args := []string{"--addr", "127.0.0.1:0", "--data", data, "--token", "ops:" + secret + ":admin:*", "--log-level", "info"}
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	do := func(method, url, body string, withToken bool) int {
@@ -138,10 +139,10 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	for round := 0; round < 2; round++ {
 		line, stop := startServe(t, args)
-		if !strings.Contains(line, data) || !strings.Contains(line, "auth on") {
-			t.Fatalf("startup line %q lacks the data dir or auth state", line)
+		if !strings.Contains(line, data) || !strings.Contains(line, "auth=on") || !strings.Contains(line, "version=") || !strings.Contains(line, "tracing=off") {
+			t.Fatalf("startup record %q lacks the data dir, auth state, version or tracing state", line)
 		}
-		base := strings.Fields(line)[2]
+		base := serveURL(t, line)
 		if c := do("GET", base+"/healthz", "", false); c != 200 {
 			t.Fatalf("healthz %d", c)
 		}
@@ -166,30 +167,76 @@ func TestServeEndToEnd(t *testing.T) {
 }
 
 // startServe runs `delayq serve args` in-process and returns its startup
-// line ("delayq serving http://… (…)") once it is listening, and stop,
-// which cancels it as SIGTERM does and returns its exit code and stderr
-// (it also runs at cleanup if the test did not call it).
+// log record (msg="delayq serving" url=… store=… auth=…; args must leave
+// the log level at info) once it is listening, and stop, which cancels it
+// as SIGTERM does and returns its exit code and stderr (it also runs at
+// cleanup if the test did not call it).
 func startServe(t *testing.T, args []string) (line string, stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	exit := make(chan int, 1)
-	go func() { exit <- runServe(ctx, args, pw, &stderr); pw.Close() }()
+	go func() { exit <- runServe(ctx, args, io.Discard, pw); pw.Close() }()
+	started := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			stderr.write(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), `msg="delayq serving"`) {
+				select {
+				case started <- sc.Text():
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, pr)
+		close(started)
+	}()
 	var once sync.Once
 	var code int
 	stop = func() (int, string) {
-		once.Do(func() { cancel(); code = <-exit })
+		once.Do(func() { cancel(); code = <-exit; <-copied })
 		return code, stderr.String()
 	}
 	t.Cleanup(func() { stop() })
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
+	line, ok := <-started
+	if !ok {
 		code, errs := stop()
-		t.Fatalf("no startup line: %v; exit %d, stderr %s", err, code, errs)
+		t.Fatalf("no startup record; exit %d, stderr %s", code, errs)
 	}
-	go io.Copy(io.Discard, pr)
 	return line, stop
+}
+
+// serveURL is the url of a startup record.
+func serveURL(t *testing.T, line string) string {
+	t.Helper()
+	m := regexp.MustCompile(` url=(https?://\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("startup record %q has no url", line)
+	}
+	return m[1]
+}
+
+// lockedBuffer collects a server's stderr while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) write(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestServeRedis runs the server on the Redis engine: two servers on one
@@ -201,11 +248,11 @@ func TestServeRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	var bases []string
 	for range 2 {
-		line, _ := startServe(t, []string{"--addr", "127.0.0.1:0", "--redis", rs.URL(), "--log-level", "error", "--no-dashboard"})
+		line, _ := startServe(t, []string{"--addr", "127.0.0.1:0", "--redis", rs.URL(), "--log-level", "info", "--no-dashboard"})
 		if !strings.Contains(line, "redis ") {
 			t.Fatalf("startup line %q does not name redis", line)
 		}
-		bases = append(bases, strings.Fields(line)[2])
+		bases = append(bases, serveURL(t, line))
 	}
 	sendHereLeaseThere(t, bases)
 }
@@ -221,7 +268,7 @@ func TestServeDebugAddr(t *testing.T) {
 	debugAddr := ln.Addr().String()
 	ln.Close()
 	t.Setenv("DELAYQ_ALLOWED_HOSTS", "queue.test, *.dq.test")
-	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--debug-addr", debugAddr, "--log-level", "error"}
+	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--debug-addr", debugAddr, "--log-level", "info"}
 	line, stop := startServe(t, args)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	get := func(url string, host ...string) (int, string) {
@@ -244,7 +291,7 @@ func TestServeDebugAddr(t *testing.T) {
 	if code, body := get("http://" + debugAddr + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
 		t.Errorf("goroutine dump: %d %.200q", code, body)
 	}
-	base := strings.Fields(line)[2]
+	base := serveURL(t, line)
 	if code, _ := get(base + "/debug/pprof/"); code == 200 {
 		t.Errorf("the API address serves /debug/pprof/ (%d); it must not", code)
 	}
@@ -294,5 +341,33 @@ func TestServeRedisURLHidesPassword(t *testing.T) {
 				t.Errorf("%s (env %v): exit %d, stderr %q; want 1, a bad URL message and no password", u, viaEnv, code, stderr.String())
 			}
 		}
+	}
+}
+
+// TestServeTracingFromEnv: the OTEL_* environment turns tracing on (the
+// start-up record names the exporter), and /healthz names the build.
+func TestServeTracingFromEnv(t *testing.T) {
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	line, stop := startServe(t, []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--no-dashboard"})
+	if !strings.Contains(line, "tracing=console") {
+		t.Fatalf("startup record %q does not say tracing is on", line)
+	}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	res, err := client.Get(serveURL(t, line) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"version":"`) || res.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("healthz: %d %s %v", res.StatusCode, body, res.Header)
+	}
+	client.CloseIdleConnections()
+	if code, stderr := stop(); code != 0 {
+		t.Fatalf("exit %d; stderr %s", code, stderr)
 	}
 }

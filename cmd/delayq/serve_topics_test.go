@@ -20,11 +20,11 @@ func TestServeMaxTopics(t *testing.T) {
 	if err != nil || o.maxTopics != engine.DefaultMaxTopics || engine.DefaultMaxTopics != 10000 {
 		t.Fatalf("default --max-topics %d (%v), want 10000", o.maxTopics, err)
 	}
-	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "error", "--max-topics", "2"}
+	args := []string{"--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "info", "--max-topics", "2"}
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	line, stop := startServe(t, args)
-	base := strings.Fields(line)[2]
+	base := serveURL(t, line)
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // Defaults of Config.
@@ -259,8 +260,13 @@ func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, v *viewe
 	status := statusOf(err)
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
-		d.log.ErrorContext(r.Context(), "dashboard request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		// The API's middleware gave the request its id (X-Request-Id).
+		id := w.Header().Get(wire.HeaderRequestID)
+		d.log.ErrorContext(r.Context(), "dashboard request failed", "method", r.Method, "path", r.URL.Path, "request_id", id, "err", err)
 		msg = "internal error (logged on the server)"
+		if id != "" {
+			msg = "internal error (logged on the server, request " + id + ")"
+		}
 	}
 	if v == nil {
 		v = &viewer{}

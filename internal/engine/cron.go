@@ -165,6 +165,23 @@ func (c *cronSpec) latest(after, now time.Time) time.Time {
 	}
 }
 
+// count returns how many ticks t have after < t < before: exactly for
+// @every, else up to limit (it visits each one).
+func (c *cronSpec) count(after, before time.Time, limit int) int {
+	t := c.next(after)
+	if t.IsZero() || !t.Before(before) {
+		return 0
+	}
+	if c.every > 0 {
+		return int((before.Sub(t)-1)/c.every) + 1
+	}
+	n := 0
+	for ; !t.IsZero() && t.Before(before) && n < limit; t = c.next(t) {
+		n++
+	}
+	return n
+}
+
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {

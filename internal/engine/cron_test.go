@@ -113,3 +113,30 @@ func TestCronInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestCronCount: count is the number of ticks strictly between its bounds,
+// exact for @every, capped for cron expressions.
+func TestCronCount(t *testing.T) {
+	at := func(h, m int) time.Time { return time.Date(2026, 5, 1, h, m, 0, 0, time.UTC) }
+	hourly := mustCron(t, "0 * * * *", "")
+	every := mustCron(t, "@every 10m", "")
+	for _, c := range []struct {
+		name          string
+		spec          *cronSpec
+		after, before time.Time
+		limit, want   int
+	}{
+		{"hourly, none between", hourly, at(10, 0), at(11, 0), 100, 0},
+		{"hourly, four between", hourly, at(10, 0), at(15, 0), 100, 4},
+		{"hourly, from a non-tick", hourly, at(10, 20), at(15, 0), 100, 4},
+		{"hourly, capped", hourly, at(10, 0), at(15, 0), 2, 2},
+		{"hourly, empty range", hourly, at(15, 0), at(10, 0), 100, 0},
+		{"every, none between", every, at(10, 0), at(10, 10), 100, 0},
+		{"every, exact past the limit", every, at(10, 0), at(15, 0), 2, 29},
+		{"every, to a non-tick", every, at(10, 0), at(10, 25), 100, 2},
+	} {
+		if got := c.spec.count(c.after, c.before, c.limit); got != c.want {
+			t.Errorf("%s: count = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -11,9 +11,9 @@ import (
 // EventKind says what an Event reports.
 type EventKind uint8
 
-// Counting events (EventSent to EventStoreError): one per operation, with
-// Topic and N (or Lateness, Held, Op). They cost no allocation; metrics and
-// the dashboard's rates count them.
+// Counting events (EventSent to EventScheduleMissed): one per operation,
+// with Topic and N (or Lateness, Held, Op, Schedule). They cost no
+// allocation; metrics and the dashboard's rates count them.
 const (
 	// EventSent: N messages accepted (duplicates excluded).
 	EventSent EventKind = iota + 1
@@ -43,6 +43,18 @@ const (
 	// EventStoreError: a storage failure seen by the engine, in operation
 	// Op; Topic is empty.
 	EventStoreError
+	// EventScheduleFired: this engine sent the message of a tick of
+	// recurring schedule Schedule to Topic (N is 1; Lateness is the time
+	// from the tick to the send). When several engines share a store, only
+	// the one whose send was not a duplicate reports the tick.
+	EventScheduleFired
+	// EventScheduleMissed: N ticks of Schedule were not sent: ticks
+	// collapsed into a later one after a pause in firing (the server or
+	// every server was down), a tick that missed: skip dropped for being
+	// more than domain.ScheduleGrace late, or a tick whose message the
+	// limits refused. Collapsed ticks are reported by the engine that sent
+	// the later tick; a skipped tick by each engine that skipped it.
+	EventScheduleMissed
 	// EventTopicSettingsChanged: SetTopicSettings stored new settings for
 	// Topic on this engine (changes made through other engines sharing the
 	// store are not reported).
@@ -79,7 +91,7 @@ const (
 // EventMask is a set of event kinds.
 type EventMask uint32
 
-// The counting events (EventSent to EventStoreError) and the message
+// The counting events (EventSent to EventScheduleMissed) and the message
 // events (EventMessageSent on).
 const (
 	CountingEvents EventMask = 1<<EventTopicSettingsChanged - 1<<EventSent
@@ -113,6 +125,9 @@ type Event struct {
 	// Op of EventStoreError: "send", "lease", "promote", "expire", "rate",
 	// "schedule".
 	Op string
+	// Schedule names the recurring schedule of EventScheduleFired and
+	// EventScheduleMissed.
+	Schedule string
 	// Message of the message events (nil for acks and deletes).
 	Message *domain.Message
 	// ID of EventMessageAcked and EventMessageDeleted.

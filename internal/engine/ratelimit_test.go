@@ -16,6 +16,7 @@ import (
 type countObserver struct {
 	sent, delivered, throttled atomic.Int64
 	late, held                 atomic.Int64 // ns
+	fired, missed              atomic.Int64 // schedule ticks
 }
 
 func (o *countObserver) subscription() engine.Subscription {
@@ -32,6 +33,10 @@ func (o *countObserver) handle(ev engine.Event) {
 	case engine.EventThrottled:
 		o.throttled.Add(1)
 		o.held.Add(int64(ev.Held))
+	case engine.EventScheduleFired:
+		o.fired.Add(int64(ev.N))
+	case engine.EventScheduleMissed:
+		o.missed.Add(int64(ev.N))
 	}
 }
 

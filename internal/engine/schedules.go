@@ -298,10 +298,12 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) {
 	now := e.now()
 	last := rec.LastTick
 	if tick := cs.latest(msTime(last), msTime(now)); !tick.IsZero() {
-		if err := e.sendTick(ctx, name, sp, tick.UnixMilli(), now); err != nil {
+		outcome, err := e.sendTick(ctx, name, sp, tick.UnixMilli(), now)
+		if err != nil {
 			e.retrySchedule(ctx, name, "send the tick's message", err)
 			return
 		}
+		e.countTick(name, sp, cs, last, tick.UnixMilli(), now, outcome)
 		if _, err := e.st.ScheduleTick(ctx, &store.ScheduleTickParams{Name: name, Tick: tick.UnixMilli()}); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				e.dispatcher.forgetSchedule(name)
@@ -315,14 +317,24 @@ func (e *Engine) fireSchedule(ctx context.Context, name string) {
 	e.armNext(name, sp, cs, last)
 }
 
+// tickOutcome is what sendTick did with a tick.
+type tickOutcome uint8
+
+const (
+	tickSent      tickOutcome = iota // this engine's send stored the message
+	tickDuplicate                    // another engine (or an earlier try) had sent it
+	tickSkipped                      // missed: skip, and too late
+	tickRefused                      // the message is invalid under the limits
+)
+
 // sendTick sends the message of one tick, unless the tick is skipped
 // (MissedSkip and more than ScheduleGrace late). Invalid messages (a
 // template the server's limits no longer accept) are logged and the tick
 // counts as handled; storage errors are returned, to be retried.
-func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, tick, now int64) error {
+func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, tick, now int64) (tickOutcome, error) {
 	if sp.Missed == string(domain.MissedSkip) && now-tick > domain.ScheduleGrace.Milliseconds() {
 		e.log.Info("schedule tick skipped (missed)", "schedule", name, "tick", msTime(tick))
-		return nil
+		return tickSkipped, nil
 	}
 	req := domain.SendRequest{
 		ID:      domain.ScheduleMessageID(name, msTime(tick)),
@@ -335,9 +347,41 @@ func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, 
 	}
 	if errors.Is(err, domain.ErrInvalid) || errors.Is(err, domain.ErrTooLarge) {
 		e.log.Error("schedule tick not sent: the message is invalid", "schedule", name, "tick", msTime(tick), "err", err)
-		return nil
+		return tickRefused, nil
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	if res[0].Message.Duplicate {
+		return tickDuplicate, nil
+	}
+	return tickSent, nil
+}
+
+// maxCountedMissed bounds the collapsed ticks counted one by one when a
+// cron schedule catches up (latest skips ahead without visiting them).
+const maxCountedMissed = 10000
+
+// countTick reports a handled tick and the ticks before it that were
+// collapsed into it (EventScheduleFired, EventScheduleMissed). A duplicate
+// send reports nothing: the engine whose send stored the tick did.
+func (e *Engine) countTick(name string, sp *storedSchedule, cs *cronSpec, last, tick, now int64, outcome tickOutcome) {
+	if outcome == tickDuplicate {
+		return
+	}
+	if outcome == tickSent {
+		e.events.emit(Event{Kind: EventScheduleFired, Topic: sp.Topic, Schedule: name, N: 1, Lateness: time.Duration(now-tick) * time.Millisecond})
+	}
+	if !e.events.wants(EventScheduleMissed) {
+		return
+	}
+	missed := cs.count(msTime(last), msTime(tick), maxCountedMissed)
+	if outcome != tickSent {
+		missed++
+	}
+	if missed > 0 {
+		e.events.emit(Event{Kind: EventScheduleMissed, Topic: sp.Topic, Schedule: name, N: missed})
+	}
 }
 
 func (e *Engine) retrySchedule(ctx context.Context, name, what string, err error) {

@@ -127,7 +127,8 @@ func TestScheduleAcrossDST(t *testing.T) {
 
 // TestScheduleMissedOnRestart: ticks missed while no engine ran fire once
 // (the latest) under fire-once, and not at all under skip; ticks after
-// the restart fire normally.
+// the restart fire normally. The engine reports the ticks it fired and
+// those it did not send (EventScheduleFired, EventScheduleMissed).
 func TestScheduleMissedOnRestart(t *testing.T) {
 	for _, policy := range []domain.MissedPolicy{domain.MissedFireOnce, domain.MissedSkip} {
 		t.Run(string(policy), func(t *testing.T) {
@@ -146,7 +147,12 @@ func TestScheduleMissedOnRestart(t *testing.T) {
 					t.Fatal(err)
 				}
 				setClock(clk, time.Date(2026, 5, 1, 15, 20, 0, 0, time.UTC)) // down 11:00 … 15:00
-				e2 := openOn(t, st, clk)
+				var obs countObserver
+				e2, err := engine.Open(ctx, engine.Config{Store: st, Clock: clk, Subscriptions: []engine.Subscription{obs.subscription()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e2.Close(context.Background()) })
 				synctest.Wait()
 				time.Sleep(time.Second)
 				want := []time.Time{time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
@@ -161,8 +167,20 @@ func TestScheduleMissedOnRestart(t *testing.T) {
 				if !s.LastTick.Equal(time.Date(2026, 5, 1, 15, 0, 0, 0, time.UTC)) || !s.NextTick.Equal(time.Date(2026, 5, 1, 16, 0, 0, 0, time.UTC)) {
 					t.Errorf("LastTick %v NextTick %v", s.LastTick, s.NextTick)
 				}
+				// 11:00 to 14:00 collapsed into 15:00, which fire-once sends
+				// and skip drops (20 minutes late).
+				wantFired, wantMissed := int64(1), int64(4)
+				if policy == domain.MissedSkip {
+					wantFired, wantMissed = 0, 5
+				}
+				if f, m := obs.fired.Load(), obs.missed.Load(); f != wantFired || m != wantMissed {
+					t.Errorf("after restart: %d ticks fired, %d missed; want %d, %d", f, m, wantFired, wantMissed)
+				}
 				time.Sleep(time.Hour)
 				sameIDs(t, "next hour", drain(t, e2, "m"), tickIDs("hourly", time.Date(2026, 5, 1, 16, 0, 0, 0, time.UTC)))
+				if f, m := obs.fired.Load(), obs.missed.Load(); f != wantFired+1 || m != wantMissed {
+					t.Errorf("next hour: %d ticks fired, %d missed; want %d, %d", f, m, wantFired+1, wantMissed)
+				}
 			})
 		})
 	}
@@ -199,6 +217,11 @@ func TestScheduleTwoEnginesOneMessagePerTick(t *testing.T) {
 		sameIDs(t, "messages", drain(t, e2, "two"), tickIDs("minutely", want...))
 		if n := obs.sent.Load(); n != 10 {
 			t.Errorf("engines sent %d new messages, want 10", n)
+		}
+		// Each tick is reported fired once, by the engine whose send was
+		// not a duplicate: the sum over engines counts the ticks.
+		if f, m := obs.fired.Load(), obs.missed.Load(); f != 10 || m != 0 {
+			t.Errorf("engines reported %d ticks fired and %d missed, want 10 and 0", f, m)
 		}
 	})
 }

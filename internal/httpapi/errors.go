@@ -69,18 +69,19 @@ func body(code string, err error) wire.ErrorBody {
 	return wire.ErrorBody{Code: code, Message: strings.TrimPrefix(err.Error(), "delayq: ")}
 }
 
-// writeError answers err in the API's error shape. It logs 500s (bugs) at
-// error and 503s at warn.
+// writeError answers err in the API's error shape, with the request's id.
+// It logs 500s (bugs) at error and 503s at warn.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, eb := toHTTP(err)
+	eb.RequestID = requestID(w)
 	switch status {
 	case http.StatusInternalServerError:
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "request_id", eb.RequestID, "err", err)
 	case http.StatusServiceUnavailable:
 		if errors.Is(err, errBodyBudget) {
-			s.log.DebugContext(r.Context(), "request body over the memory budget", "method", r.Method, "path", r.URL.Path)
+			s.log.DebugContext(r.Context(), "request body over the memory budget", "method", r.Method, "path", r.URL.Path, "request_id", eb.RequestID)
 		} else if r.Context().Err() == nil {
-			s.log.WarnContext(r.Context(), "engine unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+			s.log.WarnContext(r.Context(), "engine unavailable", "method", r.Method, "path", r.URL.Path, "request_id", eb.RequestID, "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
 	case http.StatusUnauthorized:

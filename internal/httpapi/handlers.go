@@ -32,6 +32,7 @@ func (s *Server) send(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	req.Headers = s.withTraceparent(c.r.Context(), req.Headers)
 	m, err := s.cfg.Queue.Send(c.r.Context(), c.topic, req)
 	if err != nil {
 		return 0, nil, in.NameFields(err)
@@ -70,6 +71,7 @@ func (s *Server) sendBatch(c *call) (int, any, error) {
 		if err != nil {
 			return 0, nil, prefixed(prefix+".", err)
 		}
+		req.Headers = s.withTraceparent(c.r.Context(), req.Headers)
 		reqs[i] = req
 	}
 	res, err := s.cfg.Queue.SendBatch(c.r.Context(), c.topic, reqs)
@@ -391,7 +393,7 @@ func (s *Server) openAPI(c *call) (int, any, error) {
 }
 
 func (s *Server) healthz(*call) (int, any, error) {
-	return http.StatusOK, wire.StatusResponse{Status: "ok"}, nil
+	return http.StatusOK, wire.HealthResponse{Status: "ok", Version: s.cfg.Version, Revision: s.cfg.Revision}, nil
 }
 
 // readyz is 503 while draining (so load balancers stop sending) or when

@@ -251,8 +251,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`delayq_release_lateness_seconds_count{topic="t"} 1`,
 		`delayq_messages{state="scheduled",topic="t"} 1`,
 		`delayq_next_due_timestamp_seconds{topic="t"}`,
-		`delayq_http_request_duration_seconds_count{code="201",route="POST /v1/topics/{topic}/messages"} 2`,
-		`delayq_http_request_duration_seconds_count{code="404",route="GET /v1/topics/{topic}/messages/{id}"} 1`,
+		`delayq_http_request_duration_seconds_count{code="201",method="POST",route="/v1/topics/{topic}/messages"} 2`,
+		`delayq_http_request_duration_seconds_count{code="404",method="GET",route="/v1/topics/{topic}/messages/{id}"} 1`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(text, s) {

@@ -2,14 +2,18 @@ package httpapi
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/wire"
 )
 
 // call is one request as a handler sees it: authenticated, with the path
@@ -163,10 +167,21 @@ func checkQuery(u *url.URL, allowed []string) error {
 	return nil
 }
 
-// serveHTTP is the outermost handler: panic recovery, security headers,
-// request metrics and the per-request log line.
+// serveHTTP is the outermost handler: the request id, panic recovery,
+// security headers, the server span (with tracing on), request metrics and
+// the per-request log line.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	h := w.Header()
+	id := incomingRequestID(r.Header)
+	if id == "" {
+		id = s.requestIDs.Next(start.UnixMilli())
+	}
+	h[wire.HeaderRequestID] = []string{id} // canonical key: what Set would do, minus the canonicalization
+	var span trace.Span
+	if s.tracer != nil {
+		r, span = s.startSpan(r, id)
+	}
 	sw := &statusWriter{ResponseWriter: w, srv: s, r: r}
 	if o := s.cfg.RequestObserver; o != nil {
 		o.RequestStarted()
@@ -175,22 +190,29 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
+				if span != nil {
+					span.End()
+				}
 				panic(p)
 			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "request_id", id, "panic", p, "stack", string(debug.Stack()))
 			if sw.status == 0 {
 				s.writeError(sw, r, fmt.Errorf("panic: %v", p))
 			}
 		}
-		route := sw.route
+		method, route, code := metricMethod(r.Method), routePath(sw.route), sw.code()
 		d := time.Since(start)
 		if o := s.cfg.RequestObserver; o != nil {
-			o.ObserveRequest(route, sw.code(), d)
+			o.ObserveRequest(method, route, code, d)
 		}
-		s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", sw.code(),
-			"duration", d, "bytes", sw.written, "remote", r.RemoteAddr, "token", sw.token)
+		if span != nil {
+			endSpan(span, method, route, code)
+		}
+		if s.log.Enabled(r.Context(), slog.LevelDebug) { // else the arguments cost allocations for nothing
+			s.log.DebugContext(r.Context(), "request", "method", r.Method, "route", route, "status", code,
+				"duration", d, "bytes", sw.written, "remote", r.RemoteAddr, "token", sw.token, "request_id", id)
+		}
 	}()
-	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	if r.TLS != nil && !isLocalhostName(r.Host) {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/ratelimit"
@@ -42,9 +44,13 @@ const (
 )
 
 // RequestObserver records finished HTTP requests (internal/metrics
-// implements it). route is the routing-table pattern or "unmatched".
+// implements it). method is the request's method when it is a standard
+// one, else "OTHER"; route is the routing-table pattern without its method
+// ("/v1/topics/{topic}/messages"), or a fixed name: "unmatched",
+// "refused host". Both come from small fixed sets, never from the raw
+// request.
 type RequestObserver interface {
-	ObserveRequest(route string, code int, d time.Duration)
+	ObserveRequest(method, route string, code int, d time.Duration)
 	RequestStarted()
 	RequestDone()
 }
@@ -71,7 +77,18 @@ type Config struct {
 	// and IP literals on another address without Tokens.
 	AllowedHosts []string
 	// Logger for request logs (debug) and failures. Default slog.Default().
+	// Every line about a request carries its request_id (see
+	// wire.HeaderRequestID).
 	Logger *slog.Logger
+	// Version and Revision of the running build, answered by GET /healthz
+	// (omitted when empty).
+	Version, Revision string
+	// TracerProvider, when set, makes a server span for every request,
+	// continuing the W3C trace context (traceparent) the request carries,
+	// and gives each sent message that has no "traceparent" header one
+	// holding that span's context, so a consumer can link its work to the
+	// send across the delay. Nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 
 	// Addr is where ListenAndServe listens. Default 127.0.0.1:7070.
 	Addr string
@@ -153,6 +170,8 @@ type Server struct {
 
 	tokenLim, ipLim *ratelimit.Limiter // nil: off
 	hosts           *hostPolicy
+	requestIDs      domain.IDGenerator          // for requests that bring no usable X-Request-Id
+	tracer          trace.Tracer                // nil: tracing off
 	budget          *byteBudget                 // nil: no bound
 	lastLimiter     atomic.Pointer[connLimiter] // of the latest Serve (tests)
 
@@ -212,6 +231,9 @@ func New(cfg Config) (*Server, error) {
 		s.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 	s.newLimiters()
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background()) // #nosec G118 -- server-lifetime context; s.drain is called when Serve shuts down
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {

@@ -4,8 +4,9 @@
 //   - subscribes to the engine's counting events (event counters, the
 //     release-lateness histogram and the rate-limit delay histogram, per
 //     topic),
-//   - observes HTTP requests by route pattern and status code (never by raw
-//     path, so cardinality is bounded by the routing table),
+//   - observes HTTP requests by method, route pattern and status code
+//     (never by raw path, so cardinality is bounded by the routing table),
+//   - observes push deliveries per push topic (push.Observer),
 //   - reads Queue.Topics at scrape time for per-topic gauges,
 //
 // all on its own prometheus.Registry, never the global default one.
@@ -35,11 +36,16 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/push"
 )
 
 // LatenessBuckets are the release-lateness histogram buckets, in seconds:
 // from 0.1 ms (what an event-driven release should achieve) to 60 s.
 var LatenessBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// DurationBuckets are the buckets of the HTTP request and push duration
+// histograms, in seconds.
+var DurationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // Metrics holds delayq's collectors. It is safe for concurrent use.
 type Metrics struct {
@@ -49,10 +55,16 @@ type Metrics struct {
 	early                                                    *prometheus.CounterVec
 	lateness, throttled                                      *prometheus.HistogramVec
 	storeErrors                                              *prometheus.CounterVec
+	ticksFired, ticksMissed                                  *prometheus.CounterVec
 
 	httpDuration *prometheus.HistogramVec
 	httpInflight prometheus.Gauge
+
+	pushDelivered, pushFailed *prometheus.CounterVec
+	pushDuration              *prometheus.HistogramVec
 }
+
+var _ push.Observer = (*Metrics)(nil)
 
 // New makes the collectors and registers them, with the Go runtime and
 // process collectors, on a fresh registry.
@@ -81,14 +93,23 @@ func New() *Metrics {
 			Help:    "Time a topic's rate limit held a released message back (excluded from release_lateness_seconds).",
 			Buckets: LatenessBuckets,
 		}, []string{"topic"}),
+		ticksFired:  counter("schedule_ticks_fired_total", "Ticks of recurring schedules whose message this server sent (duplicates excluded).", "schedule", "topic"),
+		ticksMissed: counter("schedule_ticks_missed_total", "Ticks of recurring schedules not sent: collapsed after downtime, skipped (missed: skip), or refused by the limits.", "schedule", "topic"),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "delayq", Name: "http_request_duration_seconds",
-			Help:    "HTTP request duration by route pattern and status code (long-polls included).",
-			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"route", "code"}),
+			Help:    "HTTP request duration by method, route pattern and status code (long-polls included).",
+			Buckets: DurationBuckets,
+		}, []string{"method", "route", "code"}),
 		httpInflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "delayq", Name: "http_requests_in_flight", Help: "HTTP requests being served.",
 		}),
+		pushDelivered: counter("push_delivered_total", "Pushes the receiver answered with a 2xx.", "topic"),
+		pushFailed:    counter("push_failed_total", "Pushes that failed, by reason: status (a non-2xx answer), timeout, network, cancelled (shutdown).", "topic", "reason"),
+		pushDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "delayq", Name: "push_duration_seconds",
+			Help:    "Duration of pushes (every outcome), up to the end of the answer.",
+			Buckets: DurationBuckets,
+		}, []string{"topic"}),
 	}
 	bi := buildinfo.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -100,7 +121,8 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		build,
 		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
-		m.early, m.lateness, m.throttled, m.storeErrors, m.httpDuration, m.httpInflight,
+		m.early, m.lateness, m.throttled, m.storeErrors, m.ticksFired, m.ticksMissed,
+		m.httpDuration, m.httpInflight, m.pushDelivered, m.pushFailed, m.pushDuration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -151,13 +173,32 @@ func (m *Metrics) HandleEvent(ev engine.Event) {
 		m.cancelled.WithLabelValues(ev.Topic).Add(float64(ev.N))
 	case engine.EventStoreError:
 		m.storeErrors.WithLabelValues(ev.Op).Inc()
+	case engine.EventScheduleFired:
+		m.ticksFired.WithLabelValues(ev.Schedule, ev.Topic).Add(float64(ev.N))
+		m.ticksMissed.WithLabelValues(ev.Schedule, ev.Topic) // created at 0 so the series exists
+	case engine.EventScheduleMissed:
+		m.ticksMissed.WithLabelValues(ev.Schedule, ev.Topic).Add(float64(ev.N))
 	}
 }
 
-// ObserveRequest records one HTTP request. route must be a routing-table
-// pattern (or a fixed name such as "unmatched"), never the raw path.
-func (m *Metrics) ObserveRequest(route string, code int, d time.Duration) {
-	m.httpDuration.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+// ObserveRequest records one HTTP request. method must come from a fixed
+// set and route must be a routing-table pattern (or a fixed name such as
+// "unmatched"), never the raw request's.
+func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
+	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// ObservePush records one push (push.Observer). Only topics with push
+// settings push, and only admins on "*" may set those, so the topic label
+// stays as bounded as the operator makes it.
+func (m *Metrics) ObservePush(topic string, outcome push.Outcome, d time.Duration) {
+	m.pushDuration.WithLabelValues(topic).Observe(d.Seconds())
+	if outcome == push.Delivered {
+		m.pushDelivered.WithLabelValues(topic).Inc()
+		return
+	}
+	m.pushFailed.WithLabelValues(topic, string(outcome)).Inc()
+	m.pushDelivered.WithLabelValues(topic) // created at 0, so a failure ratio has both series
 }
 
 // RequestStarted and RequestDone track requests in flight.

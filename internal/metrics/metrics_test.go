@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/push"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -161,6 +162,38 @@ func TestQueueCollectorSkipsEmptyTopics(t *testing.T) {
 
 func TestHTTPLabels(t *testing.T) {
 	m := New()
-	m.ObserveRequest("POST /v1/topics/{topic}/messages", 201, time.Millisecond)
-	hasAll(t, scrape(t, m), `delayq_http_request_duration_seconds_count{code="201",route="POST /v1/topics/{topic}/messages"} 1`)
+	m.ObserveRequest("POST", "/v1/topics/{topic}/messages", 201, time.Millisecond)
+	hasAll(t, scrape(t, m), `delayq_http_request_duration_seconds_count{code="201",method="POST",route="/v1/topics/{topic}/messages"} 1`)
+}
+
+func TestPushMetrics(t *testing.T) {
+	m := New()
+	m.ObservePush("hooks", push.Delivered, 3*time.Millisecond)
+	m.ObservePush("hooks", push.Delivered, 20*time.Millisecond)
+	m.ObservePush("hooks", push.FailedStatus, time.Millisecond)
+	m.ObservePush("hooks", push.FailedTimeout, 10*time.Second)
+	m.ObservePush("other", push.FailedSend, time.Millisecond)
+	hasAll(t, scrape(t, m),
+		`delayq_push_delivered_total{topic="hooks"} 2`,
+		`delayq_push_delivered_total{topic="other"} 0`,
+		`delayq_push_failed_total{reason="status",topic="hooks"} 1`,
+		`delayq_push_failed_total{reason="timeout",topic="hooks"} 1`,
+		`delayq_push_failed_total{reason="network",topic="other"} 1`,
+		`delayq_push_duration_seconds_count{topic="hooks"} 4`,
+		`delayq_push_duration_seconds_bucket{topic="hooks",le="0.005"} 2`,
+		`delayq_push_duration_seconds_bucket{topic="hooks",le="10"} 4`,
+		`delayq_push_duration_seconds_bucket{topic="hooks",le="5"} 3`,
+	)
+}
+
+func TestScheduleMetrics(t *testing.T) {
+	m := New()
+	m.HandleEvent(engine.Event{Kind: engine.EventScheduleFired, Schedule: "nightly", Topic: "reports", N: 1})
+	m.HandleEvent(engine.Event{Kind: engine.EventScheduleFired, Schedule: "nightly", Topic: "reports", N: 1})
+	m.HandleEvent(engine.Event{Kind: engine.EventScheduleMissed, Schedule: "hourly", Topic: "reports", N: 5})
+	hasAll(t, scrape(t, m),
+		`delayq_schedule_ticks_fired_total{schedule="nightly",topic="reports"} 2`,
+		`delayq_schedule_ticks_missed_total{schedule="nightly",topic="reports"} 0`,
+		`delayq_schedule_ticks_missed_total{schedule="hourly",topic="reports"} 5`,
+	)
 }

@@ -120,7 +120,31 @@ type Config struct {
 	// LeaseMargin is added to the push timeout to make the lease, so the
 	// lease outlives the push. Default 5 s.
 	LeaseMargin time.Duration
+	// Observer records every push's outcome and duration (metrics); nil:
+	// none.
+	Observer Observer
 }
+
+// Observer records finished pushes (internal/metrics implements it). It
+// is called from the push workers, concurrently, and must not block.
+type Observer interface {
+	// ObservePush reports one POST to topic's push URL: its outcome and how
+	// long it took, up to the end of reading the answer.
+	ObservePush(topic string, outcome Outcome, d time.Duration)
+}
+
+// Outcome is how a push ended: delivered, or why it failed. The set is
+// small and fixed (a metric label).
+type Outcome string
+
+// The outcomes of a push.
+const (
+	Delivered     Outcome = "delivered" // the receiver answered 2xx
+	FailedStatus  Outcome = "status"    // the receiver answered another status (3xx included)
+	FailedTimeout Outcome = "timeout"   // no answer within the topic's push timeout
+	FailedSend    Outcome = "network"   // no answer: connection, DNS or TLS failure, or a bad URL
+	Cancelled     Outcome = "cancelled" // cut short by shutdown
+)
 
 // Service runs the pushers of every topic with push settings.
 type Service struct {
@@ -386,10 +410,14 @@ const settleTimeout = 10 * time.Second
 
 // deliver pushes one leased message and acks or nacks it.
 func (p *pusher) deliver(m *domain.Message) {
-	reason, detail := p.push(m)
+	start := time.Now()
+	outcome, reason, detail := p.push(m)
+	if o := p.s.cfg.Observer; o != nil {
+		o.ObservePush(p.topic, outcome, time.Since(start))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if reason == "" {
+	if outcome == Delivered {
 		if err := p.s.q.Ack(ctx, p.topic, m.ID, m.Receipt); err != nil {
 			p.s.log.Warn("push: delivered, but the ack failed (it will be pushed again)", "topic", p.topic, "id", m.ID, "err", err)
 		}
@@ -401,9 +429,9 @@ func (p *pusher) deliver(m *domain.Message) {
 	}
 }
 
-// push POSTs m and returns "" on a 2xx answer, else the failure reason
-// that becomes the message's last error, and for the debug log the
-// details behind it.
+// push POSTs m and returns its outcome and, unless delivered (a 2xx
+// answer), the failure reason that becomes the message's last error, and
+// for the debug log the details behind it.
 //
 // The reason never quotes the receiver: last_error is readable by consume
 // tokens and read-only dashboard viewers, and a push URL may point inside
@@ -411,13 +439,13 @@ func (p *pusher) deliver(m *domain.Message) {
 // non-HTTP banner would be read back through it. Only the status code
 // (with Go's fixed text for it) or a fixed description of the failure is
 // kept; the receiver's words go to the debug log for the operator.
-func (p *pusher) push(m *domain.Message) (reason, detail string) {
+func (p *pusher) push(m *domain.Message) (outcome Outcome, reason, detail string) {
 	body := Body(m)
 	ctx, cancel := context.WithTimeout(p.pushCtx, p.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return "push: invalid request for the push URL", err.Error()
+		return FailedSend, "push: invalid request for the push URL", err.Error()
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -432,23 +460,23 @@ func (p *pusher) push(m *domain.Message) (reason, detail string) {
 	if err != nil {
 		switch {
 		case p.pushCtx.Err() != nil:
-			return "push cancelled: server shutting down", err.Error()
+			return Cancelled, "push cancelled: server shutting down", err.Error()
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return fmt.Sprintf("push: timeout after %s", p.cfg.Timeout), err.Error()
+			return FailedTimeout, fmt.Sprintf("push: timeout after %s", p.cfg.Timeout), err.Error()
 		}
-		return transportReason(err), printable([]byte(err.Error()), 1000)
+		return FailedSend, transportReason(err), printable([]byte(err.Error()), 1000)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return "", ""
+		return Delivered, "", ""
 	}
 	reason = "push: HTTP " + strconv.Itoa(resp.StatusCode)
 	if t := http.StatusText(resp.StatusCode); t != "" {
 		reason += " " + t
 	}
-	return reason, printable([]byte(resp.Status+": "+string(snippet)), 600)
+	return FailedStatus, reason, printable([]byte(resp.Status+": "+string(snippet)), 600)
 }
 
 // transportReason describes a failed request without quoting it: the

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,37 @@ type bundle struct {
 	s   *push.Service
 	q   domain.Queue
 	ctx context.Context
+	obs *observer
+}
+
+// observer records what the Service reports of each push.
+type observer struct {
+	mu       sync.Mutex
+	outcomes []string // "topic outcome"
+}
+
+func (o *observer) ObservePush(topic string, outcome push.Outcome, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if d <= 0 {
+		o.outcomes = append(o.outcomes, "non-positive duration")
+	}
+	o.outcomes = append(o.outcomes, topic+" "+string(outcome))
+}
+
+// saw waits (bounded) until n pushes were reported and returns them.
+func (o *observer) saw(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o.mu.Lock()
+		got := slices.Clone(o.outcomes)
+		o.mu.Unlock()
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func setup(t *testing.T) *bundle {
@@ -115,8 +147,9 @@ func setupLog(t *testing.T, log *slog.Logger) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	obs := &observer{}
 	s, err := push.New(push.Config{Engine: e, Refresh: 50 * time.Millisecond, Wait: 200 * time.Millisecond, LeaseMargin: time.Second,
-		Logger: log})
+		Logger: log, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +162,7 @@ func setupLog(t *testing.T, log *slog.Logger) *bundle {
 		}
 		_ = e.Close(ctx)
 	})
-	return &bundle{e: e, s: s, q: e, ctx: ctx}
+	return &bundle{e: e, s: s, q: e, ctx: ctx, obs: obs}
 }
 
 func (b *bundle) configure(t *testing.T, topic string, p *domain.PushSettings, maxAttempts int) {
@@ -190,6 +223,9 @@ func TestPushRetriesWithBackoffThenAck(t *testing.T) {
 	if len(r.got) != 3 {
 		t.Fatalf("%d pushes, want 3", len(r.got))
 	}
+	if got, want := b.obs.saw(t, 3), []string{"hooks status", "hooks status", "hooks delivered"}; !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
 	for i, g := range r.got {
 		if g.attempt != i+1 || g.id != "m1" || g.topicHdr != "hooks" || g.sigErr != nil {
 			t.Errorf("push %d: attempt %d id %q topic %q signature %v", i, g.attempt, g.id, g.topicHdr, g.sigErr)
@@ -219,6 +255,9 @@ func TestPushTimeoutEndsDead(t *testing.T) {
 	if n := r.count(); n != 3 {
 		t.Errorf("%d pushes, want 3", n)
 	}
+	if got, want := b.obs.saw(t, 3), []string{"slow timeout", "slow timeout", "slow timeout"}; !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
 	if g := (<-r.notify); g.sigErr == nil {
 		t.Errorf("push without a secret carried a valid signature")
 	}
@@ -238,6 +277,9 @@ func TestPushConnectionErrorNacks(t *testing.T) {
 	m := b.waitState(t, "gone", "m1", domain.StateDead)
 	if !strings.Contains(m.LastError, "connection refused") {
 		t.Fatalf("last error %q", m.LastError)
+	}
+	if got, want := b.obs.saw(t, 2), []string{"gone network", "gone network"}; !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
 	}
 }
 

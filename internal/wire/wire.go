@@ -308,16 +308,33 @@ type CancelResponse struct {
 	Message    *Message `json:"message"`
 }
 
-// StatusResponse answers GET /healthz and GET /readyz.
+// StatusResponse answers GET /readyz.
 type StatusResponse struct {
 	Status string `json:"status"`
 }
+
+// HealthResponse answers GET /healthz: the status and which build is
+// running (the same version and revision as `delayq version` and the
+// delayq_build_info metric).
+type HealthResponse struct {
+	Status   string `json:"status"`
+	Version  string `json:"version,omitempty"`
+	Revision string `json:"revision,omitempty"`
+}
+
+// HeaderRequestID carries a request's id: the server answers every request
+// with it (the caller's own, when well-formed, else one it made), and puts
+// it in its log lines about the request and in error answers.
+const HeaderRequestID = "X-Request-Id"
 
 // ErrorBody is the error shape: {"error":{"code":"…","message":"…"}}.
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// RequestID is the request's X-Request-Id, for finding the server's
+	// log lines about it (absent on the items of a batch answer).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ErrorResponse wraps ErrorBody.
