@@ -204,7 +204,7 @@ func TestTracing(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range s.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"http.request.method": "POST", "http.route": "/v1/topics/{topic}/messages", "http.response.status_code": "201", "delayq.request_id": "trace-1"} {
 		if attrs[k] != v {
