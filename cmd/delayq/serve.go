@@ -284,7 +284,7 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 		return errors.New("give one of --redis, --postgres and --mysql")
 	}
 	bi := buildinfo.Get()
-	tr, err := tracing.FromEnv(ctx, bi.Version, stdout)
+	tr, err := tracing.FromEnv(ctx, bi.Version, stdout, log)
 	if err != nil {
 		return err
 	}

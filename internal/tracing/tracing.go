@@ -28,9 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -70,11 +72,14 @@ func Enabled(getenv func(string) string) bool {
 // FromEnv sets tracing up as the process's environment says (see the
 // package doc; the SDK and the exporters read it too): a Setup with a nil
 // Provider when tracing is off. version is the resource's
-// service.version; console is where the console exporter writes.
-func FromEnv(ctx context.Context, version string, console io.Writer) (*Setup, error) {
+// service.version; console is where the console exporter writes. With
+// tracing on, the SDK's own errors (an unreachable collector, say) go to
+// log at warn, instead of the standard logger's unstructured lines.
+func FromEnv(ctx context.Context, version string, console io.Writer, log *slog.Logger) (*Setup, error) {
 	if !Enabled(os.Getenv) {
 		return &Setup{}, nil
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
 	exp, name, err := newExporter(ctx, os.Getenv, console)
 	if err != nil {
 		return nil, err

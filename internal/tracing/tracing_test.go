@@ -2,7 +2,10 @@ package tracing
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,7 +45,8 @@ func TestEnabled(t *testing.T) {
 func setenv(t *testing.T, kv ...string) {
 	t.Helper()
 	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"} {
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_BSP_SCHEDULE_DELAY"} {
 		t.Setenv(k, "")
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -52,7 +56,7 @@ func setenv(t *testing.T, kv ...string) {
 
 func TestOffByDefault(t *testing.T) {
 	setenv(t)
-	s, err := FromEnv(context.Background(), "v1", nil)
+	s, err := FromEnv(context.Background(), "v1", nil, slog.New(slog.DiscardHandler))
 	if err != nil || s.Provider != nil || s.Exporter != "" {
 		t.Fatalf("FromEnv with no OTEL_* = %+v, %v; want tracing off", s, err)
 	}
@@ -66,7 +70,7 @@ func TestOffByDefault(t *testing.T) {
 func TestConsole(t *testing.T) {
 	var out strings.Builder
 	setenv(t, "OTEL_TRACES_EXPORTER", "console", "OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
-	s, err := FromEnv(context.Background(), "v1.2.3", &out)
+	s, err := FromEnv(context.Background(), "v1.2.3", &out, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +101,7 @@ func TestOTLP(t *testing.T) {
 		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"}, "otlp (http/protobuf)"},
 	} {
 		setenv(t, c.env...)
-		s, err := FromEnv(context.Background(), "v1", nil)
+		s, err := FromEnv(context.Background(), "v1", nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatalf("%v: %v", c.env, err)
 		}
@@ -122,8 +126,56 @@ func TestBadSettings(t *testing.T) {
 		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"}, `"http/json": want http/protobuf or grpc`},
 	} {
 		setenv(t, c.env...)
-		if _, err := FromEnv(context.Background(), "v1", nil); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := FromEnv(context.Background(), "v1", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one containing %q", c.env, err, c.want)
 		}
+	}
+}
+
+// lockedBuilder is a log sink the SDK's goroutines write to.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestExportErrorsAreLogged: a collector that cannot be reached shows in
+// the server's log, at warn.
+func TestExportErrorsAreLogged(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	setenv(t, "OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr, "OTEL_EXPORTER_OTLP_TIMEOUT", "200", "OTEL_BSP_SCHEDULE_DELAY", "10")
+	var logs lockedBuilder
+	s, err := FromEnv(context.Background(), "v1", nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx) // fails too: the collector is still away
+	}()
+	_, span := s.Provider.Tracer("test").Start(context.Background(), "lost")
+	span.End()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "level=WARN msg=tracing"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning about the failed export; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
