@@ -394,8 +394,8 @@ func TestRelTimeRounds(t *testing.T) {
 // TestHealth: the probe exits 0 on a ready server and 1 with the reason
 // when nothing answers.
 func TestHealth(t *testing.T) {
-	line, stop := startServe(t, []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error", "--no-dashboard"})
-	base := strings.Fields(line)[2]
+	line, stop := startServe(t, []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "info", "--no-dashboard"})
+	base := serveURL(t, line)
 	var out, errs bytes.Buffer
 	if code := runHealth(context.Background(), []string{"--server", base, "--timeout", "5s"}, &out, &errs); code != exitOK || strings.TrimSpace(out.String()) != "ready" {
 		t.Fatalf("ready server: exit %d, %q %q", code, out.String(), errs.String())

@@ -203,12 +203,20 @@ func startServe(t *testing.T, args []string) (line string, stop func() (int, str
 		return code, stderr.String()
 	}
 	t.Cleanup(func() { stop() })
-	line, ok := <-started
-	if !ok {
+	// The record is logged at info: a test that sets a quieter level would
+	// otherwise wait here until the package's timeout.
+	select {
+	case line, ok := <-started:
+		if !ok {
+			code, errs := stop()
+			t.Fatalf("no startup record; exit %d, stderr %s", code, errs)
+		}
+		return line, stop
+	case <-time.After(time.Minute):
 		code, errs := stop()
-		t.Fatalf("no startup record; exit %d, stderr %s", code, errs)
+		t.Fatalf("no startup record within a minute (is --log-level above info?); exit %d, stderr %s", code, errs)
 	}
-	return line, stop
+	return "", stop
 }
 
 // serveURL is the url of a startup record.
