@@ -27,13 +27,14 @@ cleanup() {
 trap cleanup EXIT
 
 (cd "$root" && go build -o "$tmp/delayq" ./cmd/delayq)
-# Port 0: the kernel picks a free port; the server prints the address.
-"$tmp/delayq" serve --addr 127.0.0.1:0 --data "$tmp/data" --no-dashboard --log-level warn >"$tmp/stdout" 2>"$tmp/stderr" &
+# Port 0: the kernel picks a free port; the server logs the address in its
+# start-up record (msg="delayq serving" url=…, an info record on stderr).
+"$tmp/delayq" serve --addr 127.0.0.1:0 --data "$tmp/data" --no-dashboard --log-level info >"$tmp/stdout" 2>"$tmp/stderr" &
 pid=$!
 
 url=""
 for _ in $(seq 1 300); do
-  url="$(sed -n 's|^delayq serving \(http://[^ ]*\) .*|\1|p' "$tmp/stdout")"
+  url="$(grep 'msg="delayq serving"' "$tmp/stderr" | grep -oE 'url=https?://[^ ]+' | head -1 | cut -d= -f2- || true)"
   [ -n "$url" ] && break
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "delayq serve exited:" >&2
