@@ -13,9 +13,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/delayq/delayq/bench/dqtarget"
 	"github.com/delayq/delayq/bench/peers"
 	"github.com/delayq/delayq/internal/bench"
-	"github.com/delayq/delayq/bench/dqtarget"
 )
 
 func main() {
