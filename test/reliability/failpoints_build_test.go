@@ -80,21 +80,24 @@ func buildGofailBinary(t *testing.T) string {
 	return out
 }
 
-// copyModule copies what building cmd/delayq needs: go.mod, go.sum, the
-// root package's sources, and cmd/ and internal/ without tests and
-// testdata.
+// copyModule copies what building cmd/delayq needs: go.mod, go.sum and
+// every package of the main module without tests and testdata. Nested
+// modules (a directory with its own go.mod), node_modules and hidden
+// directories are not part of the build and are skipped.
 func copyModule(from, to string) error {
 	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(from, path)
-		top := strings.Split(rel, string(filepath.Separator))[0]
 		if d.IsDir() {
-			switch {
-			case rel == ".":
+			if rel == "." {
 				return nil
-			case top != "cmd" && top != "internal", d.Name() == "testdata", strings.HasPrefix(d.Name(), "."):
+			}
+			if d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(to, rel), 0o755)
@@ -102,7 +105,7 @@ func copyModule(from, to string) error {
 		if !d.Type().IsRegular() || strings.HasSuffix(rel, "_test.go") {
 			return nil
 		}
-		if top == rel && rel != "go.mod" && rel != "go.sum" && !strings.HasSuffix(rel, ".go") {
+		if !strings.Contains(rel, string(filepath.Separator)) && rel != "go.mod" && rel != "go.sum" && !strings.HasSuffix(rel, ".go") {
 			return nil // root-level files other than Go sources (e.g. a built binary)
 		}
 		return copyFile(path, filepath.Join(to, rel))
