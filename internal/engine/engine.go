@@ -89,8 +89,11 @@ type Config struct {
 	// MaxTopics bounds the topics sends and SetTopicSettings may create
 	// (see topicLimit); existing topics keep working. 0: no limit.
 	MaxTopics int
-
-	sweepEvery time.Duration // the safety sweep's period; tests shorten it
+	// SafetySweep is how often every topic is re-armed from the store, the
+	// net under a lost notification or wake-up: a due message waits at
+	// most this long for one. Default 5 s. Tests that must tell a lost
+	// wake-up from a slow one set it long.
+	SafetySweep time.Duration
 }
 
 // Engine implements domain.Queue on a store.Store. It is safe for concurrent use.
@@ -144,7 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		defaults: fillSettings(cfg.Defaults, builtinSettings()),
 		limits:   domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
 		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
-		sweep:    cmp.Or(cfg.sweepEvery, sweepEvery),
+		sweep:    cmp.Or(cfg.SafetySweep, sweepEvery),
 		topics:   make(map[string]*topic),
 		closing:  make(chan struct{}),
 	}

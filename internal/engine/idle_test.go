@@ -26,7 +26,7 @@ func topicCount(e *Engine) int {
 func TestIdleTopicsCostNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e, err := Open(ctx, Config{Store: memstore.New(), sweepEvery: time.Second})
+		e, err := Open(ctx, Config{Store: memstore.New(), SafetySweep: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestLongPollLooksOnceMoreBeforeAnsweringEmpty(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New()
-		e, err := Open(ctx, Config{Store: st, sweepEvery: time.Hour})
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func (s *staleListStore) TopicList(ctx context.Context) ([]*store.TopicRecord, e
 func TestSweepKeepsNewerSettings(t *testing.T) {
 	ctx := context.Background()
 	st := &staleListStore{Store: memstore.New()}
-	e, err := Open(ctx, Config{Store: st, sweepEvery: time.Hour})
+	e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestSafetySweepReleasesWhatNoTimerArmed(t *testing.T) {
 	st := memstore.New()
 	defer st.Close()
 	ctx := context.Background()
-	e, err := Open(ctx, Config{Store: st, sweepEvery: 20 * time.Millisecond})
+	e, err := Open(ctx, Config{Store: st, SafetySweep: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

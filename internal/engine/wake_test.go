@@ -37,7 +37,7 @@ func TestOnePromotionWakesOneLongPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := &countingStore{Store: memstore.New()}
-		e, err := Open(ctx, Config{Store: st, sweepEvery: time.Hour})
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestWakeUpDuringAnAttemptIsNotLost(t *testing.T) {
 		ctx := context.Background()
 		release := make(chan struct{})
 		st := &hookStore{Store: memstore.New(), hook: func() { <-release }}
-		e, err := Open(ctx, Config{Store: st, sweepEvery: time.Hour})
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestNoMessageStrandedByTargetedWakeUps(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		st := memstore.New()
-		e, err := Open(ctx, Config{Store: st, sweepEvery: time.Hour})
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
