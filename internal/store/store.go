@@ -446,6 +446,10 @@ type MessageNackParams struct {
 	// RetryDelay (ms, >= 0): the message is due again at now + RetryDelay.
 	RetryDelay int64
 	Error      string
+	// Final moves the message to dead letters now, whatever attempts it
+	// has left (a handler that knows a retry cannot succeed); the failure
+	// is counted as usual and RetryDelay is ignored.
+	Final bool
 }
 
 // MessageExtendParams are the arguments of MessageExtend.

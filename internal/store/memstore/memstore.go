@@ -494,7 +494,7 @@ func (s *Store) MessageAckMany(_ context.Context, p *store.MessageAckManyParams)
 
 // fail counts a failure of a detached, formerly inflight entry and sends it
 // to dead or back to scheduled/ready at retryAt, as Nack and LeaseExpire do.
-func fail(e *entry, now, retryAt int64, reason string) {
+func fail(e *entry, now, retryAt int64, reason string, final bool) {
 	r := &e.rec
 	r.Failures++
 	r.LastError = reason
@@ -502,7 +502,7 @@ func fail(e *entry, now, retryAt int64, reason string) {
 	r.LeaseUntil = 0
 	r.UpdatedAt = now
 	switch {
-	case r.Failures >= r.MaxAttempts:
+	case final || r.Failures >= r.MaxAttempts:
 		r.State = store.StateDead
 		r.DeadAt = now
 	case retryAt <= now:
@@ -525,7 +525,7 @@ func (s *Store) MessageNack(_ context.Context, p *store.MessageNackParams) (*sto
 		return nil, err
 	}
 	s.detach(t, e)
-	fail(e, p.Now, p.Now+p.RetryDelay, p.Error)
+	fail(e, p.Now, p.Now+p.RetryDelay, p.Error, p.Final)
 	s.attach(t, e)
 	return clone(&e.rec), nil
 }
@@ -564,7 +564,7 @@ func (s *Store) LeaseExpire(_ context.Context, p *store.LeaseExpireParams) ([]*s
 		}
 		t := s.topics[e.rec.Topic]
 		s.detach(t, e)
-		fail(e, p.Now, p.Now, LeaseExpiredError)
+		fail(e, p.Now, p.Now, LeaseExpiredError, false)
 		s.attach(t, e)
 		out = append(out, clone(&e.rec))
 	}

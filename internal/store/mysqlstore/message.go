@@ -521,14 +521,14 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 }
 
 // fail counts a failure, as Nack and LeaseExpire do.
-func fail(r *store.Record, now, retryAt int64, reason string) {
+func fail(r *store.Record, now, retryAt int64, reason string, final bool) {
 	r.Failures++
 	r.LastError = reason
 	r.Receipt = ""
 	r.LeaseUntil = 0
 	r.UpdatedAt = now
 	switch {
-	case r.Failures >= r.MaxAttempts:
+	case final || r.Failures >= r.MaxAttempts:
 		r.State, r.DeadAt = store.StateDead, now
 	case retryAt <= now:
 		r.State, r.DueAt = store.StateReady, retryAt
@@ -546,7 +546,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 			return err
 		}
 		c := counts{}
-		if err := s.move(ctx, tx, c, r, func() { fail(r, now, now+p.RetryDelay, p.Error) }); err != nil {
+		if err := s.move(ctx, tx, c, r, func() { fail(r, now, now+p.RetryDelay, p.Error, p.Final) }); err != nil {
 			return err
 		}
 		return s.flushCounts(ctx, tx, c)
@@ -601,7 +601,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			if r == nil || r.State != store.StateInflight || r.Seq != k.seq {
 				continue
 			}
-			if err := s.move(ctx, tx, c, r, func() { fail(r, now, now, LeaseExpiredError) }); err != nil {
+			if err := s.move(ctx, tx, c, r, func() { fail(r, now, now, LeaseExpiredError, false) }); err != nil {
 				return err
 			}
 			out = append(out, r)

@@ -412,15 +412,15 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 }
 
 // failRecord applies one failure (nack or lease expiry) to an inflight
-// record: Failures+1, then dead if it reached MaxAttempts, else due at
-// retryAt (ready if retryAt <= now).
-func failRecord(r *store.Record, now, retryAt int64, reason string) *store.Record {
+// record: Failures+1, then dead if it reached MaxAttempts or final, else
+// due at retryAt (ready if retryAt <= now).
+func failRecord(r *store.Record, now, retryAt int64, reason string, final bool) *store.Record {
 	nw := cloneRecord(r)
 	nw.Failures++
 	nw.LastError, nw.UpdatedAt = reason, now
 	nw.Receipt, nw.LeaseUntil = "", 0
 	switch {
-	case nw.Failures >= nw.MaxAttempts:
+	case final || nw.Failures >= nw.MaxAttempts:
 		nw.State, nw.DeadAt = store.StateDead, now
 		// gofail: var pebbleDeadMove bool
 		// if pebbleDeadMove { go func() { panic("gofail: pebbleDeadMove") }(); select {} }
@@ -438,7 +438,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 		if err := checkLease(r, p.Receipt); err != nil {
 			return nil, nil, err
 		}
-		nw := failRecord(r, p.Now, p.Now+p.RetryDelay, p.Error)
+		nw := failRecord(r, p.Now, p.Now+p.RetryDelay, p.Error, p.Final)
 		return nw, cloneRecord(nw), nil
 	})
 }

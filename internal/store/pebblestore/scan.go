@@ -316,7 +316,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			_ = x.b.Delete(c.key, nil) // stale entry
 			continue
 		}
-		nw := failRecord(r, p.Now, p.Now, "lease expired")
+		nw := failRecord(r, p.Now, p.Now, "lease expired", false)
 		x.put(t, r, nw)
 		out = append(out, cloneRecord(nw))
 	}

@@ -297,8 +297,14 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (_ 
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	r, err := s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack")+"($1, $2, $3, $4, $5, $6)",
-		s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, p.RetryDelay, []byte(p.Error))
+	var r *store.Record
+	if p.Final {
+		r, err = s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack_final")+"($1, $2, $3, $4, $5)",
+			s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, []byte(p.Error))
+	} else {
+		r, err = s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack")+"($1, $2, $3, $4, $5, $6)",
+			s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, p.RetryDelay, []byte(p.Error))
+	}
 	if err != nil {
 		return nil, err
 	}

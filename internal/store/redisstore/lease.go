@@ -275,11 +275,12 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 
 // nackScript records a failure of an inflight message whose receipt
 // matches: Failures+1 and LastError, then dead (DeadAt = now, DueAt kept)
-// when Failures reaches MaxAttempts, else ready or scheduled at now + the
-// retry delay.
+// when Failures reaches MaxAttempts or the nack is final, else ready or
+// scheduled at now + the retry delay.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] id, ARGV[4] receipt, ARGV[5] "+retry delay" (ms), ARGV[6] error
+//	ARGV[7] "1" when final
 //
 // Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
 var nackScript = newScript(flagsState, `
@@ -289,7 +290,7 @@ local code, st, r = leased(k, ARGV[4])
 if code ~= 'ok' then return {NOW, code, st} end
 local m = member(r, id)
 redis.call('ZREM', IDX[3], m)
-fail(r, m, at(ARGV[5]), ARGV[6])
+fail(r, m, at(ARGV[5]), ARGV[6], ARGV[7] == '1')
 return {NOW, 'ok', save(k, r)}
 `)
 
@@ -298,8 +299,12 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 	if err := checkTime("RetryDelay", p.RetryDelay); err != nil {
 		return nil, err
 	}
+	final := "0"
+	if p.Final {
+		final = "1"
+	}
 	return s.oneMessage(ctx, "nack", nackScript, p.Topic, p.ID, p.Now, true,
-		p.Receipt, after(p.RetryDelay), p.Error)
+		p.Receipt, after(p.RetryDelay), p.Error, final)
 }
 
 // extendScript sets LeaseUntil = now + the lease length of an inflight
@@ -346,7 +351,7 @@ for _, m in ipairs(ms) do
   local r = load(k)
   redis.call('ZREM', IDX[3], m)
   if r then
-    fail(r, m, NOW, 'lease expired')
+    fail(r, m, NOW, 'lease expired', false)
     out[#out+1] = id
     out[#out+1] = save(k, r)
   end

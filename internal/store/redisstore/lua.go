@@ -109,10 +109,10 @@ local function leased(k, receipt)
 end
 -- fail counts a failure of the inflight record r (member m, already out
 -- of the lease index) and sends it to dead, or back at retry (a number).
-local function fail(r, m, retry, reason)
+local function fail(r, m, retry, reason, final)
   r.fail = r.fail + 1
   r.err, r.uat, r.rcpt, r.t = reason, NOW, '', 0
-  if r.fail >= r.max then
+  if final or r.fail >= r.max then
     r.st, r.t = 4, NOW
     redis.call('ZADD', IDX[4], NOW_S, m)
   elseif retry <= NOW then

@@ -156,6 +156,33 @@ func testNack(h *harness) {
 	wantErr(t, "nack of scheduled", err, store.ErrConflict)
 }
 
+// testNackFinal: a final nack dead-letters at once with attempts left,
+// counts the failure, ignores the retry delay, and the dead letter can be
+// replayed like any other.
+func testNackFinal(h *harness) {
+	t, now := h.t, T0
+	h.insertNew("t", now, msg("m", now), msg("n", now))
+	l := h.leaseOne("t", "m", now, now+30)
+	got, err := h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: "t", ID: "m", Receipt: l.Receipt, Now: now + 1, RetryDelay: 500, Error: "bad input", Final: true})
+	noErr(t, "final nack", err)
+	want := *l
+	want.State, want.Failures, want.LastError, want.DeadAt = store.StateDead, 1, "bad input", now+1
+	want.Receipt, want.LeaseUntil, want.UpdatedAt = "", 0, now+1
+	Equal(t, &want, got)
+	Equal(t, &want, h.get("t", "m"))
+	h.counts("t", store.Counts{Ready: 1, Dead: 1})
+	wantIDs(t, "dead letters", h.deadAll("t", 10), "m")
+	_, err = h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: "t", ID: "m", Receipt: l.Receipt, Now: now + 2, Final: true})
+	wantErr(t, "final nack of dead", err, store.ErrConflict)
+	// The other message is untouched and a plain nack still retries.
+	l = h.leaseOne("t", "n", now+3, now+30)
+	got, err = h.nack("t", "n", l.Receipt, now+4, now+100, "e")
+	noErr(t, "nack", err)
+	if got.State != store.StateScheduled || got.Failures != 1 {
+		t.Errorf("plain nack after a final one: %s", fmtRec(got))
+	}
+}
+
 func testExtend(h *harness) {
 	t, now := h.t, T0
 	h.insertNew("t", now, msg("m", now), msg("s", now+100))

@@ -25,6 +25,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Ack", testAck},
 		{"AckMany", testAckMany},
 		{"Nack", testNack},
+		{"NackFinal", testNackFinal},
 		{"Extend", testExtend},
 		{"LeaseExpire", testLeaseExpire},
 		{"Cancel", testCancel},
