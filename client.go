@@ -333,7 +333,7 @@ func (c *Client) Nack(ctx context.Context, topic, id, receipt string, req NackRe
 	if err != nil {
 		return nil, err
 	}
-	body := wire.NackRequest{Receipt: receipt, Reason: req.Reason}
+	body := wire.NackRequest{Receipt: receipt, Reason: req.Reason, Dead: req.Dead}
 	if req.HasDelay {
 		d := wire.Duration(req.Delay)
 		body.Delay = &d

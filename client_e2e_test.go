@@ -261,6 +261,33 @@ func TestE2ETopicsAndSettings(t *testing.T) {
 	}
 }
 
+// A nack with Dead goes to dead letters with attempts left (a worker's
+// SkipRetry); Dead with a delay is refused naming the field.
+func TestE2ENackDead(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t)
+	ctx := context.Background()
+	mustSend(t, b.c, "skip", "s1", "x", delayq.WithMaxAttempts(25))
+	msgs, err := b.c.Lease(ctx, "skip", delayq.LeaseRequest{Max: 1})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("lease: %v %v", msgs, err)
+	}
+	m := msgs[0]
+	_, err = b.c.Nack(ctx, "skip", m.ID, m.Receipt, delayq.NackRequest{Dead: true, HasDelay: true, Delay: time.Minute})
+	var ie *delayq.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "delay" {
+		t.Fatalf("dead nack with a delay: %v", err)
+	}
+	nm, err := b.c.Nack(ctx, "skip", m.ID, m.Receipt, delayq.NackRequest{Dead: true, Reason: "account deleted"})
+	if err != nil || nm.State != delayq.StateDead || nm.Failures != 1 || nm.LastError != "account deleted" {
+		t.Fatalf("dead nack: %+v %v", nm, err)
+	}
+	page, err := b.c.DeadList(ctx, "skip", delayq.DeadListRequest{})
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].ID != "s1" {
+		t.Fatalf("dead letters after a dead nack: %+v %v", page, err)
+	}
+}
+
 func TestE2EDeadLetters(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t)

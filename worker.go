@@ -21,8 +21,10 @@ import (
 // Handler processes one delivered message, like http.Handler serves one
 // request. Returning nil acknowledges the message; returning an error nacks
 // it with the error text as the reason, so it is retried after the topic's
-// backoff or goes dead when its attempts are exhausted. A panic is recovered
-// and treated as an error "panic: …".
+// backoff or goes dead when its attempts are exhausted. SkipRetry(err)
+// sends it to dead letters at once; RetryAfter(d, err) retries it after d
+// instead of the backoff. A panic is recovered and treated as an error
+// "panic: …".
 //
 // ctx is cancelled when the lease is lost (context.Cause(ctx) matches
 // ErrLeaseLost: the message was cancelled, or the lease expired and the
@@ -66,8 +68,22 @@ var (
 // WorkerConfig configures a Worker. The zero value means "all defaults".
 type WorkerConfig struct {
 	// Concurrency is how many handlers may run at once per topic.
-	// Default 10.
+	// Default 10. Ignored when SharedConcurrency is set.
 	Concurrency int
+	// SharedConcurrency, when > 0, makes the worker's topics share this
+	// many handler slots instead of having Concurrency each: when they
+	// compete, each topic gets slots in proportion to its weight
+	// (HandlerWeight, default 1). It must be at least the number of topics
+	// (every topic holds a slot while it long-polls).
+	SharedConcurrency int
+	// StrictPriority, with SharedConcurrency, serves the heaviest waiting
+	// topic first instead of sharing by weight: lighter topics get slots
+	// only when heavier ones have nothing to run.
+	StrictPriority bool
+	// HandlerTimeout bounds every handler call (see the HandlerTimeout option, which
+	// overrides it per topic). 0: no bound; the lease is extended as long
+	// as the handler runs.
+	HandlerTimeout time.Duration
 	// Lease is the lease asked for each message; the worker extends it
 	// while the handler runs. Default 30s.
 	Lease time.Duration
@@ -119,6 +135,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.BatchSize <= 0 || c.BatchSize > c.Concurrency {
 		c.BatchSize = c.Concurrency
 	}
+	if c.SharedConcurrency > 0 {
+		c.BatchSize = min(c.BatchSize, c.SharedConcurrency)
+	}
 	c.BatchSize = min(c.BatchSize, MaxBatch)
 	if c.ExtendEvery == 0 {
 		c.ExtendEvery = c.Lease / 3
@@ -156,7 +175,7 @@ type Worker struct {
 	cfg WorkerConfig
 
 	mu       sync.Mutex // guards the fields below until Start
-	handlers map[string]Handler
+	handlers map[string]registered
 	mws      []Middleware
 	started  bool
 
@@ -170,9 +189,15 @@ type Worker struct {
 	done           chan struct{} // closed when every goroutine has ended
 }
 
+// registered is a topic's handler with its options.
+type registered struct {
+	h    Handler
+	opts handlerOptions
+}
+
 // NewWorker returns a Worker consuming from q (an engine or a Client).
 func NewWorker(q Queue, cfg WorkerConfig) *Worker {
-	w := &Worker{q: q, cfg: cfg.withDefaults(), handlers: map[string]Handler{}}
+	w := &Worker{q: q, cfg: cfg.withDefaults(), handlers: map[string]registered{}}
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
@@ -182,42 +207,53 @@ func NewWorker(q Queue, cfg WorkerConfig) *Worker {
 // tracerName is the instrumentation scope of the Worker's spans.
 const tracerName = "github.com/delayq/delayq"
 
-// Handle registers h for topic. It panics on an invalid topic, a nil
-// handler, a topic registered twice, or a call after Start: programmer
-// errors, found at start-up. AddHandler is the non-panicking variant.
-func (w *Worker) Handle(topic string, h Handler) {
-	if err := w.AddHandler(topic, h); err != nil {
+// Handle registers h for topic, with options (HandlerTimeout, HandlerWeight).
+// It panics on an invalid topic or option, a nil handler, a topic
+// registered twice, or a call after Start: programmer errors, found at
+// start-up. AddHandler is the non-panicking variant.
+func (w *Worker) Handle(topic string, h Handler, opts ...HandlerOption) {
+	if err := w.AddHandler(topic, h, opts...); err != nil {
 		panic(err)
 	}
 }
 
 // HandleFunc registers f for topic, like Handle.
-func (w *Worker) HandleFunc(topic string, f func(ctx context.Context, m *Message) error) {
-	w.Handle(topic, HandlerFunc(f))
+func (w *Worker) HandleFunc(topic string, f func(ctx context.Context, m *Message) error, opts ...HandlerOption) {
+	w.Handle(topic, HandlerFunc(f), opts...)
 }
 
 // Register registers t for t.Topic(), like Handle.
-func (w *Worker) Register(t Task) {
-	w.Handle(t.Topic(), TaskHandler(t))
+func (w *Worker) Register(t Task, opts ...HandlerOption) {
+	w.Handle(t.Topic(), TaskHandler(t), opts...)
 }
 
 // AddHandler registers h for topic, or returns why it cannot.
-func (w *Worker) AddHandler(topic string, h Handler) error {
+func (w *Worker) AddHandler(topic string, h Handler, opts ...HandlerOption) error {
 	if err := ValidateTopic(topic); err != nil {
 		return fmt.Errorf("delayq: worker: %w", err)
 	}
 	if h == nil {
 		return fmt.Errorf("delayq: worker: nil handler for topic %q", topic)
 	}
+	o := handlerOptions{timeout: w.cfg.HandlerTimeout, weight: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.timeout < 0:
+		return fmt.Errorf("delayq: worker: topic %q: timeout %s is negative", topic, o.timeout)
+	case o.weight < 1:
+		return fmt.Errorf("delayq: worker: topic %q: weight %d, want at least 1", topic, o.weight)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.started:
 		return fmt.Errorf("delayq: worker: handler for topic %q added after Start", topic)
-	case w.handlers[topic] != nil:
+	case w.handlers[topic].h != nil:
 		return fmt.Errorf("delayq: worker: topic %q already has a handler", topic)
 	}
-	w.handlers[topic] = h
+	w.handlers[topic] = registered{h: h, opts: o}
 	return nil
 }
 
@@ -246,6 +282,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if len(w.handlers) == 0 {
 		return errors.New("delayq: worker: no handlers registered")
 	}
+	var pool *slotPool
+	if n := w.cfg.SharedConcurrency; n > 0 {
+		if n < len(w.handlers) {
+			return fmt.Errorf("delayq: worker: SharedConcurrency %d is less than the %d topics (each holds a slot while it waits for messages)", n, len(w.handlers))
+		}
+		pool = newSlotPool(n, w.cfg.StrictPriority)
+	}
 	w.started = true
 	w.bg = context.WithoutCancel(ctx)
 	w.handlerCtx, w.cancelHandlers = context.WithCancelCause(ctx)
@@ -261,7 +304,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	runners := make([]*topicRunner, len(topics))
 	var fetchers, ackers sync.WaitGroup
 	for i, t := range topics {
-		r := w.newRunner(t, w.handlers[t])
+		r := w.newRunner(t, w.handlers[t], pool)
 		runners[i] = r
 		fetchers.Go(func() { r.fetchLoop(leaseCtx) })
 		if r.acks != nil {
@@ -358,27 +401,34 @@ func (w *Worker) wait(ctx context.Context) error {
 	}
 }
 
-func (w *Worker) newRunner(topic string, h Handler) *topicRunner {
+func (w *Worker) newRunner(topic string, reg registered, pool *slotPool) *topicRunner {
+	h := reg.h
 	for i := len(w.mws) - 1; i >= 0; i-- {
 		h = w.mws[i](h)
 	}
-	r := &topicRunner{w: w, cfg: &w.cfg, topic: topic, h: h, sem: make(chan struct{}, w.cfg.Concurrency)}
+	r := &topicRunner{w: w, cfg: &w.cfg, topic: topic, h: h, timeout: reg.opts.timeout}
+	if pool != nil {
+		r.slots = pool.join(reg.opts.weight)
+	} else {
+		r.slots = make(ownSlots, w.cfg.Concurrency)
+	}
 	if w.cfg.AckBatch > 1 {
 		r.acks = make(chan AckRequest, w.cfg.AckBatch)
 	}
 	return r
 }
 
-// topicRunner consumes one topic. fetchLoop holds a slot of sem per
-// message it leases; each message's goroutine gives its slot back when
-// the message has been acked (or queued for a batch ack) or nacked.
+// topicRunner consumes one topic. fetchLoop holds a slot per message it
+// leases; each message's goroutine gives its slot back when the message
+// has been acked (or queued for a batch ack) or nacked.
 type topicRunner struct {
-	w     *Worker
-	cfg   *WorkerConfig
-	topic string
-	h     Handler
+	w       *Worker
+	cfg     *WorkerConfig
+	topic   string
+	h       Handler
+	timeout time.Duration // per handler call; 0: none
 
-	sem      chan struct{}   // one token per running handler
+	slots    slots           // one per running handler
 	acks     chan AckRequest // to ackLoop; nil when AckBatch is 1
 	handlers sync.WaitGroup  // message goroutines
 }
@@ -390,13 +440,16 @@ func (r *topicRunner) log() *slog.Logger { return r.cfg.Logger }
 func (r *topicRunner) fetchLoop(ctx context.Context) {
 	failures := 0
 	for {
-		n := r.acquire(ctx)
+		n := r.slots.acquire(ctx, r.cfg.BatchSize)
 		if n == 0 {
 			return
 		}
 		start := time.Now()
 		msgs, err := r.w.q.Lease(ctx, r.topic, LeaseRequest{Max: n, Lease: r.cfg.Lease, Wait: r.cfg.Wait})
-		r.release(n - len(msgs))
+		if ps, ok := r.slots.(*poolSlots); ok && err == nil {
+			ps.leased(n, len(msgs))
+		}
+		r.slots.release(n - len(msgs))
 		if err != nil {
 			// When ctx ended, a lease the server granted but we did not
 			// receive simply expires and the message is redelivered.
@@ -424,38 +477,12 @@ func (r *topicRunner) fetchLoop(ctx context.Context) {
 	}
 }
 
-// acquire blocks for one free slot, then takes up to BatchSize-1 more
-// without blocking. It returns how many it took (0 when ctx ended).
-func (r *topicRunner) acquire(ctx context.Context) int {
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < r.cfg.BatchSize {
-		select {
-		case r.sem <- struct{}{}:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
-}
-
-func (r *topicRunner) release(n int) {
-	for range n {
-		<-r.sem
-	}
-}
-
 // process runs the handler for m with lease extension, then acks or nacks.
 // leasedAt is when the Lease call began: the lease cannot have started
 // earlier, so extending relative to it is safe however slow the answer was.
 func (r *topicRunner) process(m *Message, leasedAt time.Time) {
 	defer r.handlers.Done()
-	defer r.release(1)
+	defer r.slots.release(1)
 	ctx, cancel := context.WithCancelCause(r.w.handlerCtx)
 	defer cancel(nil)
 	var span trace.Span
@@ -463,7 +490,25 @@ func (r *topicRunner) process(m *Message, leasedAt time.Time) {
 		ctx, span = r.startSpan(ctx, m)
 	}
 	stopExtending := r.startExtender(m, leasedAt, cancel)
-	err := r.call(ctx, m)
+	callCtx := ctx
+	if r.timeout > 0 {
+		// Past the timeout the lease is no longer extended: a handler that
+		// ignores its context then loses the message to a redelivery
+		// instead of holding it for ever.
+		var cancelT context.CancelFunc
+		callCtx, cancelT = context.WithTimeoutCause(ctx, r.timeout, ErrHandlerTimeout)
+		defer cancelT()
+		stop := context.AfterFunc(callCtx, func() {
+			if errors.Is(context.Cause(callCtx), ErrHandlerTimeout) {
+				stopExtending()
+			}
+		})
+		defer stop()
+	}
+	err := r.call(callCtx, m)
+	if err != nil && errors.Is(context.Cause(callCtx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %s: %w", ErrHandlerTimeout, r.timeout, err)
+	}
 	stopExtending()
 	if span != nil {
 		endSpan(ctx, span, err)
@@ -572,8 +617,8 @@ func (r *topicRunner) finish(ctx context.Context, m *Message, err error) {
 	if r.cfg.ErrorHandler != nil {
 		r.cfg.ErrorHandler(ctx, m, err)
 	}
-	req := NackRequest{Reason: truncateUTF8(err.Error(), 1000)}
-	if r.w.handlerCtx.Err() != nil {
+	req := nackFor(err)
+	if r.w.handlerCtx.Err() != nil && !req.Dead {
 		// Shutting down: hand the message back for someone else right away.
 		req.HasDelay, req.Delay = true, 0
 	}

@@ -103,6 +103,10 @@ type NackRequest struct {
 	Delay    time.Duration
 	HasDelay bool
 	Reason   string
+	// Dead moves the message to dead letters now, whatever attempts it has
+	// left: the failure is permanent (bad input, a deleted account) and a
+	// retry cannot succeed. Delay must not be set with it.
+	Dead bool
 }
 
 // DeadListRequest pages through dead letters.

@@ -235,6 +235,9 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 		return nil, err
 	}
 	if req.HasDelay {
+		if req.Dead {
+			return nil, domain.Invalid("delay", "cannot be set on a nack to dead letters")
+		}
 		if err := e.limits.CheckDelay(req.Delay, "delay"); err != nil {
 			return nil, err
 		}
@@ -259,7 +262,7 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	// Rounded up: a sub-millisecond delay never makes the retry early.
 	retryDelay := (delay + time.Millisecond - 1).Milliseconds()
 	reason := truncateReason(req.Reason)
-	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: reason})
+	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: reason, Final: req.Dead})
 	if err != nil {
 		return nil, storeErr("nack", msgRef(topic, id), err)
 	}

@@ -225,7 +225,7 @@ func (s *Server) nack(c *call) (int, any, error) {
 	if len(in.Reason) > maxReasonBytes {
 		return 0, nil, domain.Invalid("reason", "is %d bytes, the limit is %d", len(in.Reason), maxReasonBytes)
 	}
-	req := domain.NackRequest{Reason: in.Reason}
+	req := domain.NackRequest{Reason: in.Reason, Dead: in.Dead}
 	if in.Delay != nil {
 		req.Delay, req.HasDelay = time.Duration(*in.Delay), true
 	}

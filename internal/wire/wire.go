@@ -154,6 +154,7 @@ type NackRequest struct {
 	Receipt string    `json:"receipt"`
 	Delay   *Duration `json:"delay,omitempty"`
 	Reason  string    `json:"reason,omitempty"`
+	Dead    bool      `json:"dead,omitempty"`
 }
 
 // ExtendRequest is the body of POST …/messages/{id}/extend.
