@@ -308,6 +308,48 @@ func TestToken(t *testing.T) {
 	}
 }
 
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, err := testCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCfg, _ := (&deliver.TLSConfig{CAPEM: caPEM}).Config()
+	s, err := startNATS([]nats.Option{nats.Secure(caCfg)},
+		"--tls", "--tlscert", dir+"/cert.pem", "--tlskey", dir+"/key.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	st, subject := stream(t, s, nats.Secure(caCfg))
+	url := fmt.Sprintf("tls://localhost:%d", s.port)
+	for _, tc := range []struct {
+		tls  *deliver.TLSConfig
+		want string // "" for success, else part of New's error
+	}{
+		{&deliver.TLSConfig{CAPEM: caPEM}, ""},
+		{&deliver.TLSConfig{InsecureSkipVerify: true}, ""},
+		{nil, "certificate"},
+		{&deliver.TLSConfig{CAPEM: caPEM, ServerName: "other.example"}, "other.example"},
+	} {
+		tg, err := natsjs.New(context.Background(), natsjs.Config{URL: url, Subject: subject, TLS: tc.tls, Timeout: 5 * time.Second})
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("TLS %+v: err = %v, want one containing %q", tc.tls, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("TLS %+v: %v", tc.tls, err)
+		}
+		mustPublish(t, tg, batch(fmt.Sprintf("tls%d", seq.Add(1)), 1, 10))
+		tg.Close()
+	}
+	if got := consume(t, st); len(got) != 2 {
+		t.Fatalf("%d messages stored over TLS, want 2", len(got))
+	}
+}
+
 // TestServerKilledMidBatch freezes the server so a batch stays
 // unacknowledged, kills it, checks that the batch fails, restarts it on
 // the same port and storage, and checks that the target publishes again.

@@ -19,12 +19,14 @@ import (
 // script is run directly (not the wrapper, which switches to the rabbitmq
 // user and the system's data directory).
 type rabbitServer struct {
-	dir  string
-	port int
-	node string
-	env  []string
-	cmd  *exec.Cmd
-	log  string
+	dir     string
+	port    int
+	tlsPort int
+	caPEM   string
+	node    string
+	env     []string
+	cmd     *exec.Cmd
+	log     string
 }
 
 const rabbitBin = "/usr/lib/rabbitmq/bin"
@@ -37,11 +39,11 @@ func startRabbit() (*rabbitServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	s := &rabbitServer{dir: dir, port: ports[0],
+	s := &rabbitServer{dir: dir, port: ports[0], tlsPort: ports[2],
 		node: fmt.Sprintf("delayqtest%d@localhost", os.Getpid()), log: filepath.Join(dir, "out.log")}
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
@@ -51,7 +53,17 @@ func startRabbit() (*rabbitServer, error) {
 	if err := os.WriteFile(filepath.Join(home, ".erlang.cookie"), []byte("DELAYQTESTCOOKIE"), 0o400); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\n", s.port)
+	if s.caPEM, err = testCerts(dir); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`listeners.tcp.1 = 127.0.0.1:%d
+listeners.ssl.1 = 127.0.0.1:%d
+ssl_options.cacertfile = %s
+ssl_options.certfile = %s
+ssl_options.keyfile = %s
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+`, s.port, s.tlsPort, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
 	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o600); err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ type pubChannel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	closes  chan *amqp.Error
+	why     error // the close reason once read from closes
 }
 
 // New checks cfg, connects and, for a named exchange, checks that it
@@ -359,29 +360,24 @@ func (t *Target) dialLocked(ctx context.Context) error {
 
 // reason prefers the broker's channel or connection close reason (a
 // 404 for a missing exchange, a lost connection) over a generic err.
+// The client marks a channel closed before it hands out the reason, so a
+// closed channel's reason is awaited briefly.
 func (pc *pubChannel) reason(err error) error {
+	if pc.why != nil {
+		return pc.why
+	}
+	if !pc.ch.IsClosed() && !errors.Is(err, amqp.ErrClosed) {
+		return err
+	}
 	select {
 	case e, ok := <-pc.closes:
 		if ok && e != nil {
-			// Keep it for the other messages of the batch.
-			pc.closes = closedWith(e)
+			pc.why = e
 			return e
 		}
-		pc.closes = closedWith(nil)
-	default:
+	case <-time.After(time.Second):
 	}
 	return err
-}
-
-// closedWith returns a closed channel that yields e first, so reason
-// gives the same answer every time it is asked.
-func closedWith(e *amqp.Error) chan *amqp.Error {
-	c := make(chan *amqp.Error, 1)
-	if e != nil {
-		c <- e
-	}
-	close(c)
-	return c
 }
 
 func isDone(dc *amqp.DeferredConfirmation) bool {

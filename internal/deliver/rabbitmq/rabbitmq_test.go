@@ -280,6 +280,73 @@ func TestErrorsHideThePassword(t *testing.T) {
 	}
 }
 
+func TestTLS(t *testing.T) {
+	ch := admin(t)
+	queue := unique("tls")
+	if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("amqps://guest:guest@localhost:%d/", broker.tlsPort)
+	for _, tc := range []struct {
+		tls  *deliver.TLSConfig
+		want string // "" for success, else part of New's error
+	}{
+		{&deliver.TLSConfig{CAPEM: broker.caPEM}, ""},
+		{&deliver.TLSConfig{InsecureSkipVerify: true}, ""},
+		{nil, "certificate"},
+		{&deliver.TLSConfig{CAPEM: broker.caPEM, ServerName: "other.example"}, "other.example"},
+	} {
+		tg, err := rabbitmq.New(context.Background(), rabbitmq.Config{URL: url, RoutingKey: queue, TLS: tc.tls, Timeout: 5 * time.Second})
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("TLS %+v: err = %v, want one containing %q", tc.tls, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("TLS %+v: %v", tc.tls, err)
+		}
+		for _, err := range tg.Publish(context.Background(), batch(unique("tls"), 1, 10)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		tg.Close()
+	}
+	if got := drain(t, ch, queue); len(got) != 2 {
+		t.Fatalf("%d messages arrived over TLS, want 2", len(got))
+	}
+}
+
+func TestExchangeDeletedThenRecreated(t *testing.T) {
+	ch := admin(t)
+	exchange, key, queue := boundQueue(t, ch, nil)
+	tg := newTarget(t, rabbitmq.Config{Exchange: exchange, RoutingKey: key})
+	if err := ch.ExchangeDelete(exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	// The broker closes the channel with 404: every message fails saying so.
+	for i, err := range tg.Publish(context.Background(), batch("gone", 3, 1)) {
+		if err == nil || !strings.Contains(err.Error(), "no exchange") {
+			t.Fatalf("message %d: err = %v, want the broker's 404", i, err)
+		}
+	}
+	if err := ch.ExchangeDeclare(exchange, "direct", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(queue, key, exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range tg.Publish(context.Background(), batch("back", 3, 1)) {
+		if err != nil {
+			t.Fatalf("after re-creating the exchange, message %d: %v", i, err)
+		}
+	}
+	if got := drain(t, ch, queue); len(got) != 3 {
+		t.Fatalf("%d messages arrived, want 3", len(got))
+	}
+}
+
 func TestCloseThenPublishFails(t *testing.T) {
 	tg, err := rabbitmq.New(context.Background(), rabbitmq.Config{URL: broker.url(), RoutingKey: "x"})
 	if err != nil {
