@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/internal/deliver"
 	"github.com/delayq/delayq/internal/deliver/natsjs"
@@ -250,6 +251,46 @@ func TestConfigErrors(t *testing.T) {
 		_, err := natsjs.New(context.Background(), tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): err = %v, want one naming %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	_, subject := stream(t, srv)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tg, err := natsjs.New(context.Background(), natsjs.Config{URL: srv.url(), Subject: subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, tg, batch("leak", 5, 1))
+	if err := tg.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamAtLimitRefuses(t *testing.T) {
+	nc, err := nats.Connect(srv.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	n := seq.Add(1)
+	subject := fmt.Sprintf("delayq.full.%d", n)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: fmt.Sprintf("FULL%d", n), Subjects: []string{subject},
+		MaxMsgs: 3, Discard: jetstream.DiscardNew,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tg := newTarget(t, natsjs.Config{Subject: subject})
+	errs := tg.Publish(context.Background(), batch("f", 6, 1))
+	for i, err := range errs {
+		if i < 3 && err != nil {
+			t.Errorf("message %d: %v, want stored (the stream has room)", i, err)
+		}
+		if i >= 3 && (err == nil || !strings.Contains(err.Error(), "maximum messages")) {
+			t.Errorf("message %d: err = %v, want the stream's refusal", i, err)
 		}
 	}
 }

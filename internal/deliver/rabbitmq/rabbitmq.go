@@ -148,8 +148,31 @@ func (t *Target) Publish(ctx context.Context, msgs []deliver.Message) []error {
 		return errs
 	}
 
+	// A basic.return precedes the ack of the same message on the wire, and
+	// the client hands it to pc.returns before it processes that ack, so
+	// once every confirm is in, every return of the batch has been queued.
+	// Returns are read while publishing too: the client drops one it cannot
+	// hand over within 5s, which would pass an unroutable message as sent.
+	returned := map[string]amqp.Return{}
+	returns := pc.returns
+	takeReturns := func() {
+		for returns != nil {
+			select {
+			case r, ok := <-returns:
+				if !ok {
+					returns = nil
+					return
+				}
+				returned[r.MessageId] = r
+			default:
+				return
+			}
+		}
+	}
+
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i := range msgs {
+		takeReturns()
 		if err := ctx.Err(); err != nil {
 			fill(errs, i, t.errorf("not published: %v", err))
 			break
@@ -163,11 +186,6 @@ func (t *Target) Publish(ctx context.Context, msgs []deliver.Message) []error {
 		dcs[i] = dc
 	}
 
-	// A basic.return precedes the ack of the same message on the wire, and
-	// the client hands it to pc.returns before it processes that ack, so
-	// once every confirm is in, every return of the batch has been queued.
-	returned := map[string]amqp.Return{}
-	returns := pc.returns
 	abandoned := false
 wait:
 	for i, dc := range dcs {
@@ -195,18 +213,7 @@ wait:
 			}
 		}
 	}
-drain:
-	for returns != nil {
-		select {
-		case r, ok := <-returns:
-			if !ok {
-				break drain
-			}
-			returned[r.MessageId] = r
-		default:
-			break drain
-		}
-	}
+	takeReturns()
 
 	for i, dc := range dcs {
 		if dc == nil || errs[i] != nil {
@@ -296,7 +303,7 @@ func (t *Target) channel(ctx context.Context) (*pubChannel, error) {
 	return &pubChannel{
 		conn:    t.conn,
 		ch:      ch,
-		returns: ch.NotifyReturn(make(chan amqp.Return, 64)),
+		returns: ch.NotifyReturn(make(chan amqp.Return, 256)),
 		closes:  ch.NotifyClose(make(chan *amqp.Error, 1)),
 	}, nil
 }

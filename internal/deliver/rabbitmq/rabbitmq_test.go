@@ -13,6 +13,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/internal/deliver"
 	"github.com/delayq/delayq/internal/deliver/rabbitmq"
@@ -193,7 +194,8 @@ func TestUnroutableFails(t *testing.T) {
 	exchange, _, queue := boundQueue(t, ch, nil)
 	// Nothing is bound with this key: mandatory publishes come back.
 	tg := newTarget(t, rabbitmq.Config{Exchange: exchange, RoutingKey: "nobody-listens"})
-	errs := tg.Publish(context.Background(), batch("u", 10, 10))
+	// More returns than the target's return buffer holds.
+	errs := tg.Publish(context.Background(), batch("u", 1000, 10))
 	for i, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "unroutable") || !strings.Contains(err.Error(), fmt.Sprintf("u-%d", i)) {
 			t.Fatalf("message %d: err = %v, want unroutable naming it", i, err)
@@ -344,6 +346,32 @@ func TestExchangeDeletedThenRecreated(t *testing.T) {
 	}
 	if got := drain(t, ch, queue); len(got) != 3 {
 		t.Fatalf("%d messages arrived, want 3", len(got))
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	ch := admin(t) // closed after the check: its goroutines are not ours
+	exchange, key, _ := boundQueue(t, ch, nil)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tg, err := rabbitmq.New(context.Background(), rabbitmq.Config{URL: broker.url(), Exchange: exchange, RoutingKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 3; g++ { // several channels
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, err := range tg.Publish(context.Background(), batch(unique("leak"), 5, 1)) {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := tg.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
