@@ -54,6 +54,8 @@ type Target struct {
 	secrets []string // scrubbed from every error text
 }
 
+var _ deliver.Target = (*Target)(nil)
+
 // New checks cfg and connects. The connection reconnects by itself;
 // while it is down, publishes fail at once instead of being buffered.
 func New(ctx context.Context, cfg Config) (*Target, error) {

@@ -65,6 +65,8 @@ type Target struct {
 	closed bool
 }
 
+var _ deliver.Target = (*Target)(nil)
+
 // pubChannel is one channel in confirm mode with its return and close
 // notifications. A Publish owns it exclusively until it is put back, so
 // the returns it reads belong to its own batch.
