@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -404,7 +403,9 @@ func TestServerKilledMidBatch(t *testing.T) {
 	tg := newTarget(t, natsjs.Config{URL: s.url(), Subject: subject, Timeout: 5 * time.Second})
 	mustPublish(t, tg, batch("warm", 1, 1))
 
-	s.signal(syscall.SIGSTOP)
+	if err := s.freeze(); err != nil {
+		t.Fatal(err)
+	}
 	msgs := batch("k", 20, 10)
 	done := make(chan []error, 1)
 	go func() {
@@ -419,7 +420,6 @@ func TestServerKilledMidBatch(t *testing.T) {
 	default:
 	}
 	s.kill()
-	s.signal(syscall.SIGCONT)
 	var errs []error
 	select {
 	case errs = <-done:

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,7 +83,26 @@ func (s *natsServer) boot() error {
 
 func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
 
-func (s *natsServer) signal(sig syscall.Signal) { s.cmd.Process.Signal(sig) }
+// freeze stops the server process (SIGSTOP) and waits until the kernel
+// says it is stopped: the signal alone does not stop it at once.
+func (s *natsServer) freeze() error {
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	for i := 0; i < 200; i++ {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return err
+		}
+		// pid (comm) STATE ...
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("nats-server did not stop after SIGSTOP")
+}
 
 func (s *natsServer) kill() {
 	s.cmd.Process.Kill()
