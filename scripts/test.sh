@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
-# it can (redis-server, cc, PostgreSQL and MariaDB, for the Redis,
-# PostgreSQL and MySQL engines' tests; Node for the TypeScript client),
+# it can (redis-server, cc, PostgreSQL, MariaDB, RabbitMQ and NATS, for the Redis,
+# PostgreSQL and MySQL engines and the broker targets; Node for the TypeScript client),
 # then runs go vet, staticcheck, gosec, every Go test with the race
 # detector, and the TypeScript client's tests against a live server.
 set -euo pipefail
@@ -21,6 +21,9 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   need_pkgs+=(mariadb-server)
 fi
 # the dashboard's browser test drives Debian's headless Chromium
+# Broker delivery targets are tested against real RabbitMQ and NATS servers.
+[ -x /usr/sbin/rabbitmq-server ] || need_pkgs+=(rabbitmq-server)
+[ -x /usr/sbin/nats-server ] || need_pkgs+=(nats-server)
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 # the TypeScript client's test (clients/typescript/test.sh)
 command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
