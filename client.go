@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -481,6 +482,51 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c2.do(ctx, &call{method: http.MethodGet, path: "/readyz", idempotent: true})
 }
 
+// Backup writes an online backup of the server's embedded store to w: a
+// tar archive of a consistent checkpoint holding every write acknowledged
+// before the call (GET /v1/admin/backup; admin on "*"). Restore by
+// extracting it into an empty data directory. It returns the bytes
+// written, and fails — with part of the archive already in w — when the
+// archive arrives incomplete. It is not retried, and not bounded by the
+// client's timeout (bound it with ctx). Servers on Redis, PostgreSQL or
+// MySQL answer 501: those are backed up with their own tools.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	c2 := *c
+	c2.retries = 0
+	cw := &countingWriter{w: w}
+	err := c2.do(ctx, &call{method: http.MethodGet, path: "/v1/admin/backup", stream: func(body io.Reader) error {
+		// Read it through a tar reader: a connection cut mid-archive is
+		// an error here rather than a truncated file found at restore.
+		tr := tar.NewReader(io.TeeReader(body, cw))
+		for {
+			_, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("backup archive: %w", err)
+			}
+			if _, err := io.Copy(io.Discard, tr); err != nil {
+				return fmt.Errorf("backup archive: %w", err)
+			}
+		}
+		_, err := io.Copy(cw, body) // the end marker's padding
+		return err
+	}})
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // Paths. Topic and id are validated first, so they never need escaping
 // beyond what url.PathEscape does and cannot smuggle a "/" or "..".
 
@@ -523,6 +569,9 @@ type call struct {
 	out          any               // decoded from a 2xx answer; nil: body discarded
 	idempotent   bool
 	wait         time.Duration // server-side long-poll; added to the attempt timeout
+	// stream, when set, reads a 2xx answer's body instead of out, with no
+	// attempt timeout (a backup archive takes as long as it takes).
+	stream func(io.Reader) error
 }
 
 // do runs c with retries; see the Client doc for which failures are retried.
@@ -578,7 +627,7 @@ func (c *Client) backoffFor(attempt int, retryAfter time.Duration) time.Duration
 // attempt makes one HTTP request. It returns the server's Retry-After, if any.
 func (c *Client) attempt(parent context.Context, cl *call, body []byte) (time.Duration, error) {
 	hc, ctx := c.hc, parent
-	if c.timeout > 0 {
+	if c.timeout > 0 && cl.stream == nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout+cl.wait)
 		defer cancel()
@@ -622,6 +671,15 @@ func (c *Client) attempt(parent context.Context, cl *call, body []byte) (time.Du
 	}()
 	if resp.StatusCode >= 300 {
 		return parseRetryAfter(resp.Header.Get("Retry-After")), decodeError(resp)
+	}
+	if cl.stream != nil {
+		if err := cl.stream(resp.Body); err != nil {
+			if parent.Err() != nil {
+				return 0, fmt.Errorf("delayq: %s %s: %w", cl.method, cl.path, parent.Err())
+			}
+			return 0, fmt.Errorf("delayq: %s %s: %w", cl.method, cl.path, err)
+		}
+		return 0, nil
 	}
 	if cl.out == nil {
 		return 0, nil

@@ -129,7 +129,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 		Limits:   s.eng.Limits(),
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, MaxBodyMemory: cfg.MaxBodyMemory, DrainTimeout: cfg.DrainTimeout,
 		TokenRateLimit: cfg.TokenRateLimit, TokenRateBurst: cfg.TokenRateBurst, IPRateLimit: cfg.IPRateLimit, IPRateBurst: cfg.IPRateBurst,
-		Metrics: m.Handler(), RequestObserver: m,
+		Metrics: m.Handler(), RequestObserver: m, Backup: s.backupFunc(),
 		Version: bi.Version, Revision: bi.Short(), TracerProvider: cfg.TracerProvider,
 	})
 	if err != nil {

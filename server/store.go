@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
@@ -66,4 +67,36 @@ type slogRedis struct{ log *slog.Logger }
 
 func (l slogRedis) Printf(ctx context.Context, format string, v ...any) {
 	l.log.Debug("redis client", "detail", fmt.Sprintf(format, v...)) // the store reports failures itself
+}
+
+// backupFunc is the store's online backup for the API, or nil when the
+// store has none of its own.
+func (s *Server) backupFunc() func(ctx context.Context, w io.Writer) error {
+	if _, ok := s.st.(*pebblestore.Store); !ok {
+		return nil
+	}
+	return func(ctx context.Context, w io.Writer) error {
+		_, _, err := s.Backup(ctx, w)
+		return err
+	}
+}
+
+// ErrNoBackup is Backup's error on stores backed up with their own tools.
+var ErrNoBackup = errors.New("server: the store has no online backup of its own: back up Redis, PostgreSQL or MySQL with their own tools")
+
+// Backup writes an online, consistent backup of the embedded store to w
+// as a tar archive (what GET /v1/admin/backup and `delayq backup` serve):
+// every write acknowledged before the call is in it, and the server keeps
+// serving. Restore by extracting it into an empty data directory. It
+// reports the archive's file count and bytes; ErrNoBackup on other stores.
+func (s *Server) Backup(ctx context.Context, w io.Writer) (files int, bytes int64, err error) {
+	st, ok := s.st.(*pebblestore.Store)
+	if !ok {
+		return 0, 0, ErrNoBackup
+	}
+	info, err := st.Backup(ctx, w)
+	if err == nil {
+		s.log.Info("backup written", "files", info.Files, "bytes", info.Bytes)
+	}
+	return info.Files, info.Bytes, err
 }

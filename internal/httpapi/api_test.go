@@ -168,6 +168,10 @@ func TestEndpoints(t *testing.T) {
 	if r.status != 404 || r.err.Code != wire.CodeNotFound {
 		t.Fatalf("metrics without a registry: %d %s", r.status, r.raw)
 	}
+	r = b.do(t, "GET", "/v1/admin/backup", "")
+	if r.status != http.StatusNotImplemented || r.err.Code != wire.CodeNotImplemented || !strings.Contains(r.err.Message, "own tools") {
+		t.Fatalf("backup on a store without one: %d %s", r.status, r.raw)
+	}
 	r = b.do(t, "GET", "/v2/nothing", "")
 	if r.status != 404 || r.err.Code != wire.CodeNotFound || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
 		t.Fatalf("unknown route: %d %v %s", r.status, r.header, r.raw)

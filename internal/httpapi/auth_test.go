@@ -84,6 +84,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"PUT", "/v1/schedules/nightly", `{}`, admAll},
 		{"GET", "/v1/schedules", ``, admAll},
 		{"GET", "/metrics", ``, admAll},
+		{"GET", "/v1/admin/backup", ``, admAll},
 		{"GET", "/healthz", ``, open},
 		{"GET", "/readyz", ``, open},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,6 +20,7 @@ var (
 	errRouteNotFound = errors.New("no such endpoint")
 	errNotImpl       = errors.New("not implemented yet")
 	errShutdown      = errors.New("the server is shutting down")
+	errNoBackup      = fmt.Errorf("%w: this store has no online backup of its own; back up Redis, PostgreSQL or MySQL with their own tools (docs/operations.md)", errNotImpl)
 )
 
 // methodError is a known path asked with a method it does not serve.

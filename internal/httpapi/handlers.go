@@ -412,6 +412,46 @@ func (s *Server) readyz(c *call) (int, any, error) {
 	return http.StatusOK, wire.StatusResponse{Status: "ready"}, nil
 }
 
+// backup streams the store's online backup. The archive can outlast the
+// server's write timeout, so the deadline is lifted for this answer; an
+// error after the first byte can only cut the connection, which leaves
+// the client an archive without its end marker (the CLI checks for it).
+func (s *Server) backup(c *call) (int, any, error) {
+	if s.cfg.Backup == nil {
+		return 0, nil, errNoBackup
+	}
+	rc := http.NewResponseController(c.w)
+	_ = rc.SetWriteDeadline(time.Time{}) // not every ResponseWriter supports it: then the timeout stands
+	h := c.w.Header()
+	h.Set("Content-Type", "application/x-tar")
+	h.Set("Content-Disposition", `attachment; filename="delayq-backup-`+time.Now().UTC().Format("20060102T150405Z")+`.tar"`)
+	h.Set("Cache-Control", "no-store")
+	w := &startedWriter{w: c.w}
+	if err := s.cfg.Backup(c.r.Context(), w); err != nil {
+		if !w.started {
+			return 0, nil, err
+		}
+		s.log.Error("backup failed mid-stream; cutting the connection", "err", err, "request_id", requestID(c.w))
+		panic(http.ErrAbortHandler)
+	}
+	return 0, nil, nil
+}
+
+// startedWriter reports whether anything was written (the status line is
+// then sent, and an error can no longer be answered as one).
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		w.w.WriteHeader(http.StatusOK)
+	}
+	return w.w.Write(p)
+}
+
 func (s *Server) metrics(c *call) (int, any, error) {
 	if s.cfg.Metrics == nil {
 		return 0, nil, fmt.Errorf("%w: metrics are not enabled", errRouteNotFound)

@@ -71,5 +71,6 @@ func (s *Server) routes() []route {
 		{pattern: "GET /healthz", access: open, h: s.healthz},
 		{pattern: "GET /readyz", access: open, h: s.readyz},
 		{pattern: "GET /metrics", access: everywhere, scope: auth.Admin, h: s.metrics},
+		{pattern: "GET /v1/admin/backup", access: everywhere, scope: auth.Admin, h: s.backup},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -142,6 +143,11 @@ type Config struct {
 	// Metrics is served at GET /metrics (with auth on, only to a token with
 	// admin on "*"). Nil: /metrics is 404.
 	Metrics http.Handler
+	// Backup writes an online backup of the store to w as a tar archive,
+	// served at GET /v1/admin/backup (admin on "*"). Nil: the store has
+	// none of its own (Redis, PostgreSQL, MySQL are backed up with their
+	// own tools) and the route answers 501.
+	Backup func(ctx context.Context, w io.Writer) error
 	// RequestObserver records requests for metrics; nil: none.
 	RequestObserver RequestObserver
 	// Dashboard is served at /ui/ (and GET / redirects there), outside

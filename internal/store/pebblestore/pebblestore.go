@@ -223,6 +223,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		po.Levels[i].FilterType = pebble.TableFilter
 	}
+	if s.fs == vfs.Default {
+		removeBackupLeftovers(dir)
+	}
 	wals := listWALs(s.fs, dir)
 	db, err := openDB(dir, po)
 	if err != nil {
