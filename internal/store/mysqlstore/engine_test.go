@@ -2,12 +2,19 @@ package mysqlstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
+
+// suiteTimeout bounds each store call in the suites, which check
+// semantics, not time bounds: a CI machine running every package's tests
+// at once stretches transactions past the 2 s default (the fault tests
+// set short bounds of their own).
+const suiteTimeout = 15 * time.Second
 
 // deployment opens stores on one fresh table prefix of the shared server
 // (TimeDB: the production clock), as the servers of one deployment.
@@ -16,7 +23,7 @@ func deployment(t *testing.T) enginetest.Deployment {
 	prefix := srv.NewPrefix()
 	return func(t *testing.T) store.Store {
 		t.Helper()
-		s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
+		s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -283,9 +283,20 @@ func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, 
 	}
 	if err := fn(tx, now); err != nil {
 		_ = tx.Rollback()
-		return err
+		return timedOut(ctx, err)
 	}
-	return tx.Commit()
+	return timedOut(ctx, tx.Commit())
+}
+
+// timedOut names the cause when the call's time ran out mid-transaction:
+// database/sql then rolls the transaction back and answers the next
+// statement with a bare "transaction has already been committed or rolled
+// back".
+func timedOut(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return fmt.Errorf("the call's time ran out mid-transaction (Options.Timeout): %w", ctx.Err())
+	}
+	return err
 }
 
 type querier interface {

@@ -17,7 +17,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	srv := mysqltest.Shared(t)
 	prefix := srv.NewPrefix()
 	openP := func() *mysqlstore.Store {
-		s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
+		s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 func TestSendTx(t *testing.T) {
 	srv := mysqltest.Shared(t)
 	prefix := srv.NewPrefix()
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
@@ -16,7 +17,7 @@ func deploymentSchema(t *testing.T) (enginetest.Deployment, string) {
 	schema := srv.NewSchema()
 	return func(t *testing.T) store.Store {
 		t.Helper()
-		s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+		s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema, Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
