@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/delayq/delayq/internal/store/pebblestore"
 )
 
 func init() {
@@ -56,5 +58,36 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return c.fail(err)
 	}
 	fmt.Fprintf(stdout, "backup written to %s (%d bytes)\n", *out, n)
+	return exitOK
+}
+
+func init() {
+	register("restore", "extract a backup archive into an empty data directory and check that it opens (then start `delayq serve --data DIR`)", runRestore)
+}
+
+func runRestore(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCLI("restore", "restore --from FILE --data DIR", stdout, stderr)
+	from := c.fs.String("from", "", "the archive `file` written by delayq backup (\"-\": stdin)")
+	data := c.fs.String("data", "", "the data `directory` to create; must be missing or empty")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	if *from == "" || *data == "" {
+		return c.usageErr("--from and --data are required")
+	}
+	var r io.Reader = os.Stdin
+	if *from != "-" {
+		f, err := os.Open(*from)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer f.Close()
+		r = f
+	}
+	info, err := pebblestore.Restore(r, *data)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(stdout, "restored %d files (%d bytes) into %s\n", info.Files, info.Bytes, *data)
 	return exitOK
 }

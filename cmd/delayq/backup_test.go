@@ -1,13 +1,8 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -69,8 +64,11 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("serve exit %d: %s", code, stderr)
 	}
 
-	restored := t.TempDir()
-	extract(t, archive, restored)
+	restored := filepath.Join(t.TempDir(), "restored")
+	if r := runCLI(t, "restore", "--from", archive, "--data", restored).ok(t); !strings.HasPrefix(r.stdout, "restored ") {
+		t.Fatalf("restore: %q", r.stdout)
+	}
+	runCLI(t, "restore", "--from", archive, "--data", restored).failed(t, exitRequest, "delayq restore: pebblestore: restore: "+restored+" is not empty")
 	line, stop = startServe(t, []string{"--addr", "127.0.0.1:0", "--data", restored, "--log-level", "info", "--no-dashboard"})
 	defer stop()
 	cl2, err := delayq.NewClient(serveURL(t, line))
@@ -85,34 +83,6 @@ func TestBackupRestore(t *testing.T) {
 		}
 		if m.State != delayq.StateScheduled || string(m.Payload) != fmt.Sprintf(`{"order":%d}`, i) || time.Until(m.DeliverAt) < 50*time.Minute {
 			t.Fatalf("restored %s: %+v", id, m)
-		}
-	}
-}
-
-func extract(t *testing.T, archive, dir string) {
-	t.Helper()
-	b, err := os.ReadFile(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Create(filepath.Join(dir, filepath.Base(hdr.Name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(f, tr); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

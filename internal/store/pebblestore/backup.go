@@ -124,3 +124,55 @@ func removeBackupLeftovers(dir string) {
 		}
 	}
 }
+
+// Restore extracts a Backup archive into dir, which must be missing or
+// empty, and opens the result once to check it is a store. Only flat
+// regular files are accepted: an entry with a path, a link or anything
+// else is refused (an archive is never trusted to write outside dir).
+func Restore(r io.Reader, dir string) (BackupInfo, error) {
+	var info BackupInfo
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return info, fmt.Errorf("pebblestore: restore: %s is not empty", dir)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return info, fmt.Errorf("pebblestore: restore: %w", err)
+	}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return info, fmt.Errorf("pebblestore: restore: archive: %w", err)
+		}
+		name := hdr.Name
+		if hdr.Typeflag != tar.TypeReg || name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, backupTmpPrefix) {
+			return info, fmt.Errorf("pebblestore: restore: archive entry %q is not a file of a delayq backup", name)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // #nosec G304 -- a bare file name, checked above
+		if err != nil {
+			return info, fmt.Errorf("pebblestore: restore: %w", err)
+		}
+		n, err := io.Copy(f, tr)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return info, fmt.Errorf("pebblestore: restore: %s: %w", name, err)
+		}
+		info.Files++
+		info.Bytes += n
+	}
+	if info.Files == 0 {
+		return info, errors.New("pebblestore: restore: the archive holds no files")
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		return info, fmt.Errorf("pebblestore: restore: the extracted files do not open as a store: %w", err)
+	}
+	return info, s.Close()
+}

@@ -4,47 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
 )
-
-// extractTar unpacks a backup into dir, as `tar -xf` would.
-func extractTar(t *testing.T, r io.Reader, dir string) int {
-	t.Helper()
-	tr := tar.NewReader(r)
-	n := 0
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return n
-		}
-		if err != nil {
-			t.Fatalf("backup archive: %v", err)
-		}
-		if hdr.Name != filepath.Base(hdr.Name) || hdr.Typeflag != tar.TypeReg {
-			t.Fatalf("backup archive entry %q (type %c): want flat regular files", hdr.Name, hdr.Typeflag)
-		}
-		f, err := os.Create(filepath.Join(dir, hdr.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(f, tr); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-}
 
 // An online backup taken while sends go on holds every write acknowledged
 // before it began, opens as a store of its own, and leaves the live store
@@ -115,9 +84,9 @@ func TestBackupOnlineWhileSending(t *testing.T) {
 		t.Fatalf("checkpoint left in the data directory: %v", leftovers)
 	}
 
-	restored := t.TempDir()
-	if n := extractTar(t, &buf, restored); n != info.Files {
-		t.Fatalf("extracted %d files, backup says %d", n, info.Files)
+	restored := filepath.Join(t.TempDir(), "restored")
+	if got, err := Restore(&buf, restored); err != nil || got != info {
+		t.Fatalf("restore: %+v %v, backup says %+v", got, err, info)
 	}
 	r, err := Open(restored, Options{})
 	if err != nil {
@@ -147,6 +116,40 @@ func TestBackupOnlineWhileSending(t *testing.T) {
 	// The live store still serves.
 	if err := insert("after"); err != nil {
 		t.Fatalf("send after the backup: %v", err)
+	}
+}
+
+// Restore refuses a non-empty directory and archive entries that would
+// write outside it or are not files.
+func TestRestoreRefuses(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(bytes.NewReader(nil), full); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("restore into a non-empty directory: %v", err)
+	}
+	for _, hdr := range []*tar.Header{
+		{Name: "../evil", Typeflag: tar.TypeReg, Size: 1, Mode: 0o600},
+		{Name: "sub/000001.sst", Typeflag: tar.TypeReg, Size: 1, Mode: 0o600},
+		{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd", Mode: 0o600},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Size > 0 {
+			_, _ = tw.Write([]byte("x"))
+		}
+		_ = tw.Close()
+		dir := filepath.Join(t.TempDir(), "d")
+		if _, err := Restore(&buf, dir); err == nil || !strings.Contains(err.Error(), "not a file of a delayq backup") {
+			t.Fatalf("entry %q: %v", hdr.Name, err)
+		}
+	}
+	if _, err := Restore(bytes.NewReader(make([]byte, 1024)), filepath.Join(t.TempDir(), "e")); err == nil {
+		t.Fatal("an empty archive restored")
 	}
 }
 
