@@ -286,8 +286,8 @@ type topic struct {
 	// waiters are the long-polls registered for a wake-up (*waiter),
 	// oldest first.
 	waiters  list.List
-	cached   *domain.TopicSettings
-	setEpoch uint64 // settingsEpoch of the last SetTopicSettings here
+	cached   *ownState // nil: not read yet
+	setEpoch uint64    // settingsEpoch of the last SetTopicSettings here
 	// throttledSince is the start of the current throttled period (engine
 	// ms), 0 when the rate limit is not holding messages back.
 	throttledSince int64
