@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/engine/enginetest"
 	"github.com/delayq/delayq/internal/store"
@@ -39,4 +40,9 @@ func TestSkewedServers(t *testing.T) { enginetest.RunSkewedServers(t, deployment
 
 func TestFastServerKeepsDedupWindow(t *testing.T) {
 	enginetest.RunFastServerKeepsDedupWindow(t, deployment(t))
+}
+
+// TestPauseShared: a pause through one server stops leases on another.
+func TestPauseShared(t *testing.T) {
+	enginetest.RunPauseShared(t, deployment(t), time.Second)
 }
