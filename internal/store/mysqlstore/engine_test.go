@@ -38,5 +38,5 @@ func TestFastServerKeepsDedupWindow(t *testing.T) {
 
 // TestPauseShared: a pause through one server stops leases on another.
 func TestPauseShared(t *testing.T) {
-	enginetest.RunPauseShared(t, deployment(t), 6 * time.Second)
+	enginetest.RunPauseShared(t, deployment(t), 6*time.Second)
 }
