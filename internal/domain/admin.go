@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// TopicAdmin browses a topic's messages, changes them in bulk, pauses and
-// deletes topics: what a dashboard or an operator's CLI needs. The engine
+// TopicAdmin browses a topic's messages, changes them in bulk and pauses
+// topics: what a dashboard or an operator's CLI needs. The engine
 // and the HTTP Client implement it. It is separate from Queue so that
 // Queue stays stable.
 //
@@ -27,10 +27,6 @@ type TopicAdmin interface {
 	// sharing the store; sends are still accepted and due messages stay
 	// due. It answers the topic.
 	PauseTopic(ctx context.Context, topic string, paused bool) (*TopicInfo, error)
-	// DeleteTopic removes a topic that holds no message (scheduled, ready,
-	// inflight or dead) and its settings; ErrConflict otherwise, naming
-	// the counts.
-	DeleteTopic(ctx context.Context, topic string) error
 }
 
 // MessageFilter selects a topic's messages in one state. Scheduled and

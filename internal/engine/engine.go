@@ -124,7 +124,10 @@ type Engine struct {
 	bg        sync.WaitGroup
 }
 
-var _ domain.Queue = (*Engine)(nil)
+var (
+	_ domain.Queue      = (*Engine)(nil)
+	_ domain.TopicAdmin = (*Engine)(nil)
+)
 
 // Limits returns the payload and delay limits the engine enforces (Config's,
 // defaults filled in), for a transport to size its bodies by.
