@@ -44,6 +44,10 @@ type Config struct {
 	// Upcoming counts scheduled messages by due time (the engine does).
 	// Default: the Recorder's sends since start, labelled so on the page.
 	Upcoming UpcomingSource
+	// Browse lists a topic's scheduled messages from the store's index,
+	// soonest first, for the Upcoming page's list (the engine does).
+	// Default: Queue, if it implements MessageBrowser; else no list.
+	Browse MessageBrowser
 	// Tokens are the API's tokens; nil or empty means auth is off and the
 	// dashboard is open (still CSRF-protected).
 	Tokens *auth.Set
@@ -72,7 +76,8 @@ type Dashboard struct {
 	q        domain.Queue
 	rec      *Recorder
 	upcoming UpcomingSource
-	fallback bool // upcoming is the Recorder
+	fallback bool           // upcoming is the Recorder
+	browse   MessageBrowser // nil: no list of upcoming messages
 	sessions *sessionStore
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -100,6 +105,10 @@ func New(cfg Config) (*Dashboard, error) {
 		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken),
 	}
 	d.upcoming, d.fallback = findUpcoming(cfg)
+	d.browse = cfg.Browse
+	if b, ok := cfg.Queue.(MessageBrowser); ok && d.browse == nil {
+		d.browse = b
+	}
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err

@@ -144,6 +144,11 @@ type upcomingData struct {
 	Fallback   bool
 	Started    time.Time
 	SourceNote string
+	// The soonest scheduled messages, from the store's index.
+	Listed  bool
+	Soonest []*domain.Message
+	Next    string // cursor of the chosen topic's next page
+	Partial bool   // all topics: only the first maxListTopics were read
 }
 
 // upcomingDays is the span of the per-hour chart.
@@ -182,6 +187,16 @@ func (d *Dashboard) upcomingPage(w http.ResponseWriter, r *http.Request, v *view
 		return err
 	}
 	data.NextHour, data.NextDays = sum(mins), sum(hours)
+	if d.browse != nil {
+		cursor := r.URL.Query().Get("cursor")
+		if len(cursor) > 1024 {
+			return domain.Invalid("cursor", "is not one this server made")
+		}
+		data.Listed = true
+		if data.Soonest, data.Next, data.Partial, err = soonest(r.Context(), d.browse, topic, cursor, infos); err != nil {
+			return err
+		}
+	}
 	data.Minutes = barChart(minuteBars(mins, fromMin, now), chartOpts{Title: "Messages due per minute, next hour", LabelEvery: 5, Empty: "nothing due in the next hour"})
 	data.Hours = barChart(hourBars(hours, fromHour), chartOpts{Title: "Messages due per hour, next 7 days", LabelEvery: 1, Empty: "nothing due in the next 7 days"})
 	d.render(w, http.StatusOK, "upcoming", &page{Title: "Upcoming", Nav: "upcoming", V: v, Data: data})
