@@ -22,7 +22,7 @@ type Queue = domain.Queue
 type Scheduler = domain.Scheduler
 
 // TopicAdmin browses a topic's messages, changes them in bulk and pauses
-// topics (docs/api.md, "Browsing, bulk changes and pause").
+// topics (docs/features.md, "Browse, bulk changes, pause").
 type TopicAdmin = domain.TopicAdmin
 
 type (
