@@ -78,6 +78,7 @@ type Dashboard struct {
 	upcoming UpcomingSource
 	fallback bool           // upcoming is the Recorder
 	browse   MessageBrowser // nil: no list of upcoming messages
+	pauser   Pauser         // nil: no pause and resume
 	sessions *sessionStore
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -109,6 +110,7 @@ func New(cfg Config) (*Dashboard, error) {
 	if b, ok := cfg.Queue.(MessageBrowser); ok && d.browse == nil {
 		d.browse = b
 	}
+	d.pauser, _ = cfg.Queue.(Pauser)
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -136,6 +138,8 @@ func (d *Dashboard) routes() {
 	d.handle("GET /ui/{$}", d.topicsPage)
 	d.handle("GET /ui/topics/{topic}", d.topicPage)
 	d.handle("POST /ui/topics/{topic}/settings", d.saveSettings)
+	d.handle("POST /ui/topics/{topic}/pause", d.pauseTopic)
+	d.handle("POST /ui/topics/{topic}/resume", d.resumeTopic)
 	d.handle("GET /ui/upcoming", d.upcomingPage)
 	d.handle("GET /ui/timeliness", d.timelinessPage)
 	d.handle("GET /ui/message", d.messagePage)

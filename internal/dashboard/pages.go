@@ -88,6 +88,7 @@ type topicData struct {
 	Sent     template.HTML
 	Deliv    template.HTML
 	Failed   template.HTML
+	CanPause bool // the queue can pause topics
 }
 
 func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer) error {
@@ -102,7 +103,7 @@ func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer)
 	if err != nil {
 		return err
 	}
-	data := topicData{Info: info, Counters: []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
+	data := topicData{Info: info, CanPause: d.pauser != nil, Counters: []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
 	for _, sp := range []time.Duration{time.Minute, 5 * time.Minute, d.rec.Window()} {
 		s, _ := d.rec.Summary(name, sp)
 		data.Spans = append(data.Spans, spanSummary{Label: "last " + fmtAge(sp), Sum: s})

@@ -283,3 +283,22 @@ func TestDeadPage(t *testing.T) {
 	wantStatus(t, r, http.StatusSeeOther)
 	wantBody(t, br.get(r.header.Get("Location")), "1 dead letters purged.", "No dead letters in this topic.")
 }
+
+func TestPauseResumeTopic(t *testing.T) {
+	b := setup(t, setupOpts{})
+	b.send(t, "orders", "now", 0)
+	br := b.login(t, opsSecret)
+	wantNotBody(t, br.get("/ui/topics/orders"), `id="paused"`)
+	wantStatus(t, br.post("/ui/topics/orders/pause", url.Values{}), http.StatusSeeOther)
+	p := br.get("/ui/topics/orders?done=paused")
+	wantBody(t, p, `id="paused"`, `id="resume"`, "Topic paused")
+	wantBody(t, br.get("/ui/"), `badge warn">paused<`)
+	if ms, err := b.eng.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 1}); err != nil || len(ms) != 0 {
+		t.Fatalf("leased %v from a topic paused in the dashboard (%v)", ms, err)
+	}
+	wantStatus(t, br.post("/ui/topics/orders/resume", url.Values{}), http.StatusSeeOther)
+	wantBody(t, br.get("/ui/topics/orders"), `id="pause"`)
+	if ms, err := b.eng.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 1}); err != nil || len(ms) != 1 {
+		t.Fatalf("after resume: %v %v", ms, err)
+	}
+}
