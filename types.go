@@ -21,6 +21,19 @@ type Queue = domain.Queue
 // one message per tick (docs/features.md, "Recurring schedules").
 type Scheduler = domain.Scheduler
 
+// TopicAdmin browses a topic's messages, changes them in bulk and pauses
+// topics (docs/features.md, "Browse, bulk changes, pause").
+type TopicAdmin = domain.TopicAdmin
+
+type (
+	// MessageFilter selects a topic's messages in one state.
+	MessageFilter = domain.MessageFilter
+	// ListRequest asks for one page of ListMessages.
+	ListRequest = domain.ListRequest
+	// MessagePage is one page of messages; Next is empty on the last page.
+	MessagePage = domain.MessagePage
+)
+
 type (
 	// Message is one delayed message as seen by producers, consumers and operators.
 	Message = domain.Message

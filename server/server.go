@@ -124,7 +124,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	}
 	bi := buildinfo.Get()
 	s.api, err = httpapi.New(httpapi.Config{
-		Queue: s.eng, Scheduler: s.eng, Ready: s.eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: cfg.Insecure, Logger: s.log,
+		Queue: s.eng, Scheduler: s.eng, Admin: s.eng, Ready: s.eng.Ready, Dashboard: dash, Tokens: tokens, Insecure: cfg.Insecure, Logger: s.log,
 		Addr: cfg.Addr, AllowedHosts: cfg.AllowedHosts, TLSCertFile: cfg.TLSCertFile, TLSKeyFile: cfg.TLSKeyFile,
 		Limits:   s.eng.Limits(),
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, MaxBodyMemory: cfg.MaxBodyMemory, DrainTimeout: cfg.DrainTimeout,

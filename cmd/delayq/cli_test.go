@@ -31,7 +31,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng})
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng, Admin: eng})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -278,4 +279,36 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, v *viewer) er
 	}
 	setCookie(w, r, sessionCookie, "", -1)
 	return redirect(w, r, "/ui/login")
+}
+
+// Pauser pauses and resumes topics (domain.TopicAdmin's PauseTopic; the
+// engine implements it). The dashboard finds it on Config.Queue.
+type Pauser interface {
+	PauseTopic(ctx context.Context, topic string, paused bool) (*domain.TopicInfo, error)
+}
+
+func (d *Dashboard) pauseTopic(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	return d.setPaused(w, r, v, true)
+}
+
+func (d *Dashboard) resumeTopic(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	return d.setPaused(w, r, v, false)
+}
+
+func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request, v *viewer, paused bool) error {
+	topic, _, err := actTarget(r, v, false)
+	if err != nil {
+		return err
+	}
+	if d.pauser == nil {
+		return fmt.Errorf("%w: this server's queue cannot pause topics", domain.ErrInvalid)
+	}
+	if _, err := d.pauser.PauseTopic(r.Context(), topic, paused); err != nil {
+		return err
+	}
+	done := "resumed"
+	if paused {
+		done = "paused"
+	}
+	return redirect(w, r, "/ui/topics/"+url.PathEscape(topic)+"?done="+done)
 }

@@ -27,6 +27,7 @@ func actions() map[string]url.Values {
 		"/ui/dead/replay-all":        {"topic": {"orders"}},
 		"/ui/dead/purge":             {"topic": {"orders"}},
 		"/ui/topics/orders/settings": {"max_attempts": {"3"}},
+		"/ui/topics/orders/pause":    {},
 	}
 }
 
@@ -47,7 +48,7 @@ func unchanged(t *testing.T, b *bundle) {
 		t.Errorf("dead-1 is %s, want dead", s)
 	}
 	ti, err := b.eng.Topic(t.Context(), "orders")
-	if err != nil || ti.Settings.MaxAttempts == 3 {
+	if err != nil || ti.Settings.MaxAttempts == 3 || ti.Paused {
 		t.Errorf("settings changed: %+v %v", ti, err)
 	}
 }

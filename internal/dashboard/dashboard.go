@@ -44,6 +44,10 @@ type Config struct {
 	// Upcoming counts scheduled messages by due time (the engine does).
 	// Default: the Recorder's sends since start, labelled so on the page.
 	Upcoming UpcomingSource
+	// Browse lists a topic's scheduled messages from the store's index,
+	// soonest first, for the Upcoming page's list (the engine does).
+	// Default: Queue, if it implements MessageBrowser; else no list.
+	Browse MessageBrowser
 	// Tokens are the API's tokens; nil or empty means auth is off and the
 	// dashboard is open (still CSRF-protected).
 	Tokens *auth.Set
@@ -72,7 +76,9 @@ type Dashboard struct {
 	q        domain.Queue
 	rec      *Recorder
 	upcoming UpcomingSource
-	fallback bool // upcoming is the Recorder
+	fallback bool           // upcoming is the Recorder
+	browse   MessageBrowser // nil: no list of upcoming messages
+	pauser   Pauser         // nil: no pause and resume
 	sessions *sessionStore
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -100,6 +106,11 @@ func New(cfg Config) (*Dashboard, error) {
 		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken),
 	}
 	d.upcoming, d.fallback = findUpcoming(cfg)
+	d.browse = cfg.Browse
+	if b, ok := cfg.Queue.(MessageBrowser); ok && d.browse == nil {
+		d.browse = b
+	}
+	d.pauser, _ = cfg.Queue.(Pauser)
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -127,6 +138,8 @@ func (d *Dashboard) routes() {
 	d.handle("GET /ui/{$}", d.topicsPage)
 	d.handle("GET /ui/topics/{topic}", d.topicPage)
 	d.handle("POST /ui/topics/{topic}/settings", d.saveSettings)
+	d.handle("POST /ui/topics/{topic}/pause", d.pauseTopic)
+	d.handle("POST /ui/topics/{topic}/resume", d.resumeTopic)
 	d.handle("GET /ui/upcoming", d.upcomingPage)
 	d.handle("GET /ui/timeliness", d.timelinessPage)
 	d.handle("GET /ui/message", d.messagePage)

@@ -88,6 +88,7 @@ type topicData struct {
 	Sent     template.HTML
 	Deliv    template.HTML
 	Failed   template.HTML
+	CanPause bool // the queue can pause topics
 }
 
 func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer) error {
@@ -102,7 +103,7 @@ func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer)
 	if err != nil {
 		return err
 	}
-	data := topicData{Info: info, Counters: []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
+	data := topicData{Info: info, CanPause: d.pauser != nil, Counters: []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
 	for _, sp := range []time.Duration{time.Minute, 5 * time.Minute, d.rec.Window()} {
 		s, _ := d.rec.Summary(name, sp)
 		data.Spans = append(data.Spans, spanSummary{Label: "last " + fmtAge(sp), Sum: s})
@@ -144,6 +145,11 @@ type upcomingData struct {
 	Fallback   bool
 	Started    time.Time
 	SourceNote string
+	// The soonest scheduled messages, from the store's index.
+	Listed  bool
+	Soonest []*domain.Message
+	Next    string // cursor of the chosen topic's next page
+	Partial bool   // all topics: only the first maxListTopics were read
 }
 
 // upcomingDays is the span of the per-hour chart.
@@ -182,6 +188,16 @@ func (d *Dashboard) upcomingPage(w http.ResponseWriter, r *http.Request, v *view
 		return err
 	}
 	data.NextHour, data.NextDays = sum(mins), sum(hours)
+	if d.browse != nil {
+		cursor := r.URL.Query().Get("cursor")
+		if len(cursor) > 1024 {
+			return domain.Invalid("cursor", "is not one this server made")
+		}
+		data.Listed = true
+		if data.Soonest, data.Next, data.Partial, err = soonest(r.Context(), d.browse, topic, cursor, infos); err != nil {
+			return err
+		}
+	}
 	data.Minutes = barChart(minuteBars(mins, fromMin, now), chartOpts{Title: "Messages due per minute, next hour", LabelEvery: 5, Empty: "nothing due in the next hour"})
 	data.Hours = barChart(hourBars(hours, fromHour), chartOpts{Title: "Messages due per hour, next 7 days", LabelEvery: 1, Empty: "nothing due in the next 7 days"})
 	d.render(w, http.StatusOK, "upcoming", &page{Title: "Upcoming", Nav: "upcoming", V: v, Data: data})

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -95,6 +96,39 @@ func TestUpcomingFromEngine(t *testing.T) {
 	if strings.Contains(p.body, "Since server start") {
 		t.Error("the engine is a full source, but the page shows the fallback note")
 	}
+	// The list reads the store's index too, soonest first, across topics.
+	if _, err := b.eng.Send(context.Background(), "billing.x", domain.SendRequest{ID: "b1", Payload: []byte("p"), When: domain.When{Delay: 5 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	p = br.get("/ui/upcoming")
+	wantBody(t, p, `id="soonest"`)
+	i1, i2, i3 := strings.Index(p.body, "<code>b1</code>"), strings.Index(p.body, "<code>x1</code>"), strings.Index(p.body, "<code>x2</code>")
+	if i1 < 0 || i2 < i1 || i3 < i2 {
+		t.Errorf("soonest list not b1, x1, x2 in order (%d %d %d)", i1, i2, i3)
+	}
+	wantNotBody(t, br.get("/ui/upcoming?topic=orders"), "<code>b1</code>")
+}
+
+func TestUpcomingListPages(t *testing.T) {
+	b := setup(t, setupOpts{})
+	reqs := make([]domain.SendRequest, 60)
+	for i := range reqs {
+		reqs[i] = domain.SendRequest{ID: fmt.Sprintf("m%02d", i), Payload: []byte("p"), When: domain.When{Delay: time.Duration(i+1) * time.Minute}}
+	}
+	if _, err := b.eng.SendBatch(context.Background(), "orders", reqs); err != nil {
+		t.Fatal(err)
+	}
+	br := b.login(t, opsSecret)
+	p := br.get("/ui/upcoming?topic=orders")
+	wantBody(t, p, "<code>m00</code>", "<code>m49</code>", `id="soonest-more"`)
+	wantNotBody(t, p, "<code>m50</code>")
+	m := regexp.MustCompile(`id="soonest-more" href="([^"]+)"`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("no link to the next page")
+	}
+	next := br.get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	wantBody(t, next, "<code>m50</code>", "<code>m59</code>")
+	wantNotBody(t, next, "<code>m49</code>", `id="soonest-more"`)
 }
 
 func TestUpcomingFallback(t *testing.T) {
@@ -248,4 +282,23 @@ func TestDeadPage(t *testing.T) {
 	r = br.post("/ui/dead/purge", url.Values{"topic": {"orders"}})
 	wantStatus(t, r, http.StatusSeeOther)
 	wantBody(t, br.get(r.header.Get("Location")), "1 dead letters purged.", "No dead letters in this topic.")
+}
+
+func TestPauseResumeTopic(t *testing.T) {
+	b := setup(t, setupOpts{})
+	b.send(t, "orders", "now", 0)
+	br := b.login(t, opsSecret)
+	wantNotBody(t, br.get("/ui/topics/orders"), `id="paused"`)
+	wantStatus(t, br.post("/ui/topics/orders/pause", url.Values{}), http.StatusSeeOther)
+	p := br.get("/ui/topics/orders?done=paused")
+	wantBody(t, p, `id="paused"`, `id="resume"`, "Topic paused")
+	wantBody(t, br.get("/ui/"), `badge warn">paused<`)
+	if ms, err := b.eng.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 1}); err != nil || len(ms) != 0 {
+		t.Fatalf("leased %v from a topic paused in the dashboard (%v)", ms, err)
+	}
+	wantStatus(t, br.post("/ui/topics/orders/resume", url.Values{}), http.StatusSeeOther)
+	wantBody(t, br.get("/ui/topics/orders"), `id="pause"`)
+	if ms, err := b.eng.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 1}); err != nil || len(ms) != 1 {
+		t.Fatalf("after resume: %v %v", ms, err)
+	}
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
@@ -20,6 +21,57 @@ type UpcomingSource interface {
 	// [from + i·bucket, from + (i+1)·bucket). Ready, inflight and dead
 	// messages are not counted.
 	DueCounts(ctx context.Context, topic string, from time.Time, bucket time.Duration, n int) ([]int64, error)
+}
+
+// MessageBrowser pages a topic's messages in one state from the store's
+// index (domain.TopicAdmin's ListMessages; the engine implements it). The
+// Upcoming page lists the soonest scheduled messages with it, so every
+// server's dashboard shows the whole queue, sends made before a restart
+// or through another server included.
+type MessageBrowser interface {
+	ListMessages(ctx context.Context, topic string, req domain.ListRequest) (*domain.MessagePage, error)
+}
+
+// Upcoming list sizes: one page for a chosen topic; the soonest across
+// all topics reads one page of each of at most maxListTopics topics.
+const (
+	upcomingListLen = 50
+	maxListTopics   = 200
+)
+
+// soonest lists the next messages to come due: one page of topic (after
+// cursor), or, with topic "", the soonest across topics that have
+// scheduled messages. next is the cursor of topic's next page.
+func soonest(ctx context.Context, b MessageBrowser, topic, cursor string, infos []domain.TopicInfo) (msgs []*domain.Message, next string, partial bool, err error) {
+	req := domain.ListRequest{Filter: domain.MessageFilter{State: domain.StateScheduled}, Limit: upcomingListLen, Cursor: cursor}
+	if topic != "" {
+		p, err := b.ListMessages(ctx, topic, req)
+		if err != nil {
+			return nil, "", false, err
+		}
+		return p.Messages, p.Next, false, nil
+	}
+	read := 0
+	for _, t := range infos {
+		if t.Counts.Scheduled == 0 {
+			continue
+		}
+		if read == maxListTopics {
+			partial = true
+			break
+		}
+		read++
+		p, err := b.ListMessages(ctx, t.Name, req)
+		if err != nil {
+			return nil, "", false, err
+		}
+		msgs = append(msgs, p.Messages...)
+	}
+	slices.SortStableFunc(msgs, func(a, b *domain.Message) int { return a.DeliverAt.Compare(b.DeliverAt) })
+	if len(msgs) > upcomingListLen {
+		msgs = msgs[:upcomingListLen]
+	}
+	return msgs, "", partial, nil
 }
 
 // dueBuckets are the fallback counts of observed sends by due time: per

@@ -95,6 +95,8 @@ var flashes = map[string]string{
 	"deleted":      "Dead letter purged.",
 	"purged":       "%d dead letters purged.",
 	"settings":     "Settings saved.",
+	"paused":       "Topic paused: nothing is delivered until it is resumed; sends are still accepted.",
+	"resumed":      "Topic resumed.",
 }
 
 func flashFrom(r *http.Request) string {

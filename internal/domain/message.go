@@ -112,6 +112,9 @@ type TopicInfo struct {
 	Name     string
 	Counts   TopicCounts
 	Settings TopicSettings
+	// Paused: no leases (and so no push or broker delivery) until
+	// resumed; sends are still accepted.
+	Paused bool
 	// NextDue is the due time of the earliest scheduled message (zero if none).
 	NextDue time.Time
 	// OldestReady is the due time of the oldest ready message (zero if none);

@@ -127,7 +127,10 @@ type Engine struct {
 	bg        sync.WaitGroup
 }
 
-var _ domain.Queue = (*Engine)(nil)
+var (
+	_ domain.Queue      = (*Engine)(nil)
+	_ domain.TopicAdmin = (*Engine)(nil)
+)
 
 // Limits returns the payload and delay limits the engine enforces (Config's,
 // defaults filled in), for a transport to size its bodies by.
@@ -289,8 +292,8 @@ type topic struct {
 	// waiters are the long-polls registered for a wake-up (*waiter),
 	// oldest first.
 	waiters  list.List
-	cached   *domain.TopicSettings
-	setEpoch uint64 // settingsEpoch of the last SetTopicSettings here
+	cached   *ownState // nil: not read yet
+	setEpoch uint64    // settingsEpoch of the last SetTopicSettings here
 	// throttledSince is the start of the current throttled period (engine
 	// ms), 0 when the rate limit is not holding messages back.
 	throttledSince int64

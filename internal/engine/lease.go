@@ -107,10 +107,11 @@ func (e *Engine) waitLease(ctx context.Context, wake <-chan struct{}, timeout <-
 // leaseOnce leases up to max ready messages, within the topic's rate
 // limit. When the limit allows none it returns the wait for a token.
 func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Duration) ([]*domain.Message, time.Duration, error) {
-	set, err := e.settings(ctx, t)
-	if err != nil {
-		return nil, 0, err
+	own, err := e.own(ctx, t)
+	if err != nil || own.paused {
+		return nil, 0, err // paused: long-polls wait for the resume's wake-up
 	}
+	set := fillSettings(own.settings, e.defaults)
 	now := e.now()
 	take := func(k int) ([]*store.Record, error) {
 		return e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()})

@@ -72,6 +72,10 @@ func (e *Engine) listen(ctx context.Context, n store.Notifier, live func()) {
 // the store says so, whatever our clock reads) or arms its promotion at
 // dueAt, an instant of the store's clock.
 func (e *Engine) onNotify(topic string, dueAt int64) {
+	if dueAt == store.NotifySettings {
+		e.reloadSettings(topic)
+		return
+	}
 	t := e.topic(topic)
 	if dueAt <= e.storeNow() {
 		t.notify()
@@ -108,4 +112,26 @@ func (e *Engine) runSweep(ctx context.Context) {
 			e.gcTopics()
 		}
 	}
+}
+
+// reloadSettings re-reads a topic's settings that another server changed
+// (a pause, a resume), off the notification goroutine. A topic with no
+// state here reads them when next used.
+func (e *Engine) reloadSettings(topic string) {
+	t := e.lookup(topic)
+	if t == nil {
+		return
+	}
+	epoch := e.settingsEpoch.Load()
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), sweepEvery)
+		defer cancel()
+		rec, err := e.st.TopicGet(ctx, topic)
+		if err != nil {
+			return // the safety sweep reads them again
+		}
+		e.refreshSettings(t, rec.Settings, epoch)
+	}()
 }

@@ -141,6 +141,17 @@ type storedSettings struct {
 	LeaseMS     int64             `json:"lease_ms,omitempty"`
 	RateLimit   *domain.RateLimit `json:"rate_limit,omitempty"`
 	Push        *storedPush       `json:"push,omitempty"`
+	// Paused stops leases (and so push and broker delivery) of the topic
+	// on every server sharing the store; sends are still accepted. It is
+	// kept apart from TopicSettings so that replacing the settings never
+	// resumes a paused topic.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ownState is what a topic set for itself, as cached per topic.
+type ownState struct {
+	settings domain.TopicSettings
+	paused   bool
 }
 
 type storedPush struct {
@@ -150,8 +161,8 @@ type storedPush struct {
 	Secret      string `json:"secret,omitempty"`
 }
 
-func encodeSettings(s domain.TopicSettings) []byte {
-	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit}
+func encodeSettings(s domain.TopicSettings, paused bool) []byte {
+	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit, Paused: paused}
 	if s.Push != nil {
 		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency, Secret: s.Push.Secret}
 	}
@@ -160,43 +171,60 @@ func encodeSettings(s domain.TopicSettings) []byte {
 }
 
 func decodeSettings(b []byte) (domain.TopicSettings, error) {
+	o, err := decodeOwn(b)
+	return o.settings, err
+}
+
+func decodeOwn(b []byte) (ownState, error) {
 	var ss storedSettings
 	if len(b) == 0 {
-		return domain.TopicSettings{}, nil
+		return ownState{}, nil
 	}
 	if err := json.Unmarshal(b, &ss); err != nil {
-		return domain.TopicSettings{}, fmt.Errorf("decode topic settings: %w", err)
+		return ownState{}, fmt.Errorf("decode topic settings: %w", err)
 	}
 	s := domain.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
 	if ss.Push != nil {
 		s.Push = &domain.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency, Secret: ss.Push.Secret}
 	}
-	return s, nil
+	return ownState{settings: s, paused: ss.Paused}, nil
 }
 
 // settings returns a topic's effective settings, caching the stored blob.
 func (e *Engine) settings(ctx context.Context, t *topic) (domain.TopicSettings, error) {
+	o, err := e.own(ctx, t)
+	if err != nil {
+		return domain.TopicSettings{}, err
+	}
+	return fillSettings(o.settings, e.defaults), nil
+}
+
+// own returns what a topic set (settings, paused), caching the stored blob.
+func (e *Engine) own(ctx context.Context, t *topic) (ownState, error) {
 	t.mu.Lock()
 	c := t.cached
 	t.mu.Unlock()
 	if c != nil {
-		return fillSettings(*c, e.defaults), nil
+		return *c, nil
 	}
-	var own domain.TopicSettings
+	epoch := e.settingsEpoch.Load()
+	var own ownState
 	rec, err := e.st.TopicGet(ctx, t.name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return domain.TopicSettings{}, storeErr("read settings of", "topic "+t.name, err)
+		return ownState{}, storeErr("read settings of", "topic "+t.name, err)
 	default:
-		if own, err = decodeSettings(rec.Settings); err != nil {
-			return domain.TopicSettings{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
+		if own, err = decodeOwn(rec.Settings); err != nil {
+			return ownState{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
 		}
 	}
 	t.mu.Lock()
-	t.cached = &own
+	if t.cached == nil || t.setEpoch <= epoch {
+		t.cached = &own
+	}
 	t.mu.Unlock()
-	return fillSettings(own, e.defaults), nil
+	return own, nil
 }
 
 // SetTopicSettings implements domain.Queue. A Push without a Secret keeps
@@ -213,46 +241,51 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.Top
 	if err := e.admitTopic(ctx, name); err != nil {
 		return nil, err
 	}
+	old, err := e.ownStored(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if s.Push != nil {
 		p := *s.Push
 		p.SecretSet = false
-		if p.Secret == "" {
-			old, err := e.ownSettings(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			if old.Push != nil {
-				p.Secret = old.Push.Secret
-			}
+		if p.Secret == "" && old.settings.Push != nil {
+			p.Secret = old.settings.Push.Secret
 		}
 		s.Push = &p
 	}
-	if err := e.st.TopicSettingsPut(ctx, name, encodeSettings(s)); err != nil {
-		return nil, storeErr("store settings of", "topic "+name, err)
+	if err := e.putOwn(ctx, name, ownState{settings: s, paused: old.paused}); err != nil {
+		return nil, err
 	}
-	t := e.topic(name)
-	t.mu.Lock()
-	own := s
-	t.cached = &own
-	t.setEpoch = e.settingsEpoch.Add(1)
-	t.mu.Unlock()
 	e.events.emit(Event{Kind: EventTopicSettingsChanged, Topic: name})
 	eff := fillSettings(s, e.defaults)
 	return &eff, nil
 }
 
-// ownSettings reads the settings a topic set (no defaults) from the store.
-func (e *Engine) ownSettings(ctx context.Context, name string) (domain.TopicSettings, error) {
+// putOwn stores what a topic sets and caches it.
+func (e *Engine) putOwn(ctx context.Context, name string, o ownState) error {
+	if err := e.st.TopicSettingsPut(ctx, name, encodeSettings(o.settings, o.paused)); err != nil {
+		return storeErr("store settings of", "topic "+name, err)
+	}
+	t := e.topic(name)
+	t.mu.Lock()
+	t.cached = &o
+	t.setEpoch = e.settingsEpoch.Add(1)
+	t.mu.Unlock()
+	return nil
+}
+
+// ownStored reads what a topic set (no defaults) from the store.
+func (e *Engine) ownStored(ctx context.Context, name string) (ownState, error) {
 	rec, err := e.st.TopicGet(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return domain.TopicSettings{}, nil
+		return ownState{}, nil
 	case err != nil:
-		return domain.TopicSettings{}, storeErr("read settings of", "topic "+name, err)
+		return ownState{}, storeErr("read settings of", "topic "+name, err)
 	}
-	own, err := decodeSettings(rec.Settings)
+	own, err := decodeOwn(rec.Settings)
 	if err != nil {
-		return domain.TopicSettings{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
+		return ownState{}, fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
 	}
 	return own, nil
 }
@@ -263,15 +296,21 @@ func (e *Engine) ownSettings(ctx context.Context, name string) (domain.TopicSett
 // epoch is settingsEpoch as it was before blob was read: a
 // SetTopicSettings on this engine since then cached newer settings.
 func (e *Engine) refreshSettings(t *topic, blob []byte, epoch uint64) {
-	own, err := decodeSettings(blob)
+	own, err := decodeOwn(blob)
 	if err != nil {
 		return // reported by whoever reads the topic
 	}
 	t.mu.Lock()
+	resumed := t.cached != nil && t.cached.paused && !own.paused
 	if t.setEpoch <= epoch {
 		t.cached = &own
+	} else {
+		resumed = false
 	}
 	t.mu.Unlock()
+	if resumed {
+		t.notify() // long-polls that waited out the pause look again
+	}
 }
 
 // Topic implements domain.Queue.
@@ -304,14 +343,15 @@ func (e *Engine) Topics(ctx context.Context) ([]domain.TopicInfo, error) {
 }
 
 func (e *Engine) topicInfo(r *store.TopicRecord) (*domain.TopicInfo, error) {
-	own, err := decodeSettings(r.Settings)
+	own, err := decodeOwn(r.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("%w: topic %s: %v", domain.ErrUnavailable, r.Name, err)
 	}
 	return &domain.TopicInfo{
 		Name:        r.Name,
 		Counts:      domain.TopicCounts{Scheduled: r.Counts.Scheduled, Ready: r.Counts.Ready, Inflight: r.Counts.Inflight, Dead: r.Counts.Dead},
-		Settings:    fillSettings(own, e.defaults),
+		Settings:    fillSettings(own.settings, e.defaults),
+		Paused:      own.paused,
 		NextDue:     msTime(r.NextDue),
 		OldestReady: msTime(r.OldestReady),
 	}, nil

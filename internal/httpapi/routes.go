@@ -31,7 +31,8 @@ type route struct {
 // Scopes: produce sends, reschedules and cancels; consume leases and acks;
 // reading a message takes produce or consume; reading topic stats and dead
 // letters takes consume (or admin); changing settings and dead letters
-// takes admin.
+// takes admin; so do pausing a topic and bulk changes. Browsing
+// a topic's messages takes consume, like reading its dead letters.
 func (s *Server) routes() []route {
 	const t = "/v1/topics/{topic}"
 	pc := auth.Produce | auth.Consume
@@ -51,6 +52,13 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/topics", access: anyTopic, scope: auth.Consume, h: s.topics},
 		{pattern: "GET " + t, access: topicScope, scope: auth.Consume, h: s.topic},
 		{pattern: "PUT " + t, access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.putTopic},
+		{pattern: "POST " + t + "/pause", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.pauseTopic},
+		{pattern: "POST " + t + "/resume", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.resumeTopic},
+
+		// Browsing and bulk changes.
+		{pattern: "GET " + t + "/messages", access: topicScope, scope: auth.Consume, query: []string{"state", "due_after", "due_before", "limit", "cursor"}, h: s.listMessages},
+		{pattern: "POST " + t + "/messages:cancel", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkCancel},
+		{pattern: "POST " + t + "/messages:reschedule", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkReschedule},
 
 		{pattern: "GET " + t + "/dead", access: topicScope, scope: auth.Consume, query: []string{"limit", "cursor"}, h: s.deadList},
 		{pattern: "DELETE " + t + "/dead", access: topicScope, scope: auth.Admin, h: s.deadPurge},

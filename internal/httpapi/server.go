@@ -63,6 +63,9 @@ type Config struct {
 	Queue domain.Queue
 	// Scheduler serves /v1/schedules; nil: those routes answer 501.
 	Scheduler domain.Scheduler
+	// Admin serves browsing (GET …/messages), bulk cancel and reschedule,
+	// pause and resume of topics; nil: those routes answer 501.
+	Admin domain.TopicAdmin
 	// Ready answers /readyz; nil means always ready.
 	Ready func(ctx context.Context) error
 	// Tokens enable bearer authentication; nil or empty means off, which

@@ -476,3 +476,28 @@ func TestPushAnswersNotReflected(t *testing.T) {
 		}
 	}
 }
+
+// TestPushPausedTopic: nothing of a paused topic is pushed; sends are
+// accepted and wait ready; a resume pushes them.
+func TestPushPausedTopic(t *testing.T) {
+	r := newReceiver(t, func(got) (int, time.Duration) { return http.StatusNoContent, 0 })
+	b := setup(t)
+	b.configure(t, "paused", &domain.PushSettings{URL: r.srv.URL, Secret: secret}, 3)
+	if _, err := b.e.PauseTopic(b.ctx, "paused", true); err != nil {
+		t.Fatal(err)
+	}
+	b.send(t, "paused", "m1", "x")
+	// Several of the pusher's 200 ms long-polls and 50 ms refreshes.
+	time.Sleep(time.Second)
+	if n := r.count(); n != 0 {
+		t.Fatalf("%d pushes from a paused topic", n)
+	}
+	b.waitState(t, "paused", "m1", domain.StateReady)
+	if _, err := b.e.PauseTopic(b.ctx, "paused", false); err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, "paused", "m1", domain.StateAcked)
+	if n := r.count(); n != 1 {
+		t.Fatalf("%d pushes after resume, want 1", n)
+	}
+}

@@ -69,6 +69,9 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -187,6 +190,18 @@ type Store interface {
 	// not make: ErrBadCursor.
 	DeadList(ctx context.Context, p *DeadListParams) ([]*Record, string, error)
 
+	// MessageList pages a topic's messages in one state (scheduled, ready,
+	// inflight or dead) in the order of that state's index: (DueAt, Seq)
+	// for scheduled and ready, (LeaseUntil, Seq) for inflight, (DeadAt,
+	// Seq) for dead. DueFrom <= DueAt < DueTo bounds scheduled and ready
+	// messages (read from the index, not filtered after a scan); it is
+	// ignored for other states. Cursor works as in DeadList (a position,
+	// so messages added or removed meanwhile never make a page skip or
+	// repeat one that stays put); a page holds up to Limit records and the
+	// returned cursor is "" at the end. A store may read its index in
+	// time and Seq order, nothing more: it never scans the whole topic.
+	MessageList(ctx context.Context, p *MessageListParams) ([]*Record, string, error)
+
 	// DeadReplay moves dead messages back to ready (DueAt=Now, Failures=0,
 	// LastError kept). With ID set, only that one (ErrNotFound if it is not
 	// dead in the topic); otherwise up to Max of the topic, from the head of
@@ -243,12 +258,19 @@ type Notifier interface {
 	// now" (stated, not inferred from a clock: a server whose clock lags
 	// would read a ready-now notification as "not yet" and leave its
 	// long-polls asleep); otherwise dueAt is when a message becomes due, by
-	// the store's clock. It calls subscribed once the subscription is live, so the
+	// the store's clock; dueAt == NotifySettings says the topic's
+	// settings changed (a store may not announce that: engines' safety
+	// sweep re-reads them too). It calls subscribed once the subscription is live, so the
 	// caller can re-read the store for anything sent before that moment.
 	// Notifications may still be lost (e.g. while reconnecting): engines
 	// also run a slow safety sweep.
 	Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error
 }
+
+// NotifySettings is the dueAt a Notifier reports when a topic's settings
+// changed (TopicSettingsPut), so every engine re-reads them at once (a
+// pause takes effect on every server).
+const NotifySettings int64 = -1
 
 // NotifyDue is the dueAt a Notifier reports for r: 0 when r is ready now —
 // stated rather than left to the receiver's clock, which may lag the one
@@ -473,6 +495,47 @@ type DeadListParams struct {
 	Topic  string
 	Limit  int
 	Cursor string
+}
+
+// MessageListParams are the arguments of MessageList.
+type MessageListParams struct {
+	Topic string
+	State State // scheduled, ready, inflight or dead
+	// DueFrom and DueTo bound DueAt of scheduled and ready messages:
+	// DueFrom <= DueAt < DueTo. Unbounded: math.MinInt64, math.MaxInt64.
+	DueFrom, DueTo int64
+	Limit          int
+	Cursor         string
+}
+
+// ListKey is the time a record of MessageList's state is ordered by.
+func ListKey(r *Record) int64 {
+	switch r.State {
+	case StateInflight:
+		return r.LeaseUntil
+	case StateDead:
+		return r.DeadAt
+	}
+	return r.DueAt
+}
+
+// ListCursor is the position after r in MessageList's order, "key.seq":
+// a format every store can use (stores may make their own).
+func ListCursor(r *Record) string {
+	return strconv.FormatInt(ListKey(r), 10) + "." + strconv.FormatUint(r.Seq, 10)
+}
+
+// ParseListCursor reads a cursor of ListCursor; ErrBadCursor otherwise.
+func ParseListCursor(c string) (key int64, seq uint64, err error) {
+	a, b, ok := strings.Cut(c, ".")
+	if ok {
+		k, err1 := strconv.ParseInt(a, 10, 64)
+		q, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 == nil && err2 == nil {
+			return k, q, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("invalid list cursor %q: %w", c, ErrBadCursor)
 }
 
 // DeadReplayParams are the arguments of DeadReplay.

@@ -479,6 +479,7 @@ func FromTopicInfo(t *domain.TopicInfo, now time.Time) Topic {
 			Inflight: t.Counts.Inflight, Dead: t.Counts.Dead},
 		NextDue:  optTime(t.NextDue),
 		Settings: FromTopicSettings(t.Settings),
+		Paused:   t.Paused,
 	}
 	if !t.OldestReady.IsZero() {
 		age := max(now.Sub(t.OldestReady).Milliseconds(), 0)
@@ -496,6 +497,7 @@ func (w *Topic) ToDomain(now time.Time) domain.TopicInfo {
 			Inflight: w.Counts.Inflight, Dead: w.Counts.Dead},
 		Settings: w.Settings.ToDomain(),
 		NextDue:  fromOptTime(w.NextDue),
+		Paused:   w.Paused,
 	}
 	if w.OldestReadyAgeMS != nil {
 		t.OldestReady = now.Add(-time.Duration(*w.OldestReadyAgeMS) * time.Millisecond)
@@ -577,4 +579,16 @@ func (in *ScheduleRequest) ToDomain(name string) (domain.Schedule, error) {
 		out.Paused = *in.Paused
 	}
 	return out, nil
+}
+
+// ToDomain is the filter a bulk request or a listing asks for.
+func (f *MessageFilter) ToDomain() domain.MessageFilter {
+	out := domain.MessageFilter{State: domain.State(f.State)}
+	if f.DueAfter != nil {
+		out.DueAfter = *f.DueAfter
+	}
+	if f.DueBefore != nil {
+		out.DueBefore = *f.DueBefore
+	}
+	return out
 }

@@ -284,6 +284,8 @@ type Topic struct {
 	NextDue          *time.Time    `json:"next_due,omitempty"`
 	OldestReadyAgeMS *int64        `json:"oldest_ready_age_ms,omitempty"`
 	Settings         TopicSettings `json:"settings"`
+	// Paused: no leases (nor push deliveries) until resumed.
+	Paused bool `json:"paused"`
 }
 
 // TopicsResponse answers GET /v1/topics.
@@ -293,6 +295,33 @@ type TopicsResponse struct {
 
 // DeadPage answers GET /v1/topics/{topic}/dead.
 type DeadPage struct {
+	Messages []*Message `json:"messages"`
+	Next     string     `json:"next_cursor,omitempty"`
+}
+
+// MessageFilter selects messages of a topic for a bulk operation.
+type MessageFilter struct {
+	State     string     `json:"state,omitempty"`
+	DueAfter  *time.Time `json:"due_after,omitempty"`
+	DueBefore *time.Time `json:"due_before,omitempty"`
+}
+
+// BulkRequest is the body of POST …/messages:cancel (filter only) and
+// …/messages:reschedule (filter and one of the due-time fields).
+type BulkRequest struct {
+	Filter    *MessageFilter `json:"filter"`
+	Delay     *Duration      `json:"delay,omitempty"`
+	DelayMS   *int64         `json:"delay_ms,omitempty"`
+	DeliverAt *time.Time     `json:"deliver_at,omitempty"`
+}
+
+// When is the request's due-time fields as a RescheduleRequest.
+func (in *BulkRequest) When() *RescheduleRequest {
+	return &RescheduleRequest{Delay: in.Delay, DelayMS: in.DelayMS, DeliverAt: in.DeliverAt}
+}
+
+// MessagePage answers GET /v1/topics/{topic}/messages.
+type MessagePage struct {
 	Messages []*Message `json:"messages"`
 	Next     string     `json:"next_cursor,omitempty"`
 }

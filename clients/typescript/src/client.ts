@@ -18,6 +18,8 @@ export type Message = Schemas["Message"];
 export type BatchResult = Schemas["BatchResult"];
 export type CancelResult = Schemas["CancelResponse"];
 export type Topic = Schemas["Topic"];
+export type MessagePage = Schemas["MessagePage"];
+export type MessageFilter = Schemas["MessageFilter"];
 export type TopicSettings = Schemas["TopicSettings"];
 export type TopicSettingsRequest = Schemas["TopicSettingsRequest"];
 export type Schedule = Schemas["Schedule"];
@@ -33,6 +35,15 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
+}
+
+export interface ListOptions {
+  state: "scheduled" | "ready" | "inflight" | "dead";
+  dueAfter?: Date | string;
+  dueBefore?: Date | string;
+  /** 1 to 1000 (default 100). */
+  limit?: number;
+  cursor?: string;
 }
 
 export interface SendOptions {
@@ -183,6 +194,41 @@ export class Client {
   /** Replaces a topic's settings (omitted ones take the defaults); answers them with the defaults filled in. */
   setTopicSettings(topic: string, settings: TopicSettingsRequest): Promise<TopicSettings> {
     return this.call("PUT", `/v1/topics/${seg(topic)}`, settings);
+  }
+
+  /**
+   * One page of a topic's messages in one state, from the store's index:
+   * scheduled and ready ones soonest first (dueAfter inclusive, dueBefore
+   * exclusive bound them), inflight ones by lease expiry, dead ones by
+   * death. Pass the answer's next_cursor as cursor for the next page.
+   */
+  listMessages(topic: string, o: ListOptions): Promise<MessagePage> {
+    const q = new URLSearchParams({ state: o.state });
+    if (o.dueAfter !== undefined) q.set("due_after", time(o.dueAfter));
+    if (o.dueBefore !== undefined) q.set("due_before", time(o.dueBefore));
+    if (o.limit !== undefined) q.set("limit", String(o.limit));
+    if (o.cursor !== undefined) q.set("cursor", o.cursor);
+    return this.call("GET", `/v1/topics/${seg(topic)}/messages?${q}`);
+  }
+
+  /** Cancels the scheduled and ready messages the filter selects ({}: all); answers how many. */
+  async cancelMessages(topic: string, filter: MessageFilter): Promise<number> {
+    const body: Schemas["BulkCancelRequest"] = { filter };
+    const out: Schemas["CountResponse"] = await this.call("POST", `/v1/topics/${seg(topic)}/messages:cancel`, body);
+    return out.count;
+  }
+
+  /** Moves the scheduled and ready messages the filter selects to one due time; answers how many. */
+  async rescheduleMessages(topic: string, filter: MessageFilter, when: { delayMs: number } | { deliverAt: Date | string }): Promise<number> {
+    const body: Schemas["BulkRescheduleRequest"] =
+      "delayMs" in when ? { filter, delay_ms: millis(when.delayMs) } : { filter, deliver_at: time(when.deliverAt) };
+    const out: Schemas["CountResponse"] = await this.call("POST", `/v1/topics/${seg(topic)}/messages:reschedule`, body);
+    return out.count;
+  }
+
+  /** Pauses (true) or resumes (false) a topic's deliveries; sends are still accepted. */
+  pauseTopic(topic: string, paused: boolean): Promise<Topic> {
+    return this.call("POST", `/v1/topics/${seg(topic)}/${paused ? "pause" : "resume"}`);
   }
 
   /** Creates or replaces the recurring schedule name. */

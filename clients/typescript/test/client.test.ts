@@ -124,6 +124,23 @@ test("durations come as numbers beside the strings", async () => {
   assert.equal(info.settings.lease_ms, 45_000);
 });
 
+test("browse, bulk changes, pause", async () => {
+  const topic = `${run}.browse`;
+  for (const [id, min] of [["b3", 3], ["b1", 1], ["b2", 2]] as const) await c.send(topic, "x", { id, delayMs: min * 60_000 });
+  const first = await c.listMessages(topic, { state: "scheduled", limit: 2 });
+  assert.deepEqual(first.messages.map((m) => m.id), ["b1", "b2"]);
+  assert.ok(first.next_cursor);
+  const rest = await c.listMessages(topic, { state: "scheduled", cursor: first.next_cursor });
+  assert.deepEqual(rest.messages.map((m) => m.id), ["b3"]);
+  assert.equal(rest.next_cursor, undefined);
+  assert.equal(await c.rescheduleMessages(topic, { state: "scheduled" }, { delayMs: 0 }), 3);
+  assert.equal((await c.pauseTopic(topic, true)).paused, true);
+  assert.deepEqual(await c.lease(topic, { max: 10 }), []); // paused: nothing is handed out
+  assert.equal((await c.pauseTopic(topic, false)).paused, false);
+  assert.equal(await c.cancelMessages(topic, { state: "ready", due_after: new Date(0).toISOString() }), 3);
+  await refused(c.listMessages(topic, { state: "ready", limit: 1001 }), 400, "invalid_argument", "limit");
+});
+
 test("schedules: set, pause, get, delete", async () => {
   const name = `${run}-report`;
   const s = await c.setSchedule(name, { topic: `${run}.reports`, cron: "@every 1h", payload: new Uint8Array([0xff, 0x00]), headers: { h: "v" }, maxAttempts: 3, delayMs: 60_000, missed: "skip" });

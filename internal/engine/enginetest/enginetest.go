@@ -269,3 +269,64 @@ func RunFastServerKeepsDedupWindow(t *testing.T, d Deployment) {
 		t.Fatalf("purge past the window: %d %v", n, err)
 	}
 }
+
+// RunPauseShared: a topic paused through one engine stops leases on
+// another engine of the deployment, which had read the topic's settings
+// before (so it learns of the pause from the store, within settle: the
+// store's settings notification, or the 5 s safety sweep where the store
+// announces none); sends are still accepted; a resume through the first
+// engine wakes the other's long-poll; an engine opened later sees the
+// pause.
+func RunPauseShared(t *testing.T, d Deployment, settle time.Duration) {
+	es := Engines(t, d, 2, engine.Config{})
+	a, b := es[0], es[1]
+	if got, err := b.Lease(ctx, "paused", domain.LeaseRequest{}); err != nil || len(got) != 0 {
+		t.Fatalf("first lease: %v %v", got, err)
+	}
+	if ti, err := a.PauseTopic(ctx, "paused", true); err != nil || !ti.Paused {
+		t.Fatalf("pause: %+v %v", ti, err)
+	}
+	time.Sleep(settle)
+	if _, err := b.Send(ctx, "paused", domain.SendRequest{ID: "m1", Payload: []byte("x")}); err != nil {
+		t.Fatalf("send to a paused topic: %v", err)
+	}
+	if ti, err := b.Topic(ctx, "paused"); err != nil || !ti.Paused || ti.Counts.Ready != 1 {
+		t.Fatalf("topic on the other engine: %+v %v", ti, err)
+	}
+	if got, err := b.Lease(ctx, "paused", domain.LeaseRequest{Wait: time.Second}); err != nil || len(got) != 0 {
+		t.Fatalf("leased %v from a topic paused through another engine (%v)", got, err)
+	}
+	done := make(chan []*domain.Message, 1)
+	go func() {
+		got, err := b.Lease(ctx, "paused", domain.LeaseRequest{Wait: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- got
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if ti, err := a.PauseTopic(ctx, "paused", false); err != nil || ti.Paused {
+		t.Fatalf("resume: %+v %v", ti, err)
+	}
+	got := <-done
+	if len(got) != 1 || got[0].ID != "m1" {
+		t.Fatalf("after resume the long-poll on the other engine got %v", got)
+	}
+	if el := time.Since(start); el > settle+2*time.Second {
+		t.Fatalf("resume reached the other engine after %v", el)
+	}
+	if _, err := a.PauseTopic(ctx, "paused", true); err != nil {
+		t.Fatal(err)
+	}
+	c := Open(t, d(t), engine.Config{})
+	if _, err := c.Send(ctx, "paused", domain.SendRequest{ID: "m2", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if ti, err := c.Topic(ctx, "paused"); err != nil || !ti.Paused {
+		t.Fatalf("a new engine does not see the pause: %+v %v", ti, err)
+	}
+	if got, err := c.Lease(ctx, "paused", domain.LeaseRequest{}); err != nil || len(got) != 0 {
+		t.Fatalf("a new engine leased %v from a paused topic (%v)", got, err)
+	}
+}

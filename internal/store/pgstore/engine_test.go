@@ -41,3 +41,8 @@ func TestSkewedServers(t *testing.T) { enginetest.RunSkewedServers(t, deployment
 func TestFastServerKeepsDedupWindow(t *testing.T) {
 	enginetest.RunFastServerKeepsDedupWindow(t, deployment(t))
 }
+
+// TestPauseShared: a pause through one server stops leases on another.
+func TestPauseShared(t *testing.T) {
+	enginetest.RunPauseShared(t, deployment(t), time.Second)
+}

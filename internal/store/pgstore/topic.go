@@ -77,6 +77,7 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 		" ON CONFLICT (name) DO UPDATE SET settings = EXCLUDED.settings", topic, settings); err != nil {
 		return s.fail("put topic settings", err)
 	}
+	s.notify(ctx, map[string]int64{topic: store.NotifySettings})
 	return nil
 }
 

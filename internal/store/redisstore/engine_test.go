@@ -151,3 +151,9 @@ func TestScheduleAcrossEngines(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseShared: a pause through one server stops leases on another.
+func TestPauseShared(t *testing.T) {
+	t.Parallel()
+	enginetest.RunPauseShared(t, deployment(t), time.Second)
+}

@@ -170,5 +170,6 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 	if _, err := pipe.Exec(ctx); err != nil {
 		return s.fail("put topic settings", err)
 	}
+	s.publish(ctx, topic, store.NotifySettings)
 	return nil
 }

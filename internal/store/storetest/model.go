@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +103,7 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"extend":      m.extend,
 		"expire":      m.expire,
 		"deadList":    m.deadList,
+		"messageList": m.messageList,
 		"deadReplay":  m.deadReplay,
 		"deadDelete":  m.deadDelete,
 		"dedupPurge":  m.dedupPurge,
@@ -451,6 +453,40 @@ func (m *model) deadList(t *rapid.T) {
 	topic := m.topic(t)
 	limit := rapid.IntRange(1, 4).Draw(t, "limit")
 	m.sameRecs("deadList", m.deadAllOf(m.ref, "memstore", topic, limit), m.deadAllOf(m.sut, "backend", topic, limit))
+}
+
+// listAllOf pages through MessageList.
+func (m *model) listAllOf(s store.Store, name string, p store.MessageListParams) []*store.Record {
+	var all []*store.Record
+	for page := 0; ; page++ {
+		recs, next, err := s.MessageList(m.ctx, &p)
+		if err != nil {
+			m.t.Fatalf("%s MessageList(%+v): %v", name, p, err)
+		}
+		if len(recs) > p.Limit || page > 1000 || (len(recs) == 0 && next != "") {
+			m.t.Fatalf("%s MessageList(%+v): page %d of %d records, next %q", name, p, page, len(recs), next)
+		}
+		all = append(all, recs...)
+		if next == "" {
+			return all
+		}
+		p.Cursor = next
+	}
+}
+
+func (m *model) messageList(t *rapid.T) {
+	states := []store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}
+	p := store.MessageListParams{
+		Topic: m.topic(t), State: states[rapid.IntRange(0, 3).Draw(t, "state")],
+		DueFrom: math.MinInt64, DueTo: math.MaxInt64, Limit: rapid.IntRange(1, 4).Draw(t, "limit"),
+	}
+	if rapid.Bool().Draw(t, "from") {
+		p.DueFrom = m.due(t, "dueFrom")
+	}
+	if rapid.Bool().Draw(t, "to") {
+		p.DueTo = m.due(t, "dueTo")
+	}
+	m.sameRecs("messageList", m.listAllOf(m.ref, "memstore", p), m.listAllOf(m.sut, "backend", p))
 }
 
 func (m *model) deadReplay(t *rapid.T) {

@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadList", testDeadList},
 		{"DeadReplay", testDeadReplay},
 		{"DeadDelete", testDeadDelete},
+		{"MessageList", testMessageList},
 		{"Topics", testTopics},
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},
