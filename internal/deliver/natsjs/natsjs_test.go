@@ -350,7 +350,7 @@ func TestToken(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	caPEM, err := testCerts(dir)
+	caPEM, err := delivertest.WriteCerts(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func startRabbit() (*rabbitServer, error) {
 	if err := os.WriteFile(filepath.Join(home, ".erlang.cookie"), []byte("DELAYQTESTCOOKIE"), 0o400); err != nil {
 		return nil, err
 	}
-	if s.caPEM, err = testCerts(dir); err != nil {
+	if s.caPEM, err = delivertest.WriteCerts(dir); err != nil {
 		return nil, err
 	}
 	conf := fmt.Sprintf(`listeners.tcp.1 = 127.0.0.1:%d

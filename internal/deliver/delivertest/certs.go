@@ -1,4 +1,5 @@
-package rabbitmq_test
+// Package delivertest holds helpers the broker targets' tests share.
+package delivertest
 
 import (
 	"crypto/ecdsa"
@@ -14,9 +15,9 @@ import (
 	"time"
 )
 
-// testCerts writes a CA and a server certificate for localhost and
+// WriteCerts writes a CA and a server certificate for localhost and
 // 127.0.0.1 signed by it into dir; it returns the CA's PEM.
-func testCerts(dir string) (caPEM string, err error) {
+func WriteCerts(dir string) (caPEM string, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", err
