@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/internal/deliver"
+	"github.com/delayq/delayq/internal/deliver/delivertest"
 	"github.com/delayq/delayq/internal/deliver/natsjs"
 )
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/delayq/delayq/internal/deliver/delivertest"
 )
 
 // rabbitServer is a RabbitMQ node of its own, on free loopback ports,
