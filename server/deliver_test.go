@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
@@ -220,4 +221,86 @@ func (r *kafkaReader) close() {
 	if r.cl != nil {
 		r.cl.Close()
 	}
+}
+
+// TestDeliverKafkaNeverConfirms: a Kafka broker that swallows produce
+// requests confirms nothing: nothing is acked, at most max_in_flight
+// messages are in flight at once, and each is offered again (failures
+// grow); once the broker answers again, every message arrives.
+func TestDeliverKafkaNeverConfirms(t *testing.T) {
+	ctx := context.Background()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	var mu sync.Mutex
+	swallow, swallowed := true, 0
+	kc.ControlKey(0 /* Produce */, func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if swallow {
+			swallowed++
+		}
+		return nil, nil, swallow // handled without an answer: the client waits
+	})
+	srv, err := server.New(ctx, server.Config{DataDir: t.TempDir(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
+	q := srv.Queue()
+	if _, err := q.SetTopicSettings(ctx, "k", delayq.TopicSettings{MaxAttempts: 1000,
+		Backoff: delayq.Backoff{Initial: 100 * time.Millisecond, Max: 300 * time.Millisecond, Multiplier: 2},
+		Deliver: &delayq.DeliverSettings{Kafka: &delayq.KafkaTarget{Brokers: kc.ListenAddrs(), Topic: "orders"}, MaxInFlight: 8, Timeout: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := q.Send(ctx, "k", delayq.NewSendRequest([]byte("p"), delayq.WithID("k-"+strconv.Itoa(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := time.Now().Add(4 * time.Second)
+	maxInflight := int64(0)
+	for time.Now().Before(until) {
+		ti, err := q.Topic(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := ti.Counts
+		maxInflight = max(maxInflight, c.Inflight)
+		if c.Scheduled+c.Ready+c.Inflight != 40 {
+			t.Fatalf("counts %+v: something was acked although the broker confirmed nothing", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if maxInflight > 8 || maxInflight == 0 {
+		t.Fatalf("at most %d in flight, want 1..8", maxInflight)
+	}
+	m, err := q.Get(ctx, "k", "k-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Failures == 0 || !strings.Contains(m.LastError, "did not confirm") {
+		t.Fatalf("k-0: failures %d, last error %q", m.Failures, m.LastError)
+	}
+	mu.Lock()
+	swallow = false
+	n := swallowed
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("no produce request reached the broker")
+	}
+	r := &kafkaReader{t: t, addrs: kc.ListenAddrs(), at: map[string]time.Time{}}
+	defer r.close()
+	waitUntil(t, "every message once the broker answers", 60*time.Second, func() bool { return len(r.poll()) == 40 })
+	waitUntil(t, "every message acked", 10*time.Second, func() bool {
+		ti, err := q.Topic(ctx, "k")
+		return err == nil && ti.Counts.Scheduled+ti.Counts.Ready+ti.Counts.Inflight+ti.Counts.Dead == 0
+	})
 }

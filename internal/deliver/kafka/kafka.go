@@ -33,6 +33,10 @@ type Config struct {
 	// DeliveryTimeout fails records not confirmed by then (default 30 s);
 	// Publish itself returns at its ctx's end.
 	DeliveryTimeout time.Duration
+	// RequestTimeout bounds a produce request on the wire (with as much
+	// again for the network), so a broker that never answers has its
+	// connection cut and the records retried on a new one; default 10 s.
+	RequestTimeout time.Duration
 	// Extra options, for tests.
 	Opts []kgo.Opt
 }
@@ -59,7 +63,13 @@ func New(_ context.Context, cfg Config) (*Target, error) {
 	if dt <= 0 {
 		dt = 30 * time.Second
 	}
+	rt := cfg.RequestTimeout
+	if rt <= 0 {
+		rt = 10 * time.Second
+	}
 	opts := []kgo.Opt{
+		kgo.ProduceRequestTimeout(rt),
+		kgo.RequestTimeoutOverhead(rt),
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.DefaultProduceTopic(k.Topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default and needs it

@@ -25,7 +25,8 @@ func New(ctx context.Context, topic string, s domain.DeliverSettings) (deliver.T
 		// The client buffers at most what a topic may have in flight,
 		// twice (the records of a publish that timed out may still be
 		// buffered while the next batch is produced).
-		return kafka.New(ctx, kafka.Config{Target: *s.Kafka, MaxBuffered: 2 * max(s.MaxInFlight, 1), DeliveryTimeout: max(s.Timeout, domain.DefaultDeliverTimeout)})
+		return kafka.New(ctx, kafka.Config{Target: *s.Kafka, MaxBuffered: 2 * max(s.MaxInFlight, 1),
+			DeliveryTimeout: max(s.Timeout, domain.DefaultDeliverTimeout), RequestTimeout: s.Timeout})
 	case s.Redis != nil:
 		return redisstream.New(ctx, redisstream.Config{Target: *s.Redis})
 
