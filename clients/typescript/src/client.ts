@@ -20,6 +20,10 @@ export type CancelResult = Schemas["CancelResponse"];
 export type Topic = Schemas["Topic"];
 export type TopicSettings = Schemas["TopicSettings"];
 export type TopicSettingsRequest = Schemas["TopicSettingsRequest"];
+/** A topic's broker target as answered (credentials left out, *_set instead). */
+export type Deliver = Schemas["Deliver"];
+/** A topic's broker target as PUT: exactly one of kafka, rabbitmq, nats, redis. */
+export type DeliverRequest = Schemas["DeliverRequest"];
 export type Schedule = Schemas["Schedule"];
 export type ErrorCode = Schemas["ErrorBody"]["code"];
 
