@@ -474,22 +474,33 @@ func checkURL(field, s string, schemes ...string) error {
 	return nil
 }
 
-// Endpoint is where d sends to, credentials redacted: the kind and the
-// broker addresses. Setting a new one needs admin on "*" like a push URL
-// (the server connects wherever it points).
+// Endpoint is where d sends to, without credentials: the kind and the
+// broker addresses (URLs without their user info). Setting a new one
+// needs admin on "*" like a push URL (the server connects wherever it
+// points); changing only credentials does not.
 func (d *DeliverSettings) Endpoint() string {
-	r := d.Redacted()
 	switch {
-	case r == nil:
+	case d == nil:
 		return ""
-	case r.Kafka != nil:
-		return "kafka " + strings.Join(r.Kafka.Brokers, ",")
-	case r.RabbitMQ != nil:
-		return "rabbitmq " + r.RabbitMQ.URL
-	case r.NATS != nil:
-		return "nats " + r.NATS.URL
-	case r.Redis != nil:
-		return "redis " + r.Redis.Addr
+	case d.Kafka != nil:
+		return "kafka " + strings.Join(d.Kafka.Brokers, ",")
+	case d.RabbitMQ != nil:
+		return "rabbitmq " + withoutUser(d.RabbitMQ.URL)
+	case d.NATS != nil:
+		return "nats " + withoutUser(d.NATS.URL)
+	case d.Redis != nil:
+		return "redis " + d.Redis.Addr
 	}
 	return ""
+}
+
+// withoutUser is s without user info; "(invalid URL)" when it does not
+// parse (its text may hold a password).
+func withoutUser(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User = nil
+	return u.String()
 }

@@ -157,3 +157,29 @@ func TestDeliverEndpointNeedsGlobalAdmin(t *testing.T) {
 		t.Fatalf("topic admin changes the address: %d %s", r.status, r.raw)
 	}
 }
+
+// TestDeliverCredentialsChangeByTopicAdmin: a topic admin may send the
+// URL back without its password, or with other credentials: only the
+// address needs admin on "*".
+func TestDeliverCredentialsChangeByTopicAdmin(t *testing.T) {
+	tadmin, _ := auth.ParseToken("tadmin:tadmin-secret-0123456789a:admin:orders.*")
+	gadmin, _ := auth.ParseToken("gadmin:" + adminSecret + ":admin:*")
+	set, err := auth.NewSet([]*auth.Token{tadmin, gadmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, func(c *Config) { c.Tokens = set })
+	const tp = "/v1/topics/orders.eu"
+	asT := []string{"Authorization", "Bearer tadmin-secret-0123456789a"}
+	asG := []string{"Authorization", "Bearer " + adminSecret}
+	want(t, b.do(t, "PUT", tp, `{"deliver":{"rabbitmq":{"url":"amqp://dq:pw1@rabbit:5672/vh","routing_key":"k"}}}`, asG...), 200)
+	want(t, b.do(t, "PUT", tp, `{"deliver":{"rabbitmq":{"url":"amqp://dq@rabbit:5672/vh","routing_key":"k2"}}}`, asT...), 200)
+	ti, err := b.eng.Topic(t.Context(), "orders.eu")
+	if err != nil || ti.Settings.Deliver.RabbitMQ.URL != "amqp://dq:pw1@rabbit:5672/vh" || ti.Settings.Deliver.RabbitMQ.RoutingKey != "k2" {
+		t.Fatalf("after a topic admin's write-back: %+v %v", ti.Settings.Deliver.RabbitMQ, err)
+	}
+	want(t, b.do(t, "PUT", tp, `{"deliver":{"rabbitmq":{"url":"amqp://other:pw2@rabbit:5672/vh","routing_key":"k2"}}}`, asT...), 200)
+	if r := b.do(t, "PUT", tp, `{"deliver":{"rabbitmq":{"url":"amqp://dq@10.0.0.9:5672/vh","routing_key":"k2"}}}`, asT...); r.status != 403 {
+		t.Fatalf("topic admin changes the host: %d %s", r.status, r.raw)
+	}
+}
