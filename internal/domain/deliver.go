@@ -97,6 +97,10 @@ const (
 	MaxDeliverTimeout         = 5 * time.Minute
 	DefaultDeliverMaxInFlight = 256
 	maxDeliverString          = 4096
+	// The settings blob must fit the stores' columns (MySQL: a 64 KiB
+	// BLOB): these bound it to about 40 KiB.
+	maxCAPEM   = 16 << 10
+	maxBrokers = 32
 )
 
 // Kind names the target: "kafka", "rabbitmq", "nats", "redis" or "" when
@@ -295,8 +299,8 @@ func (k *KafkaTarget) validate() error {
 	if len(k.Brokers) == 0 {
 		return Invalid(f+"brokers", "needs at least one host:port")
 	}
-	if len(k.Brokers) > 100 {
-		return Invalid(f+"brokers", "has %d entries, the limit is 100", len(k.Brokers))
+	if len(k.Brokers) > maxBrokers {
+		return Invalid(f+"brokers", "has %d entries, the limit is %d", len(k.Brokers), maxBrokers)
 	}
 	for i, b := range k.Brokers {
 		if err := checkHostPort(b); err != nil {
@@ -388,8 +392,8 @@ func checkTLS(field string, t *TLSSettings) error {
 	if t == nil {
 		return nil
 	}
-	if len(t.CAPEM) > 64<<10 {
-		return Invalid(field+".ca_pem", "is longer than %d bytes", 64<<10)
+	if len(t.CAPEM) > maxCAPEM {
+		return Invalid(field+".ca_pem", "is longer than %d bytes", maxCAPEM)
 	}
 	if t.CAPEM != "" && !strings.Contains(t.CAPEM, "-----BEGIN CERTIFICATE-----") {
 		return Invalid(field+".ca_pem", "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
@@ -432,8 +436,8 @@ func checkHostPort(s string) error {
 	switch {
 	case s == "":
 		return plainError("is required (host:port)")
-	case len(s) > 512:
-		return plainError("is longer than 512 bytes")
+	case len(s) > 255:
+		return plainError("is longer than 255 bytes")
 	case strings.ContainsAny(s, "/@ \t\r\n"):
 		return plainError("must be host:port, not a URL")
 	}
