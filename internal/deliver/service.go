@@ -212,6 +212,10 @@ type loop struct {
 	topic string
 	cfg   domain.DeliverSettings
 	kind  string
+	// failing is set after a batch of which nothing was confirmed, so a
+	// down broker is logged once at Warn, then at Debug, until it
+	// recovers. Only the loop's goroutine touches it.
+	failing bool
 
 	leaseCtx      context.Context // ends leasing
 	stopLeasing   context.CancelFunc
@@ -347,13 +351,24 @@ func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 		reason := l.reason(timedOut)
 		// The broker's error may name hosts; it goes to the log only,
 		// never to last_error, which consume tokens can read.
-		l.s.log.Warn("deliver: publish failed", "topic", l.topic, "target", l.kind, "failed", len(failed), "of", len(msgs), "err", errs[failed[0]])
+		level := slog.LevelWarn
+		if l.failing {
+			level = slog.LevelDebug
+		}
+		l.s.log.Log(context.Background(), level, "deliver: publish failed (retried with the topic's backoff)", "topic", l.topic, "target", l.kind, "failed", len(failed), "of", len(msgs), "err", errs[failed[0]])
 		for _, i := range failed {
 			m := msgs[i]
 			if _, err := l.s.cfg.Engine.Nack(sctx, l.topic, m.ID, m.Receipt, domain.NackRequest{Reason: reason}); err != nil {
 				l.s.log.Warn("deliver: nack", "topic", l.topic, "id", m.ID, "err", err)
 			}
 		}
+	}
+	switch {
+	case len(acks) == 0:
+		l.failing = true
+	case l.failing:
+		l.failing = false
+		l.s.log.Info("deliver: the target confirms again", "topic", l.topic, "target", l.kind)
 	}
 	return len(acks)
 }
