@@ -69,6 +69,21 @@ type (
 	RateLimit = domain.RateLimit
 	// PushSettings make the server deliver a topic's due messages to a URL.
 	PushSettings = domain.PushSettings
+	// DeliverSettings make the server publish a topic's due messages into
+	// a broker (Kafka, RabbitMQ, NATS JetStream, Redis Streams).
+	DeliverSettings = domain.DeliverSettings
+	// KafkaTarget is a Kafka topic to deliver into.
+	KafkaTarget = domain.KafkaTarget
+	// KafkaSASL authenticates to Kafka.
+	KafkaSASL = domain.KafkaSASL
+	// RabbitMQTarget is a RabbitMQ exchange to deliver into.
+	RabbitMQTarget = domain.RabbitMQTarget
+	// NATSTarget is a NATS JetStream subject to deliver into.
+	NATSTarget = domain.NATSTarget
+	// RedisTarget is a Redis stream to deliver into.
+	RedisTarget = domain.RedisTarget
+	// TLSSettings configure TLS to a broker.
+	TLSSettings = domain.TLSSettings
 	// Schedule is a recurring message.
 	Schedule = domain.Schedule
 	// MissedPolicy says what a schedule does with ticks missed while no server ran.

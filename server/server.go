@@ -14,6 +14,8 @@ import (
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/dashboard"
+	"github.com/delayq/delayq/internal/deliver"
+	"github.com/delayq/delayq/internal/deliver/targets"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/metrics"
@@ -31,6 +33,7 @@ type Server struct {
 	where     string
 	eng       *engine.Engine
 	pusher    *push.Service
+	deliverer *deliver.Service
 	api       *httpapi.Server
 	authOn    bool
 	stopDebug func()
@@ -116,6 +119,11 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 		return err
 	}
 	s.pusher.Start()
+	// Broker delivery is leases too, like push.
+	if s.deliverer, err = deliver.New(deliver.Config{Engine: s.eng, Build: targets.New, Logger: s.log, Observer: m}); err != nil {
+		return err
+	}
+	s.deliverer.Start()
 	var dash http.Handler
 	if rec != nil {
 		if dash, err = dashboard.New(dashboard.Config{Queue: s.eng, Recorder: rec, Upcoming: s.eng, Tokens: tokens, Logger: s.log}); err != nil {
@@ -216,7 +224,8 @@ func (s *Server) ListenAndServe() error {
 
 // Shutdown stops the server in order: it stops accepting and drains the
 // API's requests (each Serve returns; long-polls answer at once), stops
-// the profiling listener, stops push delivery (pushes in flight finish),
+// the profiling listener, stops push and broker delivery (pushes and
+// publishes in flight finish),
 // stops the engine, and closes the store. Draining, push and the engine
 // get DrainTimeout each, less if ctx ends first; what did not finish is
 // cut short (pushes are nacked) and reported. Calls after the first wait
@@ -254,6 +263,9 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	if s.pusher != nil {
 		step("stop push delivery", s.pusher.Stop)
+	}
+	if s.deliverer != nil {
+		step("stop broker delivery", s.deliverer.Stop)
 	}
 	if s.eng != nil {
 		step("stop engine", s.eng.Close)

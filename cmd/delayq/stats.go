@@ -77,6 +77,10 @@ func printTopic(w io.Writer, t *delayq.TopicInfo) {
 	if p := s.Push; p != nil {
 		fmt.Fprintf(tw, "push\t%s (timeout %s, concurrency %d)\n", p.URL, p.Timeout, p.Concurrency)
 	}
+	if d := s.Deliver; d != nil {
+		// Endpoint is redacted: no credentials on screen.
+		fmt.Fprintf(tw, "deliver\t%s (max in flight %d, timeout %s)\n", d.Endpoint(), d.MaxInFlight, d.Timeout)
+	}
 	_ = tw.Flush()
 }
 

@@ -144,6 +144,16 @@ func (d *Dashboard) saveSettings(w http.ResponseWriter, r *http.Request, v *view
 	if err != nil {
 		return err
 	}
+	// The form does not edit a broker target: keep the current one (with
+	// its stored credentials, which the engine answers here).
+	ti, err := d.q.Topic(r.Context(), topic)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		s.Deliver = ti.Settings.Deliver
+	}
 	if err := d.checkPushURL(r, v, topic, s); err != nil {
 		return err
 	}

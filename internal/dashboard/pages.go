@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -47,6 +48,27 @@ type topicRow struct {
 	domain.TopicInfo
 	Sum      Summary
 	Failures float64 // nacks + lease expiries per minute
+}
+
+// Delivery says how the topic's messages leave: "kafka → orders" (a
+// broker target, its topic/stream/subject; no hosts or credentials),
+// "push", or "" (consumers lease them).
+func (r topicRow) Delivery() string { return deliveryOf(r.Settings) }
+
+func deliveryOf(s domain.TopicSettings) string {
+	switch d := s.Deliver; {
+	case d != nil && d.Kafka != nil:
+		return "kafka → " + d.Kafka.Topic
+	case d != nil && d.RabbitMQ != nil:
+		return "rabbitmq → " + cmp.Or(d.RabbitMQ.Exchange, "(default)") + " / " + d.RabbitMQ.RoutingKey
+	case d != nil && d.NATS != nil:
+		return "nats → " + d.NATS.Subject
+	case d != nil && d.Redis != nil:
+		return "redis → " + d.Redis.Stream
+	case s.Push != nil:
+		return "push"
+	}
+	return ""
 }
 
 type topicsData struct {

@@ -302,3 +302,34 @@ func TestPauseResumeTopic(t *testing.T) {
 		t.Fatalf("after resume: %v %v", ms, err)
 	}
 }
+
+// TestDeliverTargetShownAndKept: the topics page names a topic's broker
+// target (no host, no credentials), and saving the settings form keeps
+// the target and its password.
+func TestDeliverTargetShownAndKept(t *testing.T) {
+	b := setup(t, setupOpts{})
+	seed(t, b)
+	if _, err := b.eng.SetTopicSettings(context.Background(), "orders", domain.TopicSettings{Deliver: &domain.DeliverSettings{
+		Redis: &domain.RedisTarget{Addr: "redis.internal:6379", Stream: "orders-due", Password: "dash-s3cret"}}}); err != nil {
+		t.Fatal(err)
+	}
+	br := b.login(t, opsSecret)
+	p := br.get("/ui/")
+	wantStatus(t, p, http.StatusOK)
+	wantBody(t, p, "redis → orders-due")
+	p = br.get("/ui/topics/orders")
+	wantBody(t, p, `id="deliver"`, "redis → orders-due")
+	for _, page := range []string{p.body, br.get("/ui/").body} {
+		if strings.Contains(page, "dash-s3cret") || strings.Contains(page, "redis.internal") {
+			t.Fatal("a dashboard page shows the target's host or password")
+		}
+	}
+	wantStatus(t, br.post("/ui/topics/orders/settings", url.Values{"max_attempts": {"9"}}), http.StatusSeeOther)
+	ti, err := b.eng.Topic(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ti.Settings.Deliver; ti.Settings.MaxAttempts != 9 || d == nil || d.Redis == nil || d.Redis.Password != "dash-s3cret" {
+		t.Fatalf("after saving the form: %+v", ti.Settings)
+	}
+}

@@ -22,10 +22,11 @@ var funcs = template.FuncMap{
 		}
 		return fmtAge(now.Sub(t))
 	},
-	"lat":  fmtLat,
-	"dur":  fmtDur,
-	"span": fmtAge,
-	"rate": fmtRate,
+	"lat":        fmtLat,
+	"dur":        fmtDur,
+	"deliveryOf": deliveryOf,
+	"span":       fmtAge,
+	"rate":       fmtRate,
 	"pct": func(part, whole int64) string {
 		if whole == 0 {
 			return "—"

@@ -4,6 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // TLSConfig is the TLS part of a broker target's settings, shared by every
@@ -38,3 +41,32 @@ func (c *TLSConfig) Config() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// TLSOf is the TLSConfig of a topic's TLS settings; nil for nil (plain
+// TCP).
+func TLSOf(s *domain.TLSSettings) *TLSConfig {
+	if s == nil {
+		return nil
+	}
+	return &TLSConfig{CAPEM: s.CAPEM, ServerName: s.ServerName, InsecureSkipVerify: s.InsecureSkipVerify}
+}
+
+// Headers are the headers a target carries for m a target carries for m: the message's own plus
+// the delayq ones, which win over message headers of the same name.
+func Headers(m Message) map[string]string {
+	h := make(map[string]string, len(m.Headers)+3)
+	for k, v := range m.Headers {
+		h[k] = v
+	}
+	h[HeaderID] = m.ID
+	h[HeaderAttempt] = strconv.Itoa(m.Attempt)
+	h[HeaderTopic] = m.Topic
+	return h
+}
+
+// The delayq headers targets add (named like the push headers).
+const (
+	HeaderID      = "Delayq-Message-Id"
+	HeaderAttempt = "Delayq-Attempt"
+	HeaderTopic   = "Delayq-Topic"
+)

@@ -97,6 +97,9 @@ type TopicSettings struct {
 	Lease       time.Duration
 	RateLimit   *RateLimit
 	Push        *PushSettings
+	// Deliver publishes the topic's due messages into a broker; it
+	// excludes Push.
+	Deliver *DeliverSettings
 }
 
 // TopicCounts are messages per state, kept incrementally (reading them never scans).

@@ -32,8 +32,11 @@ func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 	if s.RateLimit == nil {
 		s.RateLimit = def.RateLimit
 	}
-	if s.Push == nil {
+	if s.Push == nil && s.Deliver == nil {
 		s.Push = def.Push
+	}
+	if s.Deliver == nil && s.Push == nil {
+		s.Deliver = def.Deliver
 	}
 	if r := s.RateLimit; r != nil && r.Burst == 0 {
 		s.RateLimit = &domain.RateLimit{PerSecond: r.PerSecond, Burst: defaultBurst(r.PerSecond)}
@@ -44,6 +47,12 @@ func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 		c.Concurrency = cmp.Or(c.Concurrency, DefaultPushConcurrency)
 		c.SecretSet = c.Secret != ""
 		s.Push = &c
+	}
+	if d := s.Deliver; d != nil {
+		c := d.Clone()
+		c.Timeout = cmp.Or(c.Timeout, domain.DefaultDeliverTimeout)
+		c.MaxInFlight = cmp.Or(c.MaxInFlight, domain.DefaultDeliverMaxInFlight)
+		s.Deliver = c
 	}
 	return s
 }
@@ -126,8 +135,14 @@ func validateSettings(s domain.TopicSettings) error {
 			return domain.Invalid("rate_limit.burst", "must be between 1 and %d", MaxRateBurst)
 		}
 	}
+	if s.Push != nil && s.Deliver != nil {
+		return domain.Invalid("deliver", "cannot be set together with push: a topic is delivered one way")
+	}
 	if p := s.Push; p != nil {
 		return validatePush(p)
+	}
+	if d := s.Deliver; d != nil {
+		return d.Validate()
 	}
 	return nil
 }
@@ -141,6 +156,9 @@ type storedSettings struct {
 	LeaseMS     int64             `json:"lease_ms,omitempty"`
 	RateLimit   *domain.RateLimit `json:"rate_limit,omitempty"`
 	Push        *storedPush       `json:"push,omitempty"`
+	// Deliver is stored as domain.DeliverSettings marshals (its Go field
+	// names), credentials included.
+	Deliver *domain.DeliverSettings `json:"deliver,omitempty"`
 	// Paused stops leases (and so push and broker delivery) of the topic
 	// on every server sharing the store; sends are still accepted. It is
 	// kept apart from TopicSettings so that replacing the settings never
@@ -162,7 +180,7 @@ type storedPush struct {
 }
 
 func encodeSettings(s domain.TopicSettings, paused bool) []byte {
-	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit, Paused: paused}
+	ss := storedSettings{MaxAttempts: s.MaxAttempts, Backoff: s.Backoff, LeaseMS: s.Lease.Milliseconds(), RateLimit: s.RateLimit, Deliver: s.Deliver, Paused: paused}
 	if s.Push != nil {
 		ss.Push = &storedPush{URL: s.Push.URL, TimeoutMS: s.Push.Timeout.Milliseconds(), Concurrency: s.Push.Concurrency, Secret: s.Push.Secret}
 	}
@@ -183,7 +201,7 @@ func decodeOwn(b []byte) (ownState, error) {
 	if err := json.Unmarshal(b, &ss); err != nil {
 		return ownState{}, fmt.Errorf("decode topic settings: %w", err)
 	}
-	s := domain.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit}
+	s := domain.TopicSettings{MaxAttempts: ss.MaxAttempts, Backoff: ss.Backoff, Lease: time.Duration(ss.LeaseMS) * time.Millisecond, RateLimit: ss.RateLimit, Deliver: ss.Deliver}
 	if ss.Push != nil {
 		s.Push = &domain.PushSettings{URL: ss.Push.URL, Timeout: time.Duration(ss.Push.TimeoutMS) * time.Millisecond, Concurrency: ss.Push.Concurrency, Secret: ss.Push.Secret}
 	}
@@ -252,6 +270,11 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.Top
 			p.Secret = old.settings.Push.Secret
 		}
 		s.Push = &p
+	}
+	if s.Deliver != nil {
+		d := s.Deliver.Clone()
+		d.KeepSecrets(old.settings.Deliver)
+		s.Deliver = d
 	}
 	if err := e.putOwn(ctx, name, ownState{settings: s, paused: old.paused}); err != nil {
 		return nil, err

@@ -46,5 +46,15 @@ func checkSettingsShape(in *wire.TopicSettings) error {
 	if p := in.Push; p != nil && (p.Timeout < 0 || p.Concurrency < 0) {
 		return domain.Invalid("push", "timeout and concurrency must not be negative")
 	}
+	if d := in.Deliver; d != nil {
+		switch {
+		case d.MaxInFlight < 0:
+			return domain.Invalid("deliver.max_in_flight", "must not be negative")
+		case d.TimeoutMS < 0:
+			return domain.Invalid("deliver.timeout_ms", "must not be negative")
+		case d.Redis != nil && d.Redis.MaxLen < 0:
+			return domain.Invalid("deliver.redis.maxlen", "must not be negative")
+		}
+	}
 	return nil
 }

@@ -302,24 +302,34 @@ func (s *Server) putTopic(c *call) (int, any, error) {
 	return http.StatusOK, wire.FromTopicSettings(*got), nil
 }
 
-// checkPushURL refuses a new push URL from a token without admin on "*"
-// (see auth.MaySetPushURL). The current URL is read first: a topic admin
-// must be able to PUT the settings back with the URL unchanged.
+// checkPushURL refuses a new push URL or deliver endpoint from a token
+// without admin on "*" (see auth.MaySetPushURL). The current settings are
+// read first: a topic admin must be able to PUT the settings back with
+// the destination unchanged.
 func (s *Server) checkPushURL(c *call, set domain.TopicSettings) error {
-	if c.token == nil || set.Push == nil || c.token.AllowsEverywhere(auth.Admin) {
+	if c.token == nil || (set.Push == nil && set.Deliver == nil) || c.token.AllowsEverywhere(auth.Admin) {
 		return nil
 	}
-	var old string
+	var old domain.TopicSettings
 	info, err := s.cfg.Queue.Topic(c.r.Context(), c.topic)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 	case err != nil:
 		return err
-	case info.Settings.Push != nil:
-		old = info.Settings.Push.URL
+	default:
+		old = info.Settings
 	}
-	if !auth.MaySetPushURL(c.token, old, set.Push.URL) {
-		return fmt.Errorf("%w: setting or changing push.url needs a token with admin on \"*\" (token %q is admin on some topics only); other settings may be changed with push.url as it is", domain.ErrForbidden, c.token.Name)
+	if set.Push != nil {
+		var oldURL string
+		if old.Push != nil {
+			oldURL = old.Push.URL
+		}
+		if !auth.MaySetPushURL(c.token, oldURL, set.Push.URL) {
+			return fmt.Errorf("%w: setting or changing push.url needs a token with admin on \"*\" (token %q is admin on some topics only); other settings may be changed with push.url as it is", domain.ErrForbidden, c.token.Name)
+		}
+	}
+	if set.Deliver != nil && !auth.MaySetPushURL(c.token, old.Deliver.Endpoint(), set.Deliver.Endpoint()) {
+		return fmt.Errorf("%w: setting or changing the deliver target's address needs a token with admin on \"*\" (token %q is admin on some topics only); other settings may be changed with it as it is", domain.ErrForbidden, c.token.Name)
 	}
 	return nil
 }

@@ -6,7 +6,8 @@
 //     topic),
 //   - observes HTTP requests by method, route pattern and status code
 //     (never by raw path, so cardinality is bounded by the routing table),
-//   - observes push deliveries per push topic (push.Observer),
+//   - observes push deliveries per push topic (push.Observer) and broker
+//     publishes per deliver topic and target (deliver.Observer),
 //   - reads Queue.Topics at scrape time for per-topic gauges,
 //
 // all on its own prometheus.Registry, never the global default one.
@@ -34,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/delayq/delayq/internal/deliver"
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/push"
@@ -62,9 +64,16 @@ type Metrics struct {
 
 	pushDelivered, pushFailed *prometheus.CounterVec
 	pushDuration              *prometheus.HistogramVec
+
+	deliverPublished, deliverFailed *prometheus.CounterVec
+	deliverConfirm                  *prometheus.HistogramVec
+	deliverInFlight                 *prometheus.GaugeVec
 }
 
-var _ push.Observer = (*Metrics)(nil)
+var (
+	_ push.Observer    = (*Metrics)(nil)
+	_ deliver.Observer = (*Metrics)(nil)
+)
 
 // New makes the collectors and registers them, with the Go runtime and
 // process collectors, on a fresh registry.
@@ -110,6 +119,17 @@ func New() *Metrics {
 			Help:    "Duration of pushes (every outcome), up to the end of the answer.",
 			Buckets: DurationBuckets,
 		}, []string{"topic"}),
+		deliverPublished: counter("deliver_published_total", "Messages a broker confirmed (broker delivery).", "topic", "target"),
+		deliverFailed:    counter("deliver_failed_total", "Messages a broker refused or did not confirm in time (each is retried with the topic's backoff).", "topic", "target"),
+		deliverConfirm: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "delayq", Name: "deliver_confirm_seconds",
+			Help:    "Duration of broker publishes, one batch each, up to the last confirmation (or the failure).",
+			Buckets: DurationBuckets,
+		}, []string{"topic", "target"}),
+		deliverInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "delayq", Name: "deliver_in_flight",
+			Help: "Messages being published to a broker, not yet confirmed (at most the topic's deliver.max_in_flight per server).",
+		}, []string{"topic", "target"}),
 	}
 	bi := buildinfo.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -123,6 +143,7 @@ func New() *Metrics {
 		m.sent, m.delivered, m.acked, m.nacked, m.expired, m.dead, m.cancelled,
 		m.early, m.lateness, m.throttled, m.storeErrors, m.ticksFired, m.ticksMissed,
 		m.httpDuration, m.httpInflight, m.pushDelivered, m.pushFailed, m.pushDuration,
+		m.deliverPublished, m.deliverFailed, m.deliverConfirm, m.deliverInFlight,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -199,6 +220,20 @@ func (m *Metrics) ObservePush(topic string, outcome push.Outcome, d time.Duratio
 	}
 	m.pushFailed.WithLabelValues(topic, string(outcome)).Inc()
 	m.pushDelivered.WithLabelValues(topic) // created at 0, so a failure ratio has both series
+}
+
+// ObserveDeliver records one broker publish (deliver.Observer). Like push
+// settings, deliver settings are set by admins on "*" only, so the topic
+// label stays as bounded as the operator makes it.
+func (m *Metrics) ObserveDeliver(topic, target string, confirmed, failed int, d time.Duration) {
+	m.deliverConfirm.WithLabelValues(topic, target).Observe(d.Seconds())
+	m.deliverPublished.WithLabelValues(topic, target).Add(float64(confirmed))
+	m.deliverFailed.WithLabelValues(topic, target).Add(float64(failed))
+}
+
+// DeliverInFlight tracks the messages being published (deliver.Observer).
+func (m *Metrics) DeliverInFlight(topic, target string, delta int) {
+	m.deliverInFlight.WithLabelValues(topic, target).Add(float64(delta))
 }
 
 // RequestStarted and RequestDone track requests in flight.

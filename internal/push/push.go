@@ -74,6 +74,7 @@ import (
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/pushsig"
+	"github.com/delayq/delayq/internal/topicwatch"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -148,21 +149,17 @@ const (
 
 // Service runs the pushers of every topic with push settings.
 type Service struct {
-	cfg    Config
-	q      Engine
-	log    *slog.Logger
-	hc     *http.Client
-	ownTr  *http.Transport // closed at Stop when we made it
-	notify chan struct{}
+	cfg   Config
+	q     Engine
+	log   *slog.Logger
+	hc    *http.Client
+	ownTr *http.Transport // closed at Stop when we made it
+	watch *topicwatch.Watch
 
-	mu          sync.Mutex // guards pushers, retired, started, stopped
-	pushers     map[string]*pusher
-	retired     []*pusher // stopped leasing; pushes may still be in flight
-	started     bool
-	stopped     bool
-	cancel      context.CancelFunc // ends the watch loop
-	unsubscribe func()             // ends the settings subscription
-	loopDone    chan struct{}
+	mu      sync.Mutex // guards pushers, retired, stopped
+	pushers map[string]*pusher
+	retired []*pusher // stopped leasing; pushes may still be in flight
+	stopped bool
 }
 
 // New makes a Service; Start runs it.
@@ -175,7 +172,6 @@ func New(cfg Config) (*Service, error) {
 		q:       cfg.Engine,
 		log:     cmp.Or(cfg.Logger, slog.Default()),
 		hc:      cfg.HTTPClient,
-		notify:  make(chan struct{}, 1),
 		pushers: make(map[string]*pusher),
 	}
 	if s.hc == nil {
@@ -191,37 +187,18 @@ func New(cfg Config) (*Service, error) {
 	s.cfg.Refresh = cmp.Or(cfg.Refresh, DefaultRefresh)
 	s.cfg.Wait = min(cmp.Or(cfg.Wait, DefaultWait), domain.MaxWait)
 	s.cfg.LeaseMargin = cmp.Or(cfg.LeaseMargin, DefaultLeaseMargin)
+	s.watch = topicwatch.New(s.q, s.cfg.Refresh, s.log, "push", s.sync)
 	return s, nil
 }
 
 // Start starts the watch loop, which reads topic settings at once and
 // then every Refresh, and when the engine reports a settings change. A
 // second Start does nothing.
-func (s *Service) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return
-	}
-	s.started = true
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.loopDone = make(chan struct{})
-	s.unsubscribe = s.q.Subscribe(engine.Subscription{
-		Kinds:  engine.Mask(engine.EventTopicSettingsChanged),
-		Handle: func(engine.Event) { s.Notify() },
-	})
-	go s.watch(ctx)
-}
+func (s *Service) Start() { s.watch.Start() }
 
 // Notify makes the watch loop re-read topic settings now. It never
 // blocks.
-func (s *Service) Notify() {
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Notify() { s.watch.Notify() }
 
 // Stop stops leasing and waits for the pushes in flight to finish. When
 // ctx ends first, they are cancelled and nacked ("push cancelled: server
@@ -231,16 +208,11 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	wasStopped := s.stopped
 	s.stopped = true
-	cancel, loopDone, unsubscribe := s.cancel, s.loopDone, s.unsubscribe
 	s.mu.Unlock()
 	if wasStopped {
 		return nil
 	}
-	if cancel != nil {
-		unsubscribe()
-		cancel()
-		<-loopDone
-	}
+	s.watch.Stop()
 	s.mu.Lock()
 	all := s.retired
 	s.retired = nil
@@ -268,33 +240,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	return err
 }
 
-// watch owns the pushers: it (re)starts and stops them to match the
-// topics' push settings.
-func (s *Service) watch(ctx context.Context) {
-	defer close(s.loopDone)
-	tick := time.NewTicker(s.cfg.Refresh)
-	defer tick.Stop()
-	for {
-		s.sync(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-s.notify:
-		}
-	}
-}
-
 // sync starts a pusher for each push topic without one, and replaces or
-// stops those whose settings changed or went.
-func (s *Service) sync(ctx context.Context) {
-	infos, err := s.q.Topics(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("push: read topic settings", "err", err)
-		}
-		return // keep the pushers as they are
-	}
+// stops those whose settings changed or went. It runs on the watch loop.
+func (s *Service) sync(_ context.Context, infos []domain.TopicInfo) {
 	want := make(map[string]domain.PushSettings)
 	for _, ti := range infos {
 		if p := ti.Settings.Push; p != nil && p.URL != "" {

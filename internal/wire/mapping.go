@@ -365,6 +365,9 @@ func FromTopicSettings(s domain.TopicSettings) TopicSettings {
 			w.Push.TimeoutMS = msOf(w.Push.Timeout)
 		}
 	}
+	if s.Deliver != nil {
+		w.Deliver = fromDeliver(s.Deliver.Redacted())
+	}
 	return w
 }
 
@@ -403,6 +406,9 @@ func (w *TopicSettings) ResolveMS() error {
 			return err
 		}
 	}
+	if d := w.Deliver; d != nil && (d.TimeoutMS < 0 || d.TimeoutMS > maxDelayMS) {
+		return domain.Invalid("deliver.timeout_ms", "must be between 1 and %d", domain.MaxDeliverTimeout.Milliseconds())
+	}
 	return nil
 }
 
@@ -431,7 +437,84 @@ func NewTopicSettingsRequest(s domain.TopicSettings) *TopicSettings {
 	if w.Push != nil {
 		w.Push.SecretSet = false
 	}
+	if s.Deliver != nil {
+		w.Deliver = fromDeliver(s.Deliver)
+		clearSetFlags(w.Deliver)
+	}
 	return &w
+}
+
+// clearSetFlags drops the answer-only *_set fields of a request.
+func clearSetFlags(d *Deliver) {
+	if d.Kafka != nil && d.Kafka.SASL != nil {
+		d.Kafka.SASL.PasswordSet = false
+	}
+	if d.NATS != nil {
+		d.NATS.PasswordSet, d.NATS.TokenSet = false, false
+	}
+	if d.Redis != nil {
+		d.Redis.PasswordSet = false
+	}
+}
+
+func fromTLS(t *domain.TLSSettings) *DeliverTLS {
+	if t == nil {
+		return nil
+	}
+	return &DeliverTLS{CAPEM: t.CAPEM, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+}
+
+func toTLS(t *DeliverTLS) *domain.TLSSettings {
+	if t == nil {
+		return nil
+	}
+	return &domain.TLSSettings{CAPEM: t.CAPEM, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+}
+
+// fromDeliver maps every field as it is (redact first for answers).
+func fromDeliver(d *domain.DeliverSettings) *Deliver {
+	w := &Deliver{MaxInFlight: d.MaxInFlight, TimeoutMS: d.Timeout.Milliseconds()}
+	if k := d.Kafka; k != nil {
+		w.Kafka = &DeliverKafka{Brokers: append([]string(nil), k.Brokers...), Topic: k.Topic, KeyHeader: k.KeyHeader, TLS: fromTLS(k.TLS)}
+		if s := k.SASL; s != nil {
+			w.Kafka.SASL = &DeliverSASL{Mechanism: s.Mechanism, User: s.User, Password: s.Password, PasswordSet: s.PasswordSet}
+		}
+	}
+	if r := d.RabbitMQ; r != nil {
+		w.RabbitMQ = &DeliverRabbitMQ{URL: r.URL, Exchange: r.Exchange, RoutingKey: r.RoutingKey, TLS: fromTLS(r.TLS)}
+	}
+	if n := d.NATS; n != nil {
+		w.NATS = &DeliverNATS{URL: n.URL, Subject: n.Subject, User: n.User, Password: n.Password, PasswordSet: n.PasswordSet,
+			Token: n.Token, TokenSet: n.TokenSet, TLS: fromTLS(n.TLS)}
+	}
+	if r := d.Redis; r != nil {
+		w.Redis = &DeliverRedis{Addr: r.Addr, Stream: r.Stream, MaxLen: r.MaxLen, Username: r.Username, Password: r.Password,
+			PasswordSet: r.PasswordSet, DB: r.DB, TLS: fromTLS(r.TLS)}
+	}
+	return w
+}
+
+// ToDomain is the deliver settings w carries.
+func (w *Deliver) ToDomain() *domain.DeliverSettings {
+	d := &domain.DeliverSettings{MaxInFlight: w.MaxInFlight, Timeout: time.Duration(w.TimeoutMS) * time.Millisecond}
+	if k := w.Kafka; k != nil {
+		d.Kafka = &domain.KafkaTarget{Brokers: append([]string(nil), k.Brokers...), Topic: k.Topic, KeyHeader: k.KeyHeader, TLS: toTLS(k.TLS)}
+		if s := k.SASL; s != nil {
+			d.Kafka.SASL = &domain.KafkaSASL{Mechanism: s.Mechanism, User: s.User, Password: s.Password, PasswordSet: s.PasswordSet}
+		}
+	}
+	if r := w.RabbitMQ; r != nil {
+		d.RabbitMQ = &domain.RabbitMQTarget{URL: r.URL, Exchange: r.Exchange, RoutingKey: r.RoutingKey, TLS: toTLS(r.TLS)}
+	}
+	if n := w.NATS; n != nil {
+		d.NATS = &domain.NATSTarget{URL: n.URL, Subject: n.Subject, User: n.User, Password: n.Password, PasswordSet: n.PasswordSet,
+			Token: n.Token, TokenSet: n.TokenSet, TLS: toTLS(n.TLS)}
+	}
+	if r := w.Redis; r != nil {
+		d.Redis = &domain.RedisTarget{Addr: r.Addr, Stream: r.Stream, MaxLen: r.MaxLen, Username: r.Username, Password: r.Password,
+			PasswordSet: r.PasswordSet, DB: r.DB, TLS: toTLS(r.TLS)}
+	}
+	return d
 }
 
 // fromTopicSettings maps every field; zero durations and backoff are left
@@ -466,6 +549,9 @@ func (w *TopicSettings) ToDomain() domain.TopicSettings {
 	}
 	if p := w.Push; p != nil {
 		s.Push = &domain.PushSettings{URL: p.URL, Timeout: time.Duration(p.Timeout), Concurrency: p.Concurrency, Secret: p.Secret, SecretSet: p.SecretSet}
+	}
+	if d := w.Deliver; d != nil {
+		s.Deliver = d.ToDomain()
 	}
 	return s
 }

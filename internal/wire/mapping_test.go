@@ -188,3 +188,27 @@ func TestDurationsInMilliseconds(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliverMapping: answers redact credentials and say *_set; requests
+// carry them and drop *_set; a request maps back to the same settings.
+func TestDeliverMapping(t *testing.T) {
+	s := domain.TopicSettings{Deliver: &domain.DeliverSettings{
+		NATS:        &domain.NATSTarget{URL: "nats://u:urlpw@n:4222", Subject: "a.b", User: "u2", Password: "pw", Token: "tok", TLS: &domain.TLSSettings{ServerName: "n"}},
+		MaxInFlight: 9, Timeout: 1500 * time.Millisecond}}
+	ans := FromTopicSettings(s)
+	n := ans.Deliver.NATS
+	if n.Password != "" || n.Token != "" || !n.PasswordSet || !n.TokenSet || n.URL != "nats://u:xxxxx@n:4222" || ans.Deliver.TimeoutMS != 1500 || n.TLS.ServerName != "n" {
+		t.Fatalf("answer: %+v", n)
+	}
+	if s.Deliver.NATS.Password != "pw" {
+		t.Fatal("FromTopicSettings changed its input")
+	}
+	req := NewTopicSettingsRequest(s)
+	if r := req.Deliver.NATS; r.Password != "pw" || r.Token != "tok" || r.PasswordSet || r.TokenSet || r.URL != "nats://u:urlpw@n:4222" {
+		t.Fatalf("request: %+v", r)
+	}
+	back := req.ToDomain()
+	if !reflect.DeepEqual(back.Deliver, s.Deliver) {
+		t.Fatalf("round trip: %+v, want %+v", back.Deliver, s.Deliver)
+	}
+}

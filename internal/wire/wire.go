@@ -220,6 +220,76 @@ type TopicSettings struct {
 	LeaseMS     *int64     `json:"lease_ms,omitempty"`
 	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
 	Push        *Push      `json:"push,omitempty"`
+	Deliver     *Deliver   `json:"deliver,omitempty"`
+}
+
+// Deliver mirrors delayq.DeliverSettings: exactly one of the targets.
+// Credentials are write-only: answers clear them and say *_set instead
+// (a URL's password shows as "xxxxx"); a request that leaves them out
+// keeps the stored ones.
+type Deliver struct {
+	Kafka       *DeliverKafka    `json:"kafka,omitempty"`
+	RabbitMQ    *DeliverRabbitMQ `json:"rabbitmq,omitempty"`
+	NATS        *DeliverNATS     `json:"nats,omitempty"`
+	Redis       *DeliverRedis    `json:"redis,omitempty"`
+	MaxInFlight int              `json:"max_in_flight,omitempty"`
+	TimeoutMS   int64            `json:"timeout_ms,omitempty"`
+}
+
+// DeliverTLS mirrors delayq.TLSSettings.
+type DeliverTLS struct {
+	CAPEM              string `json:"ca_pem,omitempty"`
+	ServerName         string `json:"server_name,omitempty"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
+}
+
+// DeliverKafka mirrors delayq.KafkaTarget.
+type DeliverKafka struct {
+	Brokers   []string     `json:"brokers"`
+	Topic     string       `json:"topic"`
+	KeyHeader string       `json:"key_header,omitempty"`
+	SASL      *DeliverSASL `json:"sasl,omitempty"`
+	TLS       *DeliverTLS  `json:"tls,omitempty"`
+}
+
+// DeliverSASL mirrors delayq.KafkaSASL.
+type DeliverSASL struct {
+	Mechanism   string `json:"mechanism"`
+	User        string `json:"user"`
+	Password    string `json:"password,omitempty"`
+	PasswordSet bool   `json:"password_set,omitempty"`
+}
+
+// DeliverRabbitMQ mirrors delayq.RabbitMQTarget.
+type DeliverRabbitMQ struct {
+	URL        string      `json:"url"`
+	Exchange   string      `json:"exchange,omitempty"`
+	RoutingKey string      `json:"routing_key,omitempty"`
+	TLS        *DeliverTLS `json:"tls,omitempty"`
+}
+
+// DeliverNATS mirrors delayq.NATSTarget.
+type DeliverNATS struct {
+	URL         string      `json:"url"`
+	Subject     string      `json:"subject"`
+	User        string      `json:"user,omitempty"`
+	Password    string      `json:"password,omitempty"`
+	PasswordSet bool        `json:"password_set,omitempty"`
+	Token       string      `json:"token,omitempty"`
+	TokenSet    bool        `json:"token_set,omitempty"`
+	TLS         *DeliverTLS `json:"tls,omitempty"`
+}
+
+// DeliverRedis mirrors delayq.RedisTarget.
+type DeliverRedis struct {
+	Addr        string      `json:"addr"`
+	Stream      string      `json:"stream"`
+	MaxLen      int64       `json:"maxlen,omitempty"`
+	Username    string      `json:"username,omitempty"`
+	Password    string      `json:"password,omitempty"`
+	PasswordSet bool        `json:"password_set,omitempty"`
+	DB          int         `json:"db,omitempty"`
+	TLS         *DeliverTLS `json:"tls,omitempty"`
 }
 
 // Schedule answers the schedule endpoints. The payload comes as Payload

@@ -22,6 +22,10 @@ export type MessagePage = Schemas["MessagePage"];
 export type MessageFilter = Schemas["MessageFilter"];
 export type TopicSettings = Schemas["TopicSettings"];
 export type TopicSettingsRequest = Schemas["TopicSettingsRequest"];
+/** A topic's broker target as answered (credentials left out, *_set instead). */
+export type Deliver = Schemas["Deliver"];
+/** A topic's broker target as PUT: exactly one of kafka, rabbitmq, nats, redis. */
+export type DeliverRequest = Schemas["DeliverRequest"];
 export type Schedule = Schemas["Schedule"];
 export type ErrorCode = Schemas["ErrorBody"]["code"];
 
