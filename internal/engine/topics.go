@@ -23,10 +23,12 @@ func builtinSettings() domain.TopicSettings {
 func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 	s.MaxAttempts = cmp.Or(s.MaxAttempts, def.MaxAttempts)
 	s.Lease = cmp.Or(s.Lease, def.Lease)
-	s.Backoff.Initial = cmp.Or(s.Backoff.Initial, def.Backoff.Initial)
+	if s.Backoff.Initial == 0 && !s.Backoff.InitialSet {
+		s.Backoff.Initial = def.Backoff.Initial
+	}
 	s.Backoff.Max = cmp.Or(s.Backoff.Max, def.Backoff.Max)
 	s.Backoff.Multiplier = cmp.Or(s.Backoff.Multiplier, def.Backoff.Multiplier)
-	if s.Backoff.Jitter == 0 {
+	if s.Backoff.Jitter == 0 && !s.Backoff.JitterSet {
 		s.Backoff.Jitter = def.Backoff.Jitter
 	}
 	if s.RateLimit == nil {
@@ -134,7 +136,9 @@ func validateSettings(s domain.TopicSettings) error {
 
 // storedSettings is the settings blob kept in the store. Only what the
 // user set is stored, so changing the server's defaults affects topics
-// that never overrode them.
+// that never overrode them. The backoff's InitialSet and JitterSet are
+// stored with it (blobs from before they existed lack them: zero there
+// meant the default).
 type storedSettings struct {
 	MaxAttempts int               `json:"max_attempts,omitempty"`
 	Backoff     domain.Backoff    `json:"backoff"`

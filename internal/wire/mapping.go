@@ -356,7 +356,10 @@ func FromTopicSettings(s domain.TopicSettings) TopicSettings {
 		w.LeaseMS = msOf(*w.Lease)
 	}
 	if b := w.Backoff; b != nil {
-		b.InitialMS, b.MaxMS = msOf(b.Initial), msOf(b.Max)
+		// Answers carry every field, defaults filled in.
+		initial, jitter := Duration(s.Backoff.Initial), s.Backoff.Jitter
+		b.Initial, b.Jitter = &initial, &jitter
+		b.InitialMS, b.MaxMS = msOf(initial), msOf(b.Max)
 	}
 	if p := s.Push; p != nil {
 		w.Push.Secret = ""
@@ -390,10 +393,17 @@ func (w *TopicSettings) ResolveMS() error {
 		}
 		w.Lease = &lease
 	}
-	if b := w.Backoff; b != nil {
-		if err := resolveMS(&b.Initial, b.InitialMS, "backoff.initial"); err != nil {
+	if b := w.Backoff; b != nil && b.InitialMS != nil {
+		var initial Duration
+		if b.Initial != nil {
+			initial = *b.Initial
+		}
+		if err := resolveMS(&initial, b.InitialMS, "backoff.initial"); err != nil {
 			return err
 		}
+		b.Initial = &initial
+	}
+	if b := w.Backoff; b != nil {
 		if err := resolveMS(&b.Max, b.MaxMS, "backoff.max"); err != nil {
 			return err
 		}
@@ -439,7 +449,15 @@ func NewTopicSettingsRequest(s domain.TopicSettings) *TopicSettings {
 func fromTopicSettings(s domain.TopicSettings) TopicSettings {
 	w := TopicSettings{MaxAttempts: s.MaxAttempts, Lease: optDuration(s.Lease)}
 	if b := s.Backoff; b != (domain.Backoff{}) {
-		w.Backoff = &Backoff{Initial: Duration(b.Initial), Max: Duration(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+		w.Backoff = &Backoff{Max: Duration(b.Max), Multiplier: b.Multiplier}
+		if b.Initial != 0 || b.InitialSet {
+			initial := Duration(b.Initial)
+			w.Backoff.Initial = &initial
+		}
+		if b.Jitter != 0 || b.JitterSet {
+			jitter := b.Jitter
+			w.Backoff.Jitter = &jitter
+		}
 	}
 	if r := s.RateLimit; r != nil {
 		w.RateLimit = &RateLimit{PerSecond: r.PerSecond, Burst: r.Burst}
@@ -459,7 +477,13 @@ func (w *TopicSettings) ToDomain() domain.TopicSettings {
 		s.Lease = time.Duration(*w.Lease)
 	}
 	if b := w.Backoff; b != nil {
-		s.Backoff = domain.Backoff{Initial: time.Duration(b.Initial), Max: time.Duration(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+		s.Backoff = domain.Backoff{Max: time.Duration(b.Max), Multiplier: b.Multiplier}
+		if b.Initial != nil {
+			s.Backoff.Initial, s.Backoff.InitialSet = time.Duration(*b.Initial), true
+		}
+		if b.Jitter != nil {
+			s.Backoff.Jitter, s.Backoff.JitterSet = *b.Jitter, true
+		}
 	}
 	if r := w.RateLimit; r != nil {
 		s.RateLimit = &domain.RateLimit{PerSecond: r.PerSecond, Burst: r.Burst}

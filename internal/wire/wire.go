@@ -166,13 +166,16 @@ type ExtendRequest struct {
 // string and as whole milliseconds (*_ms), so that clients in other
 // languages need not parse Go duration strings. Requests may give either
 // (see TopicSettings.ResolveMS).
+//
+// Initial and Jitter are pointers because zero is a setting of its own
+// there (retry at once, no spread), apart from absent (the default).
 type Backoff struct {
-	Initial    Duration `json:"initial"`
-	InitialMS  *int64   `json:"initial_ms,omitempty"`
-	Max        Duration `json:"max"`
-	MaxMS      *int64   `json:"max_ms,omitempty"`
-	Multiplier float64  `json:"multiplier"`
-	Jitter     float64  `json:"jitter"`
+	Initial    *Duration `json:"initial,omitempty"`
+	InitialMS  *int64    `json:"initial_ms,omitempty"`
+	Max        Duration  `json:"max"`
+	MaxMS      *int64    `json:"max_ms,omitempty"`
+	Multiplier float64   `json:"multiplier"`
+	Jitter     *float64  `json:"jitter,omitempty"`
 }
 
 // RateLimit mirrors delayq.RateLimit.
