@@ -245,6 +245,16 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.Top
 	return &eff, nil
 }
 
+// TopicOwnSettings returns the settings a topic set itself, without the
+// server's defaults and with its push secret (for PATCH to merge into;
+// never answer it as is). A topic that set nothing has zero settings.
+func (e *Engine) TopicOwnSettings(ctx context.Context, name string) (domain.TopicSettings, error) {
+	if err := domain.ValidateTopic(name); err != nil {
+		return domain.TopicSettings{}, err
+	}
+	return e.ownSettings(ctx, name)
+}
+
 // ownSettings reads the settings a topic set (no defaults) from the store.
 func (e *Engine) ownSettings(ctx context.Context, name string) (domain.TopicSettings, error) {
 	rec, err := e.st.TopicGet(ctx, name)

@@ -51,6 +51,7 @@ func (s *Server) routes() []route {
 		{pattern: "GET /v1/topics", access: anyTopic, scope: auth.Consume, h: s.topics},
 		{pattern: "GET " + t, access: topicScope, scope: auth.Consume, h: s.topic},
 		{pattern: "PUT " + t, access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.putTopic},
+		{pattern: "PATCH " + t, access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.patchTopic},
 
 		{pattern: "GET " + t + "/dead", access: topicScope, scope: auth.Consume, query: []string{"limit", "cursor"}, h: s.deadList},
 		{pattern: "DELETE " + t + "/dead", access: topicScope, scope: auth.Admin, h: s.deadPurge},

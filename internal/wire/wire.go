@@ -222,6 +222,10 @@ type TopicSettings struct {
 	LeaseMS     *int64     `json:"lease_ms,omitempty"`
 	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
 	Push        *Push      `json:"push,omitempty"`
+	// Warning, in a PUT's answer, says what the PUT removed that the
+	// caller may not have meant to (a push target). Answer-only: ignored
+	// on input, so an answer can be sent back as it is.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Schedule answers the schedule endpoints. The payload comes as Payload
