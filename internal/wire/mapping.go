@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,36 @@ func ceilMillis(t time.Time) time.Time {
 // to the millisecond, the payload as text or base64.
 func FromMessage(m *domain.Message) *Message {
 	out := fromMessageNoPayload(m)
+	if m.Headers[HeaderPayloadFormat] == PayloadFormatJSON && json.Valid(m.Payload) {
+		// Sent as payload_json: answered so, the marker header left out.
+		out.PayloadJSON = m.Payload
+		out.Headers = withoutHeader(m.Headers, HeaderPayloadFormat)
+		return out
+	}
 	out.Payload, out.PayloadBase64 = EncodePayload(m.Payload)
+	return out
+}
+
+// HeaderPayloadFormat marks, with the value PayloadFormatJSON, a message
+// whose payload was sent as payload_json. A header rather than a stored
+// field: every engine keeps headers already, and messages stored before
+// (without it) are answered as before. Answers leave it out and carry
+// payload_json instead; Go programs see it in Message.Headers.
+const (
+	HeaderPayloadFormat = "delayq-payload-format"
+	PayloadFormatJSON   = "json"
+)
+
+func withoutHeader(h map[string]string, key string) map[string]string {
+	if len(h) == 1 {
+		return nil
+	}
+	out := make(map[string]string, len(h)-1)
+	for k, v := range h {
+		if k != key {
+			out[k] = v
+		}
+	}
 	return out
 }
 
@@ -163,8 +193,17 @@ func fromMessageNoPayload(m *domain.Message) *Message {
 
 // ToDomain is the message an answer carries.
 func (w *Message) ToDomain() *domain.Message {
+	payload, headers := answerPayload(w.Payload, w.PayloadBase64), w.Headers
+	if w.PayloadJSON != nil {
+		payload = w.PayloadJSON
+		headers = make(map[string]string, len(w.Headers)+1)
+		for k, v := range w.Headers {
+			headers[k] = v
+		}
+		headers[HeaderPayloadFormat] = PayloadFormatJSON
+	}
 	return &domain.Message{
-		Topic: w.Topic, ID: w.ID, Payload: answerPayload(w.Payload, w.PayloadBase64), Headers: w.Headers,
+		Topic: w.Topic, ID: w.ID, Payload: payload, Headers: headers,
 		DeliverAt: w.DeliverAt, State: domain.State(w.State),
 		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, LastError: w.LastError,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
@@ -177,7 +216,7 @@ func (w *Message) ToDomain() *domain.Message {
 func NewPushBody(m *domain.Message) *PushBody {
 	w := FromMessage(m)
 	return &PushBody{
-		ID: w.ID, Topic: w.Topic, Payload: w.Payload, PayloadBase64: w.PayloadBase64, Headers: w.Headers,
+		ID: w.ID, Topic: w.Topic, Payload: w.Payload, PayloadBase64: w.PayloadBase64, PayloadJSON: w.PayloadJSON, Headers: w.Headers,
 		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DeliverAt: w.DeliverAt, CreatedAt: w.CreatedAt,
 	}
 }
@@ -252,8 +291,24 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 		}
 		out.ID = *in.ID
 	}
-	p, err := DecodePayload(in.Payload, in.PayloadBase64)
-	if err != nil {
+	var p []byte
+	var err error
+	if in.PayloadJSON != nil && string(in.PayloadJSON) != "null" {
+		if in.Payload != nil || in.PayloadBase64 != nil {
+			return out, domain.Invalid("payload_json", "give one of payload, payload_base64 and payload_json")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, in.PayloadJSON); err != nil {
+			return out, domain.Invalid("payload_json", "is not JSON: %v", err)
+		}
+		p = buf.Bytes()
+		h := make(map[string]string, len(in.Headers)+1)
+		for k, v := range in.Headers {
+			h[k] = v
+		}
+		h[HeaderPayloadFormat] = PayloadFormatJSON
+		out.Headers = h
+	} else if p, err = DecodePayload(in.Payload, in.PayloadBase64); err != nil {
 		return out, err
 	}
 	out.Payload = p

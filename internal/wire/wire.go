@@ -49,20 +49,24 @@ func truncate(b []byte) string {
 }
 
 // SendRequest is the body of POST /v1/topics/{topic}/messages and one item
-// of a batch. Exactly one of Payload and PayloadBase64; at most one of Delay,
-// DelayMS and DeliverAt (none: due now).
+// of a batch. Exactly one of Payload, PayloadBase64 and PayloadJSON; at
+// most one of Delay, DelayMS and DeliverAt (none: due now).
 type SendRequest struct {
 	// ID is nil when absent (the server makes one); an explicit "" is an
 	// error, so that an unset variable in the caller cannot silently turn
 	// off idempotency.
-	ID            *string           `json:"id,omitempty"`
-	Payload       *string           `json:"payload,omitempty"`
-	PayloadBase64 *string           `json:"payload_base64,omitempty"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Delay         *Duration         `json:"delay,omitempty"`
-	DelayMS       *int64            `json:"delay_ms,omitempty"`
-	DeliverAt     *time.Time        `json:"deliver_at,omitempty"`
-	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+	ID            *string `json:"id,omitempty"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	// PayloadJSON is the payload as a JSON value ({"order":42}): stored as
+	// its compact text, marked with the HeaderPayloadFormat header, and
+	// answered as payload_json again.
+	PayloadJSON json.RawMessage   `json:"payload_json,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Delay       *Duration         `json:"delay,omitempty"`
+	DelayMS     *int64            `json:"delay_ms,omitempty"`
+	DeliverAt   *time.Time        `json:"deliver_at,omitempty"`
+	MaxAttempts *int              `json:"max_attempts,omitempty"`
 }
 
 // SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
@@ -89,12 +93,14 @@ type RescheduleRequest struct {
 }
 
 // Message is a message as answered by the API. The payload comes as
-// Payload when it is valid UTF-8, else as PayloadBase64.
+// PayloadJSON when it was sent so, else as Payload when it is valid
+// UTF-8, else as PayloadBase64.
 type Message struct {
 	ID             string            `json:"id"`
 	Topic          string            `json:"topic"`
 	Payload        *string           `json:"payload,omitempty"`
 	PayloadBase64  *string           `json:"payload_base64,omitempty"`
+	PayloadJSON    json.RawMessage   `json:"payload_json,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
 	DeliverAt      time.Time         `json:"deliver_at"`
 	State          string            `json:"state"`
@@ -204,6 +210,7 @@ type PushBody struct {
 	Topic         string            `json:"topic"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	Attempt       int               `json:"attempt"`
 	MaxAttempts   int               `json:"max_attempts"`
