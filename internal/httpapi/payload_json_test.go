@@ -12,11 +12,15 @@ import (
 // batch); string payloads are answered as before; mixing forms is a 400.
 func TestPayloadJSON(t *testing.T) {
 	b := setup(t, nil)
-	want(t, b.do(t, "POST", "/v1/topics/j/messages", `{"id":"a","payload_json":{ "order" : 42, "items":["x"] },"headers":{"k":"v"}}`), 201)
+	r := b.do(t, "POST", "/v1/topics/j/messages", `{"id":"a","payload_json":{ "order" : 42, "items":["x"] },"headers":{"k":"v"}}`)
+	want(t, r, 201)
+	if s := string(r.raw); strings.Contains(s, "delayq-payload-format") || !strings.Contains(s, `"headers":{"k":"v"}`) {
+		t.Fatalf("send answer: %s", s)
+	}
 	want(t, b.do(t, "POST", "/v1/topics/j/messages", `{"id":"s","payload":"{\"order\":42}"}`), 201)
 	want(t, b.do(t, "POST", "/v1/topics/j/messages:batch", `{"messages":[{"id":"n","payload_json":7},{"id":"t","payload_json":"text"}]}`), 200)
 
-	r := b.do(t, "GET", "/v1/topics/j/messages/a", "")
+	r = b.do(t, "GET", "/v1/topics/j/messages/a", "")
 	want(t, r, 200)
 	if s := string(r.raw); !strings.Contains(s, `"payload_json":{"order":42,"items":["x"]}`) || strings.Contains(s, `"payload":`) || strings.Contains(s, "delayq-payload-format") || !strings.Contains(s, `"headers":{"k":"v"}`) {
 		t.Fatalf("get: %s", s)

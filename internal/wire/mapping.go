@@ -131,7 +131,6 @@ func FromMessage(m *domain.Message) *Message {
 	if m.Headers[HeaderPayloadFormat] == PayloadFormatJSON && json.Valid(m.Payload) {
 		// Sent as payload_json: answered so, the marker header left out.
 		out.PayloadJSON = m.Payload
-		out.Headers = withoutHeader(m.Headers, HeaderPayloadFormat)
 		return out
 	}
 	out.Payload, out.PayloadBase64 = EncodePayload(m.Payload)
@@ -182,8 +181,12 @@ func FromMessages(ms []*domain.Message) []*Message {
 }
 
 func fromMessageNoPayload(m *domain.Message) *Message {
+	h := m.Headers
+	if h[HeaderPayloadFormat] == PayloadFormatJSON {
+		h = withoutHeader(h, HeaderPayloadFormat)
+	}
 	return &Message{
-		ID: m.ID, Topic: m.Topic, Headers: m.Headers,
+		ID: m.ID, Topic: m.Topic, Headers: h,
 		DeliverAt: answerTime(m.DeliverAt), State: string(m.State),
 		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
 		LastError: m.LastError, CreatedAt: answerTime(m.CreatedAt), UpdatedAt: answerTime(m.UpdatedAt),
