@@ -149,7 +149,13 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.S
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
 		Missed:   domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
-		LastTick: msTime(rec.LastTick), CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
+		CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
+	}
+	// The stored LastTick is also where counting restarts (creation, a
+	// changed cron, a resume): shown only when it is a tick of the cron,
+	// so a schedule that never fired shows no last tick.
+	if last := msTime(rec.LastTick); !last.IsZero() && cs.next(last.Add(-time.Millisecond)).Equal(last) {
+		out.LastTick = last
 	}
 	if !sp.Paused {
 		out.NextTick = cs.next(msTime(rec.LastTick))
