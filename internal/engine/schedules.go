@@ -148,7 +148,7 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.S
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
-		Missed:   domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
+		Missed:    domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
 		CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
 	}
 	// The stored LastTick is also where counting restarts (creation, a
