@@ -143,6 +143,9 @@ func (c *cliCmd) describe(err error) string {
 // usage error.
 func (c *cliCmd) client() (*delayq.Client, int, bool) {
 	opts := []delayq.ClientOption{delayq.WithTimeout(c.timeout)}
+	if strings.Count(c.token, ":") >= 3 { // secrets hold no colon; specs three (auth.LooksLikeSpec)
+		return nil, c.usageErr("--token (or DELAYQ_TOKEN) is a whole NAME:SECRET:SCOPES:PATTERNS spec: pass only the SECRET part"), false
+	}
 	if c.token != "" {
 		opts = append(opts, delayq.WithToken(c.token))
 	}

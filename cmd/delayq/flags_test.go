@@ -129,3 +129,11 @@ func TestShortDurYears(t *testing.T) {
 		}
 	}
 }
+
+// TestCLITokenSpec: a whole token spec as --token is a usage error that
+// says to pass only the secret; nothing is sent.
+func TestCLITokenSpec(t *testing.T) {
+	t.Parallel()
+	runCLI(t, "topics", "--server", "127.0.0.1:1", "--token", "billing:s3cr3t-0123456789abcdef:produce:billing.*").
+		failed(t, exitUsage, "delayq topics: --token (or DELAYQ_TOKEN) is a whole NAME:SECRET:SCOPES:PATTERNS spec: pass only the SECRET part")
+}
