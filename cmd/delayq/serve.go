@@ -257,7 +257,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	if err := serve(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "delayq serve: %v\n", err)
+		msg := err.Error()
+		if server.EvictionRefused(err) { // name the flag, not the library's field
+			msg = strings.Replace(msg, server.RedisAllowEvictionOption, "--redis-allow-eviction", 1)
+		}
+		fmt.Fprintf(stderr, "delayq serve: %s\n", msg)
 		return 1
 	}
 	return 0
