@@ -137,3 +137,13 @@ func TestCLITokenSpec(t *testing.T) {
 	runCLI(t, "topics", "--server", "127.0.0.1:1", "--token", "billing:s3cr3t-0123456789abcdef:produce:billing.*").
 		failed(t, exitUsage, "delayq topics: --token (or DELAYQ_TOKEN) is a whole NAME:SECRET:SCOPES:PATTERNS spec: pass only the SECRET part")
 }
+
+// TestCLIServerWithoutScheme: --server host:port means http://host:port.
+func TestCLIServerWithoutScheme(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.run(t, "send", "alpha", "x").ok(t)
+	if r := runCLI(t, "topics", "--server", strings.TrimPrefix(b.url, "http://")).ok(t); r.stdout != "alpha\n" {
+		t.Fatalf("topics: %q", r.stdout)
+	}
+}
