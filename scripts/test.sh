@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). Installs what the tests need when
-# it can (redis-server, cc, PostgreSQL, MariaDB, RabbitMQ and NATS, for the Redis,
-# PostgreSQL and MySQL engines and the broker targets; Node for the TypeScript client),
-# then runs go vet, staticcheck, gosec, every Go test with the race
-# detector, and the TypeScript client's tests against a live server.
+# it can (redis-server, cc, PostgreSQL, MariaDB, RabbitMQ and NATS, for the
+# Redis, PostgreSQL and MySQL engines and the broker targets; Node for the
+# TypeScript client; Chromium for the dashboard's browser test; curl and jq
+# for the README check), then runs go vet, staticcheck, gosec, every Go
+# test with the race detector, the TypeScript client's tests and the
+# README's examples against a live server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,17 +22,24 @@ command -v cc >/dev/null 2>&1 || need_pkgs+=(gcc libc6-dev)
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   need_pkgs+=(mariadb-server)
 fi
-# the dashboard's browser test drives Debian's headless Chromium
 # Broker delivery targets are tested against real RabbitMQ and NATS servers.
 [ -x /usr/sbin/rabbitmq-server ] || need_pkgs+=(rabbitmq-server)
 [ -x /usr/sbin/nats-server ] || need_pkgs+=(nats-server)
+# the dashboard's browser test drives Debian's headless Chromium (≈ 350 MB
+# installed: announced below before it is fetched)
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+# scripts/readme-check.sh runs the README's curl examples (jq reads answers)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
+command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
 # the TypeScript client's test (clients/typescript/test.sh)
 command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${need_pkgs[*]} …"
+    case " ${need_pkgs[*]} " in
+      *" chromium "*) echo "note: chromium (for the dashboard's browser test) is about 350 MB installed, with its libraries" ;;
+    esac
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
   else
     echo "missing ${need_pkgs[*]}: install them (e.g. sudo apt-get install ${need_pkgs[*]}); the Redis, PostgreSQL and MySQL tests need them" >&2
@@ -72,6 +81,10 @@ bash deploy/check.sh
 # The TypeScript client, typed from the API's OpenAPI document, against a live
 # `delayq serve`: the API document proven from another language.
 bash clients/typescript/test.sh
+
+# The README's examples marked <!-- readme-check --> (the curl quickstart,
+# schedules, rate limits), run in order against a live `delayq serve`.
+bash scripts/readme-check.sh
 
 # The MySQL model test skips itself under -race (9 min there, 3 without).
 go test -count=1 -timeout 10m -run '^TestModelDBClock$' ./internal/store/mysqlstore/

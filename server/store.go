@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,6 +49,9 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store,
 		redis.SetLogger(slogRedis{log})
 		st, err := redisstore.Open(ctx, redisstore.Options{URL: cfg.RedisURL, Partitions: cfg.RedisPartitions, Logger: log, AllowEviction: cfg.RedisAllowEviction})
 		if err != nil {
+			if redisstore.EvictionRefused(err) {
+				err = renamed(err, redisstore.AllowEvictionOption, RedisAllowEvictionOption)
+			}
 			return nil, "", fmt.Errorf("open redis %s: %w", redisstore.RedactURL(cfg.RedisURL), err)
 		}
 		return st, "redis " + redisstore.RedactURL(cfg.RedisURL), nil
@@ -100,3 +104,26 @@ func (s *Server) Backup(ctx context.Context, w io.Writer) (files int, bytes int6
 	}
 	return info.Files, info.Bytes, err
 }
+// RedisAllowEvictionOption is how New's refusal of an evicting Redis names
+// the override; a program with its own name for it (delayq serve's
+// --redis-allow-eviction) replaces it when EvictionRefused(err).
+const RedisAllowEvictionOption = "Config.RedisAllowEviction"
+
+// EvictionRefused reports whether err is New's refusal to run on a Redis
+// whose maxmemory-policy may evict keys (Config.RedisAllowEviction
+// overrides it, unsafely).
+func EvictionRefused(err error) bool { return redisstore.EvictionRefused(err) }
+
+// renamed is err with one option name in its message replaced, still
+// matching what err matches.
+func renamed(err error, from, to string) error {
+	return &renamedError{msg: strings.Replace(err.Error(), from, to, 1), err: err}
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }

@@ -306,8 +306,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"send", "t", "--delay", "-5m"}, "delayq send: invalid delay: -5m is negative"},
 		{[]string{"send", "t", "--delay", "1m", "--at", "2030-01-01T00:00:00Z"}, "delayq send: give --delay or --at, not both"},
 		{[]string{"send", "t", "--at", "tomorrow"}, `delayq send: invalid at: "tomorrow" is not an RFC 3339 time`},
-		{[]string{"send", "t", "--header", "novalue"}, `delayq send: invalid value "novalue" for flag -header`},
-		{[]string{"send", "t", "--bogus"}, "delayq send: flag provided but not defined: -bogus"},
+		{[]string{"send", "t", "--header", "novalue"}, `delayq send: invalid value "novalue" for flag --header`},
+		{[]string{"send", "t", "--bogus"}, "delayq send: flag provided but not defined: --bogus"},
 		{[]string{"reschedule", "t", "id"}, "delayq reschedule: give --delay or --at"},
 		{[]string{"get", "t"}, "delayq get: missing arguments"},
 		{[]string{"consume", "t", "--max", "0"}, "delayq consume: --max must be between 1 and 1000"},
@@ -336,7 +336,7 @@ func TestCLIUnreachableServer(t *testing.T) {
 func TestCLIHelpAndEnv(t *testing.T) {
 	b := setupCLI(t) // not parallel: sets the environment
 	r := runCLI(t, "send", "-h").ok(t)
-	if !strings.HasPrefix(r.stdout, "Usage: delayq send TOPIC [PAYLOAD|-]") || !strings.Contains(r.stdout, "-delay duration") {
+	if !strings.HasPrefix(r.stdout, "Usage: delayq send TOPIC [PAYLOAD|-]") || !strings.Contains(r.stdout, "\n  --delay duration") {
 		t.Fatalf("help:\n%s", r.stdout)
 	}
 	t.Setenv("DELAYQ_SERVER", b.url)

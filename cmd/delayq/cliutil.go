@@ -57,7 +57,7 @@ func newCLI(name, synopsis string, stdout, stderr io.Writer) *cliCmd {
 	c.fs.BoolVar(&c.json, "json", jsonDefault, "print the API's JSON instead of text (env DELAYQ_JSON)")
 	timeoutDefault, err := envDuration("DELAYQ_TIMEOUT", 30*time.Second)
 	c.setEnvErr(err)
-	c.fs.DurationVar(&c.timeout, "timeout", timeoutDefault, "time limit per request (env DELAYQ_TIMEOUT)")
+	durVar(c.fs, &c.timeout, "timeout", timeoutDefault, "time limit per request (env DELAYQ_TIMEOUT)")
 	return c
 }
 
@@ -83,7 +83,7 @@ func (c *cliCmd) parse(args []string, min, max int) (pos []string, code int, ok 
 			return nil, exitOK, false
 		}
 		if err != nil {
-			return nil, c.usageErr("%v", err), false
+			return nil, c.usageErr("%v", dashDash(err)), false
 		}
 		rest := c.fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -107,9 +107,7 @@ func (c *cliCmd) parse(args []string, min, max int) (pos []string, code int, ok 
 
 func (c *cliCmd) printHelp() {
 	fmt.Fprintf(c.stdout, "Usage: delayq %s\n\nFlags:\n", c.synopsis)
-	c.fs.SetOutput(c.stdout)
-	c.fs.PrintDefaults()
-	c.fs.SetOutput(io.Discard)
+	printFlags(c.stdout, c.fs)
 }
 
 // usageErr reports a usage error in one line and returns exitUsage.
@@ -145,6 +143,9 @@ func (c *cliCmd) describe(err error) string {
 // usage error.
 func (c *cliCmd) client() (*delayq.Client, int, bool) {
 	opts := []delayq.ClientOption{delayq.WithTimeout(c.timeout)}
+	if strings.Count(c.token, ":") >= 3 { // secrets hold no colon; specs three (auth.LooksLikeSpec)
+		return nil, c.usageErr("--token (or DELAYQ_TOKEN) is a whole NAME:SECRET:SCOPES:PATTERNS spec: pass only the SECRET part"), false
+	}
 	if c.token != "" {
 		opts = append(opts, delayq.WithToken(c.token))
 	}

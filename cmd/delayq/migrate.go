@@ -44,8 +44,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, migrateUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printFlags(stdout, fs)
 		return exitOK
 	case err != nil:
 		fmt.Fprintf(stderr, "delayq migrate: %v (run 'delayq migrate -h')\n", err)

@@ -61,9 +61,16 @@ func when(t time.Time) string {
 	return relTime(t) + " (" + t.UTC().Format(timeLayout) + ")"
 }
 
-// shortDur is d truncated to the second (the minute past a day), without
-// zero tails: "29m59s", "2h30m", "3d4h".
+// shortDur is d truncated to the second (the hour past a day, the day
+// past a year), without zero tails: "29m59s", "2h30m", "3d4h", "6y336d".
 func shortDur(d time.Duration) string {
+	if d >= year {
+		y, days := d/year, (d%year)/day
+		if days == 0 {
+			return fmt.Sprintf("%dy", y)
+		}
+		return fmt.Sprintf("%dy%dd", y, days)
+	}
 	if d >= 24*time.Hour {
 		days := d / (24 * time.Hour)
 		h := (d % (24 * time.Hour)) / time.Hour

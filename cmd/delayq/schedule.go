@@ -133,7 +133,7 @@ func printSchedule(w io.Writer, s *delayq.Schedule) {
 	fmt.Fprintf(tw, "next tick\t%s\n", tickText(s.NextTick))
 	fmt.Fprintf(tw, "last tick\t%s\n", tickText(s.LastTick))
 	if s.Delay > 0 {
-		fmt.Fprintf(tw, "delay\t%s\n", s.Delay)
+		fmt.Fprintf(tw, "delay\t%s\n", humanDur(s.Delay))
 	}
 	if s.MaxAttempts > 0 {
 		fmt.Fprintf(tw, "max attempts\t%d\n", s.MaxAttempts)

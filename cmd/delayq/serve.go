@@ -117,16 +117,17 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS key `file` (PEM)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.IntVar(&o.maxPayload, "max-payload", delayq.DefaultMaxPayload, "payload limit in `bytes`")
-	fs.DurationVar(&o.maxDelay, "max-delay", engine.DefaultMaxDelay, "longest delay accepted")
-	fs.DurationVar(&o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
-	fs.DurationVar(&o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
+	o.maxPayload = delayq.DefaultMaxPayload
+	fs.Var((*sizeIntValue)(&o.maxPayload), "max-payload", "payload limit in `bytes`, or with a unit: 512KiB, 1MiB, 1MB")
+	durVar(fs, &o.maxDelay, "max-delay", engine.DefaultMaxDelay, "longest delay accepted (also in days or years: 30d, 10y)")
+	durVar(fs, &o.dedupWindow, "dedup-window", engine.DefaultDedupWindow, "how long an acked id still dedups sends")
+	durVar(fs, &o.defaultLease, "default-lease", engine.DefaultLease, "lease of topics that set none")
 	fs.IntVar(&o.defaultMaxAttempts, "default-max-attempts", engine.DefaultMaxAttempts, "failures before a message goes dead, for topics that set none")
 	fs.IntVar(&o.maxConns, "max-conns", httpapi.DefaultMaxConns, "concurrent connection cap; at the cap the longest-idle connection is closed for a new one")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", httpapi.DefaultMaxConnsPerIP, "concurrent connections per client IP (IPv6: /64); at the cap that client's longest-idle one is closed, or the new one if none is idle; -1: no cap")
-	fs.Int64Var(&o.maxBodyMemory, "max-body-memory", 0, "request body `bytes` held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
+	fs.Var((*sizeValue)(&o.maxBodyMemory), "max-body-memory", "request body `bytes` (or 256MiB, 1GB…) held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
 	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", httpapi.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	durVar(fs, &o.drainTimeout, "drain-timeout", httpapi.DefaultDrainTimeout, "time in-flight requests get at shutdown")
 	fs.DurationVar(&o.clockOffset, clockOffsetFlag, 0, "testing only: shifts this server's clock, to test servers whose clocks disagree")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -252,11 +253,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "delayq serve: %v (run 'delayq serve -h')\n", err)
+		fmt.Fprintf(stderr, "delayq serve: %v (run 'delayq serve -h')\n", dashDash(err))
 		return 2
 	}
 	if err := serve(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "delayq serve: %v\n", err)
+		msg := err.Error()
+		if server.EvictionRefused(err) { // name the flag, not the library's field
+			msg = strings.Replace(msg, server.RedisAllowEvictionOption, "--redis-allow-eviction", 1)
+		}
+		fmt.Fprintf(stderr, "delayq serve: %s\n", msg)
 		return 1
 	}
 	return 0

@@ -28,11 +28,10 @@ func serveClock(o *serveOpts, log *slog.Logger) clock.Clock {
 func printServeDefaults(w io.Writer) {
 	all := serveFlags(&serveOpts{})
 	shown := flag.NewFlagSet(all.Name(), flag.ContinueOnError)
-	shown.SetOutput(w)
 	all.VisitAll(func(f *flag.Flag) {
 		if f.Name != clockOffsetFlag {
 			shown.Var(f.Value, f.Name, f.Usage)
 		}
 	})
-	shown.PrintDefaults()
+	printFlags(w, shown)
 }

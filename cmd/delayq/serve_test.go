@@ -72,7 +72,7 @@ func TestServeBadInputs(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"unknown flag", []string{"--nope"}, nil, 2, "flag provided but not defined: -nope"},
+		{"unknown flag", []string{"--nope"}, nil, 2, "flag provided but not defined: --nope"},
 		{"bad duration", []string{"--max-delay", "soon"}, nil, 2, "invalid value"},
 		{"bad env", nil, map[string]string{"DELAYQ_MAX_CONNS": "many"}, 2, "DELAYQ_MAX_CONNS"},
 		{"stray argument", []string{"extra"}, nil, 2, "unexpected argument"},

@@ -68,14 +68,14 @@ func printTopic(w io.Writer, t *delayq.TopicInfo) {
 	fmt.Fprintf(tw, "oldest ready\t%s\n", when(t.OldestReady))
 	s := t.Settings
 	fmt.Fprintf(tw, "max attempts\t%d\n", s.MaxAttempts)
-	fmt.Fprintf(tw, "lease\t%s\n", s.Lease)
+	fmt.Fprintf(tw, "lease\t%s\n", humanDur(s.Lease))
 	b := s.Backoff
-	fmt.Fprintf(tw, "backoff\t%s ×%g up to %s, jitter ±%g%%\n", b.Initial, b.Multiplier, b.Max, b.Jitter*100)
+	fmt.Fprintf(tw, "backoff\t%s ×%g up to %s, jitter ±%g%%\n", humanDur(b.Initial), b.Multiplier, humanDur(b.Max), b.Jitter*100)
 	if r := s.RateLimit; r != nil {
 		fmt.Fprintf(tw, "rate limit\t%g/s, burst %d\n", r.PerSecond, r.Burst)
 	}
 	if p := s.Push; p != nil {
-		fmt.Fprintf(tw, "push\t%s (timeout %s, concurrency %d)\n", p.URL, p.Timeout, p.Concurrency)
+		fmt.Fprintf(tw, "push\t%s (timeout %s, concurrency %d)\n", p.URL, humanDur(p.Timeout), p.Concurrency)
 	}
 	if d := s.Deliver; d != nil {
 		// Endpoint is redacted: no credentials on screen.

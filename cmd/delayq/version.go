@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,10 +17,20 @@ func init() {
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, "Usage: delayq version [--json]\n\nFlags:")
+		printFlags(stdout, fs)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "delayq version: %v (run 'delayq version -h')\n", err)
+		return exitUsage
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "delayq version: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
 	}
 	i := buildinfo.Get()
 	if *asJSON {

@@ -73,6 +73,9 @@ var (
 	ErrMalformed = errors.New("malformed Authorization header: want Bearer <token>")
 	// ErrUnknown: no configured token has this secret.
 	ErrUnknown = errors.New("unknown bearer token")
+	// ErrWholeSpec: the credential is a whole NAME:SECRET:SCOPES:PATTERNS
+	// spec, as the server is configured with, instead of its secret.
+	ErrWholeSpec = errors.New("the bearer token is a whole NAME:SECRET:SCOPES:PATTERNS spec: pass only the SECRET part (Authorization: Bearer SECRET, delayq --token SECRET)")
 )
 
 // Token is one configured credential. It is immutable after parsing.
@@ -232,6 +235,9 @@ func (s *Set) Authenticate(h http.Header) (*Token, error) {
 	}
 	secret, ok := bearer(vals[0])
 	if !ok {
+		if LooksLikeSpec(strings.TrimSpace(vals[0][strings.IndexByte(vals[0]+" ", ' '):])) {
+			return nil, ErrWholeSpec
+		}
 		return nil, ErrMalformed
 	}
 	sum := sha256.Sum256([]byte(secret))
@@ -245,6 +251,12 @@ func (s *Set) Authenticate(h http.Header) (*Token, error) {
 		return nil, ErrUnknown
 	}
 	return found, nil
+}
+
+// LooksLikeSpec reports whether s is a token spec NAME:SECRET:SCOPES:PATTERNS
+// rather than a secret (secrets never hold a colon).
+func LooksLikeSpec(s string) bool {
+	return strings.Count(s, ":") >= 3 && !strings.ContainsAny(s, " \t")
 }
 
 // bearer extracts the credential of "Bearer <b64token>" (RFC 6750 §2.1:

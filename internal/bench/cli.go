@@ -70,7 +70,12 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "  burst     n single sends from concurrency callers as fast as they go, delays 0–max-delay, while consuming: lateness of every message, server CPU per message")
 		fmt.Fprintln(stderr, "  pending   n far-future messages: RSS, and restart → first due message released")
 		fmt.Fprintln(stderr, "\nFlags (each also reads DELAYQ_<FLAG>, e.g. DELAYQ_TARGET):")
+		// "--flag" as the docs write it (Go's flag package prints "-flag").
+		var buf strings.Builder
+		fs.SetOutput(&buf)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprint(stderr, strings.ReplaceAll("\n"+buf.String(), "\n  -", "\n  --")[1:])
 	}
 	command := strings.Join(append([]string{c.Name}, args...), " ")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {

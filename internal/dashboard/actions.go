@@ -196,6 +196,9 @@ func parseSettings(f url.Values) (domain.TopicSettings, error) {
 		Backoff: domain.Backoff{
 			Initial: p.dur("backoff_initial"), Max: p.dur("backoff_max"),
 			Multiplier: p.float("backoff_multiplier"), Jitter: p.float("backoff_jitter"),
+			// "0" in these fields means zero (retry at once, no jitter), empty the default.
+			InitialSet: strings.TrimSpace(f.Get("backoff_initial")) != "",
+			JitterSet:  strings.TrimSpace(f.Get("backoff_jitter")) != "",
 		},
 	}
 	if f.Get("rate_per_second") != "" {

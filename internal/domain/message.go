@@ -58,6 +58,10 @@ type Backoff struct {
 	Max        time.Duration
 	Multiplier float64
 	Jitter     float64
+	// InitialSet and JitterSet mark a zero Initial (retry at once) or
+	// Jitter (no spread) as meant; without them zero means the server's
+	// default, as for the other fields.
+	InitialSet, JitterSet bool
 }
 
 // PushSettings makes the server POST due messages of a topic to a URL

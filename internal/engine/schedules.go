@@ -148,8 +148,14 @@ func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.S
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
 		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
-		Missed:   domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
-		LastTick: msTime(rec.LastTick), CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
+		Missed:    domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
+		CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
+	}
+	// The stored LastTick is also where counting restarts (creation, a
+	// changed cron, a resume): shown only when it is a tick of the cron,
+	// so a schedule that never fired shows no last tick.
+	if last := msTime(rec.LastTick); !last.IsZero() && cs.next(last.Add(-time.Millisecond)).Equal(last) {
+		out.LastTick = last
 	}
 	if !sp.Paused {
 		out.NextTick = cs.next(msTime(rec.LastTick))

@@ -139,10 +139,17 @@ func TestScheduleMissedOnRestart(t *testing.T) {
 				st := memstore.New()
 				ctx := context.Background()
 				e1 := openOn(t, st, clk)
-				if _, err := e1.ScheduleSet(ctx, domain.Schedule{Name: "hourly", Topic: "m", Cron: "0 * * * *", Payload: []byte("x"), Missed: policy}); err != nil {
+				created, err := e1.ScheduleSet(ctx, domain.Schedule{Name: "hourly", Topic: "m", Cron: "0 * * * *", Payload: []byte("x"), Missed: policy})
+				if err != nil {
 					t.Fatal(err)
 				}
+				if !created.LastTick.IsZero() { // never fired: no last tick (not its creation time)
+					t.Errorf("new schedule: LastTick %v", created.LastTick)
+				}
 				time.Sleep(10 * time.Minute) // 10:00 fires
+				if s, err := e1.ScheduleGet(ctx, "hourly"); err != nil || !s.LastTick.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)) {
+					t.Errorf("after 10:00: LastTick %v, %v", s.LastTick, err)
+				}
 				if err := e1.Close(ctx); err != nil {
 					t.Fatal(err)
 				}

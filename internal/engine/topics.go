@@ -23,10 +23,12 @@ func builtinSettings() domain.TopicSettings {
 func fillSettings(s, def domain.TopicSettings) domain.TopicSettings {
 	s.MaxAttempts = cmp.Or(s.MaxAttempts, def.MaxAttempts)
 	s.Lease = cmp.Or(s.Lease, def.Lease)
-	s.Backoff.Initial = cmp.Or(s.Backoff.Initial, def.Backoff.Initial)
+	if s.Backoff.Initial == 0 && !s.Backoff.InitialSet {
+		s.Backoff.Initial = def.Backoff.Initial
+	}
 	s.Backoff.Max = cmp.Or(s.Backoff.Max, def.Backoff.Max)
 	s.Backoff.Multiplier = cmp.Or(s.Backoff.Multiplier, def.Backoff.Multiplier)
-	if s.Backoff.Jitter == 0 {
+	if s.Backoff.Jitter == 0 && !s.Backoff.JitterSet {
 		s.Backoff.Jitter = def.Backoff.Jitter
 	}
 	if s.RateLimit == nil {
@@ -149,7 +151,9 @@ func validateSettings(s domain.TopicSettings) error {
 
 // storedSettings is the settings blob kept in the store. Only what the
 // user set is stored, so changing the server's defaults affects topics
-// that never overrode them.
+// that never overrode them. The backoff's InitialSet and JitterSet are
+// stored with it (blobs from before they existed lack them: zero there
+// meant the default).
 type storedSettings struct {
 	MaxAttempts int               `json:"max_attempts,omitempty"`
 	Backoff     domain.Backoff    `json:"backoff"`
@@ -282,6 +286,17 @@ func (e *Engine) SetTopicSettings(ctx context.Context, name string, s domain.Top
 	e.events.emit(Event{Kind: EventTopicSettingsChanged, Topic: name})
 	eff := fillSettings(s, e.defaults)
 	return &eff, nil
+}
+
+// TopicOwnSettings returns the settings a topic set itself, without the
+// server's defaults and with its push secret (for PATCH to merge into;
+// never answer it as is). A topic that set nothing has zero settings.
+func (e *Engine) TopicOwnSettings(ctx context.Context, name string) (domain.TopicSettings, error) {
+	if err := domain.ValidateTopic(name); err != nil {
+		return domain.TopicSettings{}, err
+	}
+	o, err := e.ownStored(ctx, name)
+	return o.settings, err
 }
 
 // putOwn stores what a topic sets and caches it.

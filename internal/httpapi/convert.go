@@ -27,13 +27,13 @@ func checkSettingsShape(in *wire.TopicSettings) error {
 	}
 	if b := in.Backoff; b != nil {
 		switch {
-		case b.Initial < 0:
+		case b.Initial != nil && *b.Initial < 0:
 			return domain.Invalid("backoff.initial", "must not be negative")
 		case b.Max < 0:
 			return domain.Invalid("backoff.max", "must not be negative")
 		case b.Multiplier < 0:
 			return domain.Invalid("backoff.multiplier", "must not be negative")
-		case b.Jitter < 0 || b.Jitter > 1:
+		case b.Jitter != nil && (*b.Jitter < 0 || *b.Jitter > 1):
 			return domain.Invalid("backoff.jitter", "must be between 0 and 1")
 		}
 	}

@@ -39,7 +39,7 @@ func toHTTP(err error) (int, wire.ErrorBody) {
 		return http.StatusBadRequest, wire.ErrorBody{Code: wire.CodeInvalid, Message: inv.Error(), Field: inv.Field}
 	case errors.Is(err, domain.ErrInvalid), errors.Is(err, errBadRequest):
 		return http.StatusBadRequest, body(wire.CodeInvalid, err)
-	case errors.Is(err, domain.ErrUnauthorized), errors.Is(err, auth.ErrMissing), errors.Is(err, auth.ErrMalformed), errors.Is(err, auth.ErrUnknown):
+	case errors.Is(err, domain.ErrUnauthorized), errors.Is(err, auth.ErrMissing), errors.Is(err, auth.ErrMalformed), errors.Is(err, auth.ErrUnknown), errors.Is(err, auth.ErrWholeSpec):
 		return http.StatusUnauthorized, body(wire.CodeUnauthenticated, err)
 	case errors.Is(err, domain.ErrForbidden):
 		return http.StatusForbidden, body(wire.CodeForbidden, err)

@@ -54,7 +54,7 @@ func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config)) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{eng: eng, spy: &spyQueue{Queue: eng}}
-	cfg := Config{Queue: b.spy, Admin: eng, Ready: eng.Ready, Limits: eng.Limits()}
+	cfg := Config{Queue: b.spy, Admin: eng, Ready: eng.Ready, Limits: eng.Limits(), OwnTopicSettings: eng.TopicOwnSettings}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -135,10 +136,17 @@ func (s *Server) authorize(c *call, rt route) error {
 	case everywhere:
 		ok = tok.AllowsEverywhere(rt.scope)
 	}
-	if !ok {
+	switch {
+	case ok:
+		return nil
+	case !tok.Has(rt.scope):
 		return fmt.Errorf("%w: token %q lacks the %s scope for this request", domain.ErrForbidden, tok.Name, rt.scope)
+	case rt.access == topicScope:
+		// The scope is there, the topic is not: say which, not "lacks the scope".
+		return fmt.Errorf("%w: topic %q is outside the topics of token %q (%s)", domain.ErrForbidden, c.r.PathValue("topic"), tok.Name, strings.Join(tok.Patterns, ","))
+	default:
+		return fmt.Errorf("%w: token %q has the %s scope on some topics only (%s); this request needs it on every topic (\"*\")", domain.ErrForbidden, tok.Name, rt.scope, strings.Join(tok.Patterns, ","))
 	}
-	return nil
 }
 
 // allowed reports whether the call's token (if any) may see topic with scope.

@@ -59,6 +59,7 @@ func (s *Server) routes() []route {
 		{pattern: "GET " + t + "/messages", access: topicScope, scope: auth.Consume, query: []string{"state", "due_after", "due_before", "limit", "cursor"}, h: s.listMessages},
 		{pattern: "POST " + t + "/messages:cancel", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkCancel},
 		{pattern: "POST " + t + "/messages:reschedule", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkReschedule},
+		{pattern: "PATCH " + t, access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.patchTopic},
 
 		{pattern: "GET " + t + "/dead", access: topicScope, scope: auth.Consume, query: []string{"limit", "cursor"}, h: s.deadList},
 		{pattern: "DELETE " + t + "/dead", access: topicScope, scope: auth.Admin, h: s.deadPurge},

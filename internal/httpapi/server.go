@@ -66,6 +66,11 @@ type Config struct {
 	// Admin serves browsing (GET …/messages), bulk cancel and reschedule,
 	// pause and resume of topics; nil: those routes answer 501.
 	Admin domain.TopicAdmin
+	// OwnTopicSettings reads the settings a topic set itself, without the
+	// defaults, for PATCH /v1/topics/{topic} to merge into. Nil: Queue's
+	// TopicOwnSettings method when it has one (the engine does), else the
+	// effective settings (a PATCH then also fixes the defaults in force).
+	OwnTopicSettings func(ctx context.Context, topic string) (domain.TopicSettings, error)
 	// Ready answers /readyz; nil means always ready.
 	Ready func(ctx context.Context) error
 	// Tokens enable bearer authentication; nil or empty means off, which
@@ -227,6 +232,13 @@ func New(cfg Config) (*Server, error) {
 	hosts, err := newHostPolicy(cfg.AllowedHosts, cfg.Addr, cfg.Tokens.Enabled())
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.OwnTopicSettings == nil {
+		if q, ok := cfg.Queue.(interface {
+			TopicOwnSettings(ctx context.Context, topic string) (domain.TopicSettings, error)
+		}); ok {
+			cfg.OwnTopicSettings = q.TopicOwnSettings
+		}
 	}
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), hosts: hosts}
 	if cfg.MaxBodyMemory > 0 {

@@ -197,6 +197,9 @@ func AppendSendBatchResponse(b []byte, r *SendBatchResponse) ([]byte, bool) {
 
 // AppendMessage appends m as json.Marshal(m) writes it.
 func AppendMessage(b []byte, m *Message) ([]byte, bool) {
+	if m.PayloadJSON != nil {
+		return b, false // json.Marshal's HTML escaping of the raw value: not worth copying here
+	}
 	var ok bool
 	b = append(b, `{"id":`...)
 	b = AppendString(b, m.ID)

@@ -63,7 +63,7 @@ func decodeSendFast(raw []byte, in *SendRequest) bool {
 func decodeSendField(key, v []byte, in *SendRequest) bool {
 	if string(v) == "null" {
 		switch string(key) {
-		case "id", "payload", "payload_base64", "headers", "delay", "delay_ms", "deliver_at", "max_attempts":
+		case "id", "payload", "payload_base64", "payload_json", "headers", "delay", "delay_ms", "deliver_at", "max_attempts":
 			return true
 		}
 		return false
@@ -81,6 +81,9 @@ func decodeSendField(key, v []byte, in *SendRequest) bool {
 		s, ok := plainString(v)
 		in.PayloadBase64 = &s
 		return ok
+	case "payload_json":
+		in.PayloadJSON = append(json.RawMessage(nil), v...)
+		return true
 	case "headers":
 		return json.Unmarshal(v, &in.Headers) == nil
 	case "delay":

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,35 @@ func ceilMillis(t time.Time) time.Time {
 // to the millisecond, the payload as text or base64.
 func FromMessage(m *domain.Message) *Message {
 	out := fromMessageNoPayload(m)
+	if m.Headers[HeaderPayloadFormat] == PayloadFormatJSON && json.Valid(m.Payload) {
+		// Sent as payload_json: answered so, the marker header left out.
+		out.PayloadJSON = m.Payload
+		return out
+	}
 	out.Payload, out.PayloadBase64 = EncodePayload(m.Payload)
+	return out
+}
+
+// HeaderPayloadFormat marks, with the value PayloadFormatJSON, a message
+// whose payload was sent as payload_json. A header rather than a stored
+// field: every engine keeps headers already, and messages stored before
+// (without it) are answered as before. Answers leave it out and carry
+// payload_json instead; Go programs see it in Message.Headers.
+const (
+	HeaderPayloadFormat = "delayq-payload-format"
+	PayloadFormatJSON   = "json"
+)
+
+func withoutHeader(h map[string]string, key string) map[string]string {
+	if len(h) == 1 {
+		return nil
+	}
+	out := make(map[string]string, len(h)-1)
+	for k, v := range h {
+		if k != key {
+			out[k] = v
+		}
+	}
 	return out
 }
 
@@ -152,8 +181,12 @@ func FromMessages(ms []*domain.Message) []*Message {
 }
 
 func fromMessageNoPayload(m *domain.Message) *Message {
+	h := m.Headers
+	if h[HeaderPayloadFormat] == PayloadFormatJSON {
+		h = withoutHeader(h, HeaderPayloadFormat)
+	}
 	return &Message{
-		ID: m.ID, Topic: m.Topic, Headers: m.Headers,
+		ID: m.ID, Topic: m.Topic, Headers: h,
 		DeliverAt: answerTime(m.DeliverAt), State: string(m.State),
 		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
 		LastError: m.LastError, CreatedAt: answerTime(m.CreatedAt), UpdatedAt: answerTime(m.UpdatedAt),
@@ -163,8 +196,17 @@ func fromMessageNoPayload(m *domain.Message) *Message {
 
 // ToDomain is the message an answer carries.
 func (w *Message) ToDomain() *domain.Message {
+	payload, headers := answerPayload(w.Payload, w.PayloadBase64), w.Headers
+	if w.PayloadJSON != nil {
+		payload = w.PayloadJSON
+		headers = make(map[string]string, len(w.Headers)+1)
+		for k, v := range w.Headers {
+			headers[k] = v
+		}
+		headers[HeaderPayloadFormat] = PayloadFormatJSON
+	}
 	return &domain.Message{
-		Topic: w.Topic, ID: w.ID, Payload: answerPayload(w.Payload, w.PayloadBase64), Headers: w.Headers,
+		Topic: w.Topic, ID: w.ID, Payload: payload, Headers: headers,
 		DeliverAt: w.DeliverAt, State: domain.State(w.State),
 		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, LastError: w.LastError,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
@@ -177,7 +219,7 @@ func (w *Message) ToDomain() *domain.Message {
 func NewPushBody(m *domain.Message) *PushBody {
 	w := FromMessage(m)
 	return &PushBody{
-		ID: w.ID, Topic: w.Topic, Payload: w.Payload, PayloadBase64: w.PayloadBase64, Headers: w.Headers,
+		ID: w.ID, Topic: w.Topic, Payload: w.Payload, PayloadBase64: w.PayloadBase64, PayloadJSON: w.PayloadJSON, Headers: w.Headers,
 		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DeliverAt: w.DeliverAt, CreatedAt: w.CreatedAt,
 	}
 }
@@ -252,8 +294,24 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 		}
 		out.ID = *in.ID
 	}
-	p, err := DecodePayload(in.Payload, in.PayloadBase64)
-	if err != nil {
+	var p []byte
+	var err error
+	if in.PayloadJSON != nil && string(in.PayloadJSON) != "null" {
+		if in.Payload != nil || in.PayloadBase64 != nil {
+			return out, domain.Invalid("payload_json", "give one of payload, payload_base64 and payload_json")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, in.PayloadJSON); err != nil {
+			return out, domain.Invalid("payload_json", "is not JSON: %v", err)
+		}
+		p = buf.Bytes()
+		h := make(map[string]string, len(in.Headers)+1)
+		for k, v := range in.Headers {
+			h[k] = v
+		}
+		h[HeaderPayloadFormat] = PayloadFormatJSON
+		out.Headers = h
+	} else if p, err = DecodePayload(in.Payload, in.PayloadBase64); err != nil {
 		return out, err
 	}
 	out.Payload = p
@@ -356,7 +414,10 @@ func FromTopicSettings(s domain.TopicSettings) TopicSettings {
 		w.LeaseMS = msOf(*w.Lease)
 	}
 	if b := w.Backoff; b != nil {
-		b.InitialMS, b.MaxMS = msOf(b.Initial), msOf(b.Max)
+		// Answers carry every field, defaults filled in.
+		initial, jitter := Duration(s.Backoff.Initial), s.Backoff.Jitter
+		b.Initial, b.Jitter = &initial, &jitter
+		b.InitialMS, b.MaxMS = msOf(initial), msOf(b.Max)
 	}
 	if p := s.Push; p != nil {
 		w.Push.Secret = ""
@@ -393,10 +454,17 @@ func (w *TopicSettings) ResolveMS() error {
 		}
 		w.Lease = &lease
 	}
-	if b := w.Backoff; b != nil {
-		if err := resolveMS(&b.Initial, b.InitialMS, "backoff.initial"); err != nil {
+	if b := w.Backoff; b != nil && b.InitialMS != nil {
+		var initial Duration
+		if b.Initial != nil {
+			initial = *b.Initial
+		}
+		if err := resolveMS(&initial, b.InitialMS, "backoff.initial"); err != nil {
 			return err
 		}
+		b.Initial = &initial
+	}
+	if b := w.Backoff; b != nil {
 		if err := resolveMS(&b.Max, b.MaxMS, "backoff.max"); err != nil {
 			return err
 		}
@@ -522,7 +590,15 @@ func (w *Deliver) ToDomain() *domain.DeliverSettings {
 func fromTopicSettings(s domain.TopicSettings) TopicSettings {
 	w := TopicSettings{MaxAttempts: s.MaxAttempts, Lease: optDuration(s.Lease)}
 	if b := s.Backoff; b != (domain.Backoff{}) {
-		w.Backoff = &Backoff{Initial: Duration(b.Initial), Max: Duration(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+		w.Backoff = &Backoff{Max: Duration(b.Max), Multiplier: b.Multiplier}
+		if b.Initial != 0 || b.InitialSet {
+			initial := Duration(b.Initial)
+			w.Backoff.Initial = &initial
+		}
+		if b.Jitter != 0 || b.JitterSet {
+			jitter := b.Jitter
+			w.Backoff.Jitter = &jitter
+		}
 	}
 	if r := s.RateLimit; r != nil {
 		w.RateLimit = &RateLimit{PerSecond: r.PerSecond, Burst: r.Burst}
@@ -542,7 +618,13 @@ func (w *TopicSettings) ToDomain() domain.TopicSettings {
 		s.Lease = time.Duration(*w.Lease)
 	}
 	if b := w.Backoff; b != nil {
-		s.Backoff = domain.Backoff{Initial: time.Duration(b.Initial), Max: time.Duration(b.Max), Multiplier: b.Multiplier, Jitter: b.Jitter}
+		s.Backoff = domain.Backoff{Max: time.Duration(b.Max), Multiplier: b.Multiplier}
+		if b.Initial != nil {
+			s.Backoff.Initial, s.Backoff.InitialSet = time.Duration(*b.Initial), true
+		}
+		if b.Jitter != nil {
+			s.Backoff.Jitter, s.Backoff.JitterSet = *b.Jitter, true
+		}
 	}
 	if r := w.RateLimit; r != nil {
 		s.RateLimit = &domain.RateLimit{PerSecond: r.PerSecond, Burst: r.Burst}

@@ -159,7 +159,7 @@ func TestDurationsInMilliseconds(t *testing.T) {
 		{body: `{"lease":"30s","lease_ms":30000}`, want: domain.TopicSettings{Lease: 30 * time.Second}},
 		{body: `{"lease":"30.5ms","lease_ms":30}`, want: domain.TopicSettings{Lease: 30500 * time.Microsecond}},
 		{body: `{"backoff":{"initial_ms":250,"max_ms":60000,"multiplier":3}}`,
-			want: domain.TopicSettings{Backoff: domain.Backoff{Initial: 250 * time.Millisecond, Max: time.Minute, Multiplier: 3}}},
+			want: domain.TopicSettings{Backoff: domain.Backoff{Initial: 250 * time.Millisecond, InitialSet: true, Max: time.Minute, Multiplier: 3}}},
 		{body: `{"push":{"url":"https://x/h","timeout_ms":1000}}`,
 			want: domain.TopicSettings{Push: &domain.PushSettings{URL: "https://x/h", Timeout: time.Second}}},
 		{body: `{"lease":"30s","lease_ms":60000}`, field: "lease_ms"},

@@ -49,20 +49,24 @@ func truncate(b []byte) string {
 }
 
 // SendRequest is the body of POST /v1/topics/{topic}/messages and one item
-// of a batch. Exactly one of Payload and PayloadBase64; at most one of Delay,
-// DelayMS and DeliverAt (none: due now).
+// of a batch. Exactly one of Payload, PayloadBase64 and PayloadJSON; at
+// most one of Delay, DelayMS and DeliverAt (none: due now).
 type SendRequest struct {
 	// ID is nil when absent (the server makes one); an explicit "" is an
 	// error, so that an unset variable in the caller cannot silently turn
 	// off idempotency.
-	ID            *string           `json:"id,omitempty"`
-	Payload       *string           `json:"payload,omitempty"`
-	PayloadBase64 *string           `json:"payload_base64,omitempty"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Delay         *Duration         `json:"delay,omitempty"`
-	DelayMS       *int64            `json:"delay_ms,omitempty"`
-	DeliverAt     *time.Time        `json:"deliver_at,omitempty"`
-	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+	ID            *string `json:"id,omitempty"`
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	// PayloadJSON is the payload as a JSON value ({"order":42}): stored as
+	// its compact text, marked with the HeaderPayloadFormat header, and
+	// answered as payload_json again.
+	PayloadJSON json.RawMessage   `json:"payload_json,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Delay       *Duration         `json:"delay,omitempty"`
+	DelayMS     *int64            `json:"delay_ms,omitempty"`
+	DeliverAt   *time.Time        `json:"deliver_at,omitempty"`
+	MaxAttempts *int              `json:"max_attempts,omitempty"`
 }
 
 // SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
@@ -89,12 +93,14 @@ type RescheduleRequest struct {
 }
 
 // Message is a message as answered by the API. The payload comes as
-// Payload when it is valid UTF-8, else as PayloadBase64.
+// PayloadJSON when it was sent so, else as Payload when it is valid
+// UTF-8, else as PayloadBase64.
 type Message struct {
 	ID             string            `json:"id"`
 	Topic          string            `json:"topic"`
 	Payload        *string           `json:"payload,omitempty"`
 	PayloadBase64  *string           `json:"payload_base64,omitempty"`
+	PayloadJSON    json.RawMessage   `json:"payload_json,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
 	DeliverAt      time.Time         `json:"deliver_at"`
 	State          string            `json:"state"`
@@ -167,13 +173,16 @@ type ExtendRequest struct {
 // string and as whole milliseconds (*_ms), so that clients in other
 // languages need not parse Go duration strings. Requests may give either
 // (see TopicSettings.ResolveMS).
+//
+// Initial and Jitter are pointers because zero is a setting of its own
+// there (retry at once, no spread), apart from absent (the default).
 type Backoff struct {
-	Initial    Duration `json:"initial"`
-	InitialMS  *int64   `json:"initial_ms,omitempty"`
-	Max        Duration `json:"max"`
-	MaxMS      *int64   `json:"max_ms,omitempty"`
-	Multiplier float64  `json:"multiplier"`
-	Jitter     float64  `json:"jitter"`
+	Initial    *Duration `json:"initial,omitempty"`
+	InitialMS  *int64    `json:"initial_ms,omitempty"`
+	Max        Duration  `json:"max"`
+	MaxMS      *int64    `json:"max_ms,omitempty"`
+	Multiplier float64   `json:"multiplier"`
+	Jitter     *float64  `json:"jitter,omitempty"`
 }
 
 // RateLimit mirrors delayq.RateLimit.
@@ -202,6 +211,7 @@ type PushBody struct {
 	Topic         string            `json:"topic"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	Attempt       int               `json:"attempt"`
 	MaxAttempts   int               `json:"max_attempts"`
@@ -221,6 +231,10 @@ type TopicSettings struct {
 	RateLimit   *RateLimit `json:"rate_limit,omitempty"`
 	Push        *Push      `json:"push,omitempty"`
 	Deliver     *Deliver   `json:"deliver,omitempty"`
+	// Warning, in a PUT's answer, says what the PUT removed that the
+	// caller may not have meant to (a push target). Answer-only: ignored
+	// on input, so an answer can be sent back as it is.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Deliver mirrors delayq.DeliverSettings: exactly one of the targets.

@@ -417,6 +417,11 @@ func normSchedules(in []delayq.Schedule) []delayq.Schedule {
 		for _, t := range []*time.Time{&s.LastTick, &s.NextTick, &s.CreatedAt, &s.UpdatedAt} {
 			*t = t.UTC().Round(0)
 		}
+		if s.LastTick.Equal(s.CreatedAt) {
+			// v0 showed a schedule that never fired with its creation time
+			// as last tick; now it has none.
+			s.LastTick = time.Time{}
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -77,7 +78,7 @@ func preflight(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger,
 			if !allowEviction {
 				return fmt.Errorf("redisstore: Redis %s has maxmemory-policy %q; delayq needs \"noeviction\" "+
 					"(eviction deletes messages silently): set maxmemory-policy noeviction "+
-					"(or Options.AllowEviction, unsafe)", c.addr, c.policy)
+					"(or %s, unsafe)%w", c.addr, c.policy, AllowEvictionOption, errEvictionPolicy)
 			}
 			log.Warn("redisstore: maxmemory-policy is not noeviction: Redis may evict messages (AllowEviction is set)",
 				"redis", c.addr, "maxmemory-policy", c.policy)
@@ -211,3 +212,20 @@ func addrOf(c redis.UniversalClient) string {
 	}
 	return "(server)"
 }
+
+// AllowEvictionOption is how the eviction refusal names the option that
+// overrides it; callers with their own name for it (a server Config
+// field, a CLI flag) replace it in the message (see EvictionRefused).
+const AllowEvictionOption = "Options.AllowEviction"
+
+// errEvictionPolicy marks the refusal to open on an evicting Redis; its
+// text is empty so that wrapping it adds nothing to the message.
+var errEvictionPolicy = emptyError("eviction policy")
+
+type emptyError string
+
+func (emptyError) Error() string { return "" }
+
+// EvictionRefused reports whether err is Open's refusal of a Redis whose
+// maxmemory-policy may evict keys.
+func EvictionRefused(err error) bool { return errors.Is(err, errEvictionPolicy) }

@@ -389,7 +389,7 @@ func TestPreflightEviction(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
 	_, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL()})
-	if err == nil || !strings.Contains(err.Error(), "maxmemory-policy") || !strings.Contains(err.Error(), "allkeys-lru") {
+	if err == nil || !strings.Contains(err.Error(), "maxmemory-policy") || !strings.Contains(err.Error(), "allkeys-lru") || !redisstore.EvictionRefused(err) {
 		t.Fatalf("Open: %v, want a refusal naming maxmemory-policy allkeys-lru", err)
 	}
 	s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), AllowEviction: true, Logger: slog.New(slog.DiscardHandler)})
