@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
+	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
@@ -39,7 +42,7 @@ func sqlEngines() []sqlEngine {
 			name:  "postgres",
 			start: func(t *testing.T) (string, string) { return pgtest.Start(t).URL(), "" },
 			flag:  "--postgres", nsFlag: "--postgres-schema", ns: "q1", nsLine: "schema q1",
-			migrateOff: "--postgres-migrate=false", migrated: "from version 0 to 1",
+			migrateOff: "--postgres-migrate=false", migrated: fmt.Sprintf("from version 0 to %d", pgstore.SchemaVersion()),
 			badInputs: []badServeInput{
 				{"not migrated", []string{"--postgres-schema", "never", "--postgres-migrate=false"}, "delayq migrate"},
 				{"bad schema", []string{"--postgres-schema", "Bad-Name"}, "invalid schema"},
@@ -49,7 +52,7 @@ func sqlEngines() []sqlEngine {
 			name:  "mysql",
 			start: func(t *testing.T) (string, string) { return mysqltest.Start(t).URL(), mysqltest.Password },
 			flag:  "--mysql", nsFlag: "--mysql-prefix", ns: "q1_", nsLine: "prefix q1_",
-			migrateOff: "--mysql-migrate=false", migrated: "from version 0 to 2",
+			migrateOff: "--mysql-migrate=false", migrated: fmt.Sprintf("from version 0 to %d", mysqlstore.SchemaVersion()),
 			badInputs: []badServeInput{
 				{"not migrated", []string{"--mysql-prefix", "never_", "--mysql-migrate=false"}, "delayq migrate"},
 				{"bad prefix", []string{"--mysql-prefix", "Bad-Name"}, "invalid table prefix"},
