@@ -283,6 +283,15 @@ func (t *engineTarget) RSS() (int64, string, error) {
 	return rss, fmt.Sprintf("VmRSS of the benchmark process itself (in-process engine; includes the benchmark; Go heap in use %.1f MiB)", float64(ms.HeapInuse)/(1<<20)), err
 }
 
+// ServerCPU implements bench.CPUReporter for the in-process targets: the
+// CPU of the whole benchmark process, so the engine's share plus the
+// benchmark's own producers, consumers and checker (direct calls, no
+// codec) — an upper bound of what the engine spends.
+func (t *engineTarget) ServerCPU() (time.Duration, string, error) {
+	cpu, err := bench.ProcCPU(os.Getpid())
+	return cpu, "the benchmark process itself (in-process engine; includes the benchmark's producers and consumers)", err
+}
+
 // Restart implements bench.Restarter for the embedded target: close the
 // engine and Pebble, then open both again on the same directory.
 func (t *engineTarget) Restart(ctx context.Context) (time.Time, error) {
@@ -303,6 +312,9 @@ func (m memoryTarget) Consume(ctx context.Context, o bench.ConsumeOptions, h fun
 }
 func (m memoryTarget) Close() error                { return m.et.Close() }
 func (m memoryTarget) RSS() (int64, string, error) { return m.et.RSS() }
+func (m memoryTarget) ServerCPU() (time.Duration, string, error) {
+	return m.et.ServerCPU()
+}
 
 // ProcRSS reads VmRSS of a process from /proc/<pid>/status, in bytes.
 func ProcRSS(pid int) (int64, error) {

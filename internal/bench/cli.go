@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -44,6 +45,7 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		seed     = fs.Uint64("seed", 1, "seed of the payload filler and the mixed scenario's delays")
 		trFile   = fs.String("trace", "", "lateness, mixed, paced, burst: write a runtime trace (go tool trace) of the seconds before the first message released --trace-late or more late to this file; an in-process target (embedded, memory) shows the engine, an HTTP target the client only")
 		trLate   = fs.Duration("trace-late", 5*time.Millisecond, "with --trace: how late a release triggers the trace")
+		cpuProf  = fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole benchmark to this file; shows the engine for an in-process target (embedded, memory)")
 	)
 	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, paced 20000, burst 20000, pending 200000)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "messages per send call (send 100, drain/pending fill 1000, lateness fill 100, mixed 10, paced/burst 1)")
@@ -162,6 +164,22 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var pw io.Writer = stderr
 	if c.Stderr != nil && stderr == io.Writer(c.Stderr) {
 		pw = c.Stderr
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --cpuprofile: %v\n", c.Name, err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "%s: --cpuprofile: %v\n", c.Name, err)
+			}
+		}()
 	}
 	p := NewProgress(pw, *progress)
 	rep := &Report{Machine: ThisMachine(), Command: command, Started: time.Now().UTC(), Runs: *runs}

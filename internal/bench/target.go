@@ -166,7 +166,8 @@ func (p *payloadMaker) make(seq uint64) []byte {
 // CPUReporter is implemented by targets whose queue runs in processes the
 // benchmark started (delayq serve, redis-server, beanstalkd): the CPU they
 // spend per message is read from /proc around a run. In-process targets
-// do not implement it, since the benchmark's own work would count too.
+// report the benchmark process itself (their own work counts too, and
+// they say so).
 type CPUReporter interface {
 	// ServerCPU returns the user + system CPU time the server processes
 	// have used so far, and which processes were measured.
