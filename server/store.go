@@ -104,6 +104,7 @@ func (s *Server) Backup(ctx context.Context, w io.Writer) (files int, bytes int6
 	}
 	return info.Files, info.Bytes, err
 }
+
 // RedisAllowEvictionOption is how New's refusal of an evicting Redis names
 // the override; a program with its own name for it (delayq serve's
 // --redis-allow-eviction) replaces it when EvictionRefused(err).
