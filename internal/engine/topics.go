@@ -192,11 +192,6 @@ func encodeSettings(s domain.TopicSettings, paused bool) []byte {
 	return b
 }
 
-func decodeSettings(b []byte) (domain.TopicSettings, error) {
-	o, err := decodeOwn(b)
-	return o.settings, err
-}
-
 func decodeOwn(b []byte) (ownState, error) {
 	var ss storedSettings
 	if len(b) == 0 {

@@ -121,14 +121,14 @@ func New(ctx context.Context, cfg Config) (*Target, error) {
 	if cfg.Exchange != "" {
 		ch, err := t.conn.Channel()
 		if err != nil {
-			t.conn.Close()
+			_ = t.conn.Close()
 			return nil, t.errorf("open channel: %v", err)
 		}
 		if err := ch.ExchangeDeclarePassive(cfg.Exchange, "", false, false, false, false, nil); err != nil {
-			t.conn.Close()
+			_ = t.conn.Close()
 			return nil, t.errorf("exchange %q: %v", cfg.Exchange, err)
 		}
-		ch.Close()
+		_ = ch.Close()
 	}
 	return t, nil
 }
@@ -299,7 +299,7 @@ func (t *Target) channel(ctx context.Context) (*pubChannel, error) {
 		return nil, t.errorf("open channel: %v", err)
 	}
 	if err := ch.Confirm(false); err != nil {
-		ch.Close()
+		_ = ch.Close()
 		return nil, t.errorf("confirm mode: %v", err)
 	}
 	return &pubChannel{
@@ -344,7 +344,7 @@ func (t *Target) dialLocked(ctx context.Context) error {
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.conn != nil {
-				r.conn.Close()
+				_ = r.conn.Close()
 			}
 		}()
 		return t.errorf("connect to %s: %v", t.where, ctx.Err())
@@ -442,7 +442,7 @@ func dialer(timeout time.Duration) func(network, addr string) (net.Conn, error) 
 			return nil, err
 		}
 		if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-			conn.Close()
+			_ = conn.Close()
 			return nil, err
 		}
 		return &writeTimeoutConn{Conn: conn, timeout: timeout}, nil

@@ -150,11 +150,11 @@ func Restore(r io.Reader, dir string) (BackupInfo, error) {
 		if hdr.Typeflag != tar.TypeReg || name != filepath.Base(name) || name == "." || name == ".." || strings.HasPrefix(name, backupTmpPrefix) {
 			return info, fmt.Errorf("pebblestore: restore: archive entry %q is not a file of a delayq backup", name)
 		}
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // #nosec G304 -- a bare file name, checked above
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // #nosec G304 G305 -- a bare file name, checked above
 		if err != nil {
 			return info, fmt.Errorf("pebblestore: restore: %w", err)
 		}
-		n, err := io.Copy(f, tr)
+		n, err := io.CopyN(f, tr, hdr.Size)
 		if err == nil {
 			err = f.Sync()
 		}
