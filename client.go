@@ -403,6 +403,31 @@ func (c *Client) SetTopicSettings(ctx context.Context, topic string, s TopicSett
 	return &got, nil
 }
 
+// PatchTopicSettings changes the topic settings patch names and keeps the
+// others (PATCH /v1/topics/{topic}, a JSON merge patch): patch is any
+// value that marshals to a JSON object, such as
+// map[string]any{"rate_limit": map[string]any{"per_second": 50}}; a
+// null member resets that setting to the server's default. It answers
+// the topic's settings in force afterwards.
+func (c *Client) PatchTopicSettings(ctx context.Context, topic string, patch any) (*TopicSettings, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("delayq: encode settings patch: %w", err)
+	}
+	if len(body) == 0 || body[0] != '{' {
+		return nil, fmt.Errorf("delayq: a settings patch must be a JSON object, not %.20s", body)
+	}
+	var out wire.TopicSettings
+	if err := c.do(ctx, &call{method: http.MethodPatch, path: topicPath(topic, ""), raw: body, out: &out, idempotent: true}); err != nil {
+		return nil, err
+	}
+	got := out.ToDomain()
+	return &got, nil
+}
+
 // DeadList implements Queue.
 func (c *Client) DeadList(ctx context.Context, topic string, req DeadListRequest) (*DeadPage, error) {
 	if err := ValidateTopic(topic); err != nil {

@@ -288,6 +288,31 @@ func TestE2ENackDead(t *testing.T) {
 	}
 }
 
+// PatchTopicSettings changes what it names and keeps the rest: a rate
+// limit set on a push topic keeps its push target.
+func TestE2EPatchTopicSettings(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t)
+	ctx := context.Background()
+	if _, err := b.c.SetTopicSettings(ctx, "hooks", delayq.TopicSettings{MaxAttempts: 7, Push: &delayq.PushSettings{URL: "http://127.0.0.1:1/hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.c.PatchTopicSettings(ctx, "hooks", map[string]any{"rate_limit": map[string]any{"per_second": 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RateLimit == nil || got.RateLimit.PerSecond != 50 || got.Push == nil || got.Push.URL != "http://127.0.0.1:1/hook" || got.MaxAttempts != 7 {
+		t.Fatalf("after a patch of the rate limit: %+v", got)
+	}
+	if _, err := b.c.PatchTopicSettings(ctx, "hooks", []int{1}); err == nil {
+		t.Fatal("a patch that is not an object was sent")
+	}
+	var ie *delayq.InvalidError
+	if _, err := b.c.PatchTopicSettings(ctx, "hooks", map[string]any{"max_attempts": -1}); !errors.As(err, &ie) {
+		t.Fatalf("a bad patch: %v", err)
+	}
+}
+
 func TestE2EDeadLetters(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t)
