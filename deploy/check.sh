@@ -65,8 +65,20 @@ npm_has() { [ "$(jq -r .version "$npm_dir/node_modules/$1/package.json" 2>/dev/n
 if ! npm_has dockerfile-utils "$dockerfile_utils_version" || ! npm_has dclint "$dclint_version"; then
   say "installing dockerfile-utils $dockerfile_utils_version and dclint $dclint_version into $npm_dir …"
   mkdir -p "$npm_dir"
-  npm install --prefix "$npm_dir" --no-audit --no-fund --silent \
-    "dockerfile-utils@$dockerfile_utils_version" "dclint@$dclint_version" >/dev/null
+  # A registry hiccup must not fail CI silently: errors are shown, and
+  # the install is tried three times.
+  for attempt in 1 2 3; do
+    if npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
+      "dockerfile-utils@$dockerfile_utils_version" "dclint@$dclint_version" >/dev/null; then
+      break
+    fi
+    if [ "$attempt" = 3 ]; then
+      say "npm install failed three times"
+      exit 1
+    fi
+    say "npm install failed; retrying in 5 s"
+    sleep 5
+  done
 fi
 npx_bin="$npm_dir/node_modules/.bin"
 
