@@ -99,7 +99,8 @@ dq="$work/delayq"
 
 # Flags of `delayq serve`, and so the DELAYQ_* names it reads.
 serve_help="$("$dq" serve -h)"
-env_names="$(grep -oE '^  -[a-z0-9-]+' <<<"$serve_help" | sed 's/^  -//' | tr 'a-z-' 'A-Z_' | sed 's/^/DELAYQ_/')"
+# (help prints --name; one dash is accepted too)
+env_names="$(grep -oE '^  --?[a-z0-9-]+' <<<"$serve_help" | sed -E 's/^  --?//' | tr 'a-z-' 'A-Z_' | sed 's/^/DELAYQ_/')"
 # --token reads DELAYQ_SERVE_TOKENS; DELAYQ_SERVER, DELAYQ_TOKEN, DELAYQ_TIMEOUT
 # and DELAYQ_JSON are the CLI's (the health check runs the CLI).
 env_names+=$'\nDELAYQ_SERVE_TOKENS\nDELAYQ_SERVER\nDELAYQ_TOKEN\nDELAYQ_TIMEOUT\nDELAYQ_JSON'
@@ -110,7 +111,7 @@ check_env_names() { # file, names...
     grep -qxF "$n" <<<"$env_names" || fail "$file sets $n, which no delayq flag reads (see delayq serve -h)"
   done
 }
-drain_default_s="$(grep -A1 -E '^  -drain-timeout ' <<<"$serve_help" | grep -oE 'default [0-9]+s' | grep -oE '[0-9]+')"
+drain_default_s="$(grep -A1 -E '^  --?drain-timeout ' <<<"$serve_help" | grep -oE 'default [0-9]+s' | grep -oE '[0-9]+' || true)"
 [ -n "$drain_default_s" ] || fail "cannot read --drain-timeout's default from delayq serve -h"
 # Shutdown: the server drains, then push delivery stops, then the engine
 # closes, each bounded by --drain-timeout.
