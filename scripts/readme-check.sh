@@ -14,16 +14,8 @@ for c in curl jq; do
   command -v "$c" >/dev/null 2>&1 || { echo "scripts/readme-check.sh: $c is needed (apt-get install $c)" >&2; exit 1; }
 done
 
-tmp="$(mktemp -d)"
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=lib/serve.sh
+. scripts/lib/serve.sh
 
 mkdir -p "$tmp/bin"
 go build -o "$tmp/bin/delayq" ./cmd/delayq
@@ -38,17 +30,7 @@ awk '
 blocks="$(grep -c '^echo "+ README.md block' "$tmp/blocks.sh" || true)"
 [ "$blocks" -ge 1 ] || { echo "scripts/readme-check.sh: no block of README.md is marked <!-- readme-check -->" >&2; exit 1; }
 
-# Port 0: the kernel picks a free port; the start-up record names the URL.
-"$tmp/bin/delayq" serve --addr 127.0.0.1:0 --data "$tmp/data" --no-dashboard --log-level info >"$tmp/stdout" 2>"$tmp/stderr" &
-pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url="$(grep 'msg="delayq serving"' "$tmp/stderr" | grep -oE 'url=https?://[^ ]+' | head -1 | cut -d= -f2- || true)"
-  [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "delayq serve exited:" >&2; cat "$tmp/stderr" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "delayq serve did not start in 30 s" >&2; cat "$tmp/stderr" >&2; exit 1; }
+start_delayq "$tmp/bin/delayq"
 hostport="${url#*://}"
 
 sed -e "s#localhost:7070#$hostport#g" -e "s#127\.0\.0\.1:7070#$hostport#g" "$tmp/blocks.sh" >"$tmp/run.sh"

@@ -15,35 +15,10 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || {
 npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
 
-tmp="$(mktemp -d)"
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
+# shellcheck source=../../scripts/lib/serve.sh
+. "$root/scripts/lib/serve.sh"
 (cd "$root" && go build -o "$tmp/delayq" ./cmd/delayq)
-# Port 0: the kernel picks a free port; the server logs the address in its
-# start-up record (msg="delayq serving" url=…, an info record on stderr).
-"$tmp/delayq" serve --addr 127.0.0.1:0 --data "$tmp/data" --no-dashboard --log-level info >"$tmp/stdout" 2>"$tmp/stderr" &
-pid=$!
-
-url=""
-for _ in $(seq 1 300); do
-  url="$(grep 'msg="delayq serving"' "$tmp/stderr" | grep -oE 'url=https?://[^ ]+' | head -1 | cut -d= -f2- || true)"
-  [ -n "$url" ] && break
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo "delayq serve exited:" >&2
-    cat "$tmp/stdout" "$tmp/stderr" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "delayq serve did not start in 30 s" >&2; cat "$tmp/stderr" >&2; exit 1; }
+start_delayq "$tmp/delayq"
 
 ready() { node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$url/readyz"; }
 for _ in $(seq 1 100); do ready && break; sleep 0.1; done
