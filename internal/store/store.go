@@ -58,7 +58,7 @@
 //     LeaseUntil has passed but that LeaseExpire has not yet expired is
 //     still current.
 //   - A topic is known from its first insert or settings put and stays
-//     known when its messages are gone. MessagePromote, MessageLease,
+//     known when its messages are gone, until TopicDelete. MessagePromote, MessageLease,
 //     DeadList and the "up to Max" forms of DeadReplay and DeadDelete on an
 //     unknown topic answer empty with no error and do not create it;
 //     operations naming a message answer ErrNotFound (in MessageAckMany:
@@ -225,6 +225,17 @@ type Store interface {
 	// TopicSettingsPut stores a topic's settings (an opaque, engine-encoded
 	// blob), creating the topic if needed.
 	TopicSettingsPut(ctx context.Context, topic string, settings []byte) error
+	// TopicDelete forgets a topic that holds no scheduled, ready, inflight
+	// or dead message: its settings go, and TopicGet and TopicList no
+	// longer show it. Its acked tombstones stay until DedupPurge (a send of
+	// an acked id within the dedup window is still a duplicate). A later
+	// insert call or settings put makes the topic known again, as new. A topic
+	// holding messages: ErrConflict, nothing changed. Unknown: ErrNotFound.
+	//
+	// Whatever the interleaving with a concurrent insert, no message ends
+	// up in a topic TopicList does not show: a store either serializes the
+	// two, or shows any topic that holds messages, deleted or not.
+	TopicDelete(ctx context.Context, topic string) error
 
 	// ScheduleUpsert creates or replaces a recurring schedule's Spec (an
 	// opaque, engine-encoded blob). On create, CreatedAt = Now and
@@ -582,3 +593,7 @@ type Counts struct {
 	Dead      int64
 	Acked     int64 // tombstones currently kept
 }
+
+// Live counts the messages that keep a topic from TopicDelete: all but
+// acked tombstones.
+func (c Counts) Live() int64 { return c.Scheduled + c.Ready + c.Inflight + c.Dead }

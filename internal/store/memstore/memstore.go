@@ -56,6 +56,9 @@ type topic struct {
 	inflight  heapq    // by (LeaseUntil, Seq); entry.idx, for NextLeaseExpiry
 	dead      []*entry // sorted by (DeadAt, Seq), for paging
 	nAcked    int64
+	// deleted: TopicDelete forgot the topic; the next insert or settings
+	// put makes it known again. The struct stays for its tombstones.
+	deleted bool
 }
 
 // entry is a message and its positions in the heaps of its current state.
@@ -292,6 +295,7 @@ func (s *Store) MessageInsertMany(_ context.Context, p *store.MessageInsertManyP
 		t = newTopic(p.Topic)
 		s.topics[p.Topic] = t
 	}
+	t.deleted = false
 	for i, m := range p.Messages {
 		// A repeated ID within one call is a duplicate of the first.
 		if e := t.msgs[m.ID]; e != nil {
@@ -741,10 +745,37 @@ func (s *Store) TopicGet(_ context.Context, topic string) (*store.TopicRecord, e
 	}
 	defer s.mu.Unlock()
 	t := s.topics[topic]
-	if t == nil {
+	if t == nil || t.hidden() {
 		return nil, fmt.Errorf("memstore: topic %q: %w", topic, store.ErrNotFound)
 	}
 	return t.record(), nil
+}
+
+// live is how many messages the topic holds that TopicDelete refuses to
+// forget.
+func (t *topic) live() int {
+	return t.scheduled.Len() + t.ready.Len() + t.inflight.Len() + len(t.dead)
+}
+
+// hidden says TopicGet and TopicList do not show the topic.
+func (t *topic) hidden() bool { return t.deleted && t.live() == 0 }
+
+// TopicDelete implements store.Store.
+func (s *Store) TopicDelete(_ context.Context, topic string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	t := s.topics[topic]
+	if t == nil || t.hidden() {
+		return fmt.Errorf("memstore: topic %q: %w", topic, store.ErrNotFound)
+	}
+	if n := t.live(); n > 0 {
+		return fmt.Errorf("memstore: topic %q holds %d messages: %w", topic, n, store.ErrConflict)
+	}
+	t.settings = nil
+	t.deleted = true
+	return nil
 }
 
 // TopicList implements store.Store.
@@ -755,7 +786,9 @@ func (s *Store) TopicList(_ context.Context) ([]*store.TopicRecord, error) {
 	defer s.mu.Unlock()
 	out := make([]*store.TopicRecord, 0, len(s.topics))
 	for _, t := range s.topics {
-		out = append(out, t.record())
+		if !t.hidden() {
+			out = append(out, t.record())
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -774,6 +807,7 @@ func (s *Store) TopicSettingsPut(_ context.Context, topic string, settings []byt
 	}
 	// Non-nil even when empty: nil means "never set".
 	t.settings = append([]byte{}, settings...)
+	t.deleted = false
 	return nil
 }
 

@@ -19,6 +19,9 @@ const (
 	pfxCounters  = 'c' // c/{topic}                               → counters (merge)
 	pfxSchedule  = 'k' // k/{name}                                → schedule (schedule.go)
 	pfxMeta      = 'z' // z/{name}                                → meta
+	// x/{topic} → "": TopicDelete forgot the topic (its c/ key stays for
+	// the tombstones' counts); the next insert or settings put removes it.
+	pfxDeleted = 'x'
 )
 
 // Meta keys.

@@ -49,7 +49,10 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if err == nil {
 		t.mu.Lock()
 		if err = s.insertDups(t, x, p, res, first, dups); err == nil {
-			err = x.apply(true)
+			revive := t.revive(x)
+			if err = x.apply(true); err == nil {
+				revive()
+			}
 		}
 		t.mu.Unlock()
 	}

@@ -106,6 +106,7 @@ type topic struct {
 	mu       sync.Mutex
 	ins      inserts // ids claimed by inserts in progress (message.go)
 	known    bool    // has a c/ or t/ key
+	deleted  bool    // has an x/ key: TopicDelete forgot it (topic.go)
 	settings []byte  // nil if never set
 	counts   store.Counts
 	// lw[i] is the smallest {t}{seq} suffix that may still exist in index
@@ -309,7 +310,7 @@ func (s *Store) load() error {
 }
 
 func (s *Store) loadTopics() error {
-	for _, p := range []byte{pfxCounters, pfxTopic} {
+	for _, p := range []byte{pfxCounters, pfxTopic, pfxDeleted} {
 		lo := []byte{p, '/'}
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
@@ -323,6 +324,10 @@ func (s *Store) loadTopics() error {
 				return fmt.Errorf("pebblestore: key %q: %w: %w", it.Key(), store.ErrCorrupt, err)
 			}
 			t := s.topic(name)
+			if p == pfxDeleted {
+				t.deleted = true
+				continue
+			}
 			t.known = true
 			if p == pfxTopic {
 				t.settings = bytes.Clone(val)

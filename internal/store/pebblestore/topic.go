@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/delayq/delayq/internal/store"
@@ -46,7 +47,7 @@ func (s *Store) topicGet(name string) (*store.TopicRecord, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.known {
+	if !t.shown() {
 		return nil, store.ErrNotFound
 	}
 	tr := &store.TopicRecord{Name: name, Settings: bytes.Clone(t.settings), Counts: t.counts}
@@ -112,10 +113,69 @@ func (s *Store) TopicSettingsPut(ctx context.Context, name string, settings []by
 		}
 		_ = x.b.Set(topicKey(pfxTopic, name), v, nil)
 		x.delta(t) // makes the topic known (c/ key) if it was not
+		revive := t.revive(x)
 		if err := x.apply(true); err != nil {
 			return err
 		}
+		revive()
 		t.settings = v
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+	return x.wait(true)
+}
+
+// shown says TopicGet and TopicList show the topic: it is known and not
+// deleted (a deleted topic holds no live message: inserts revive it under
+// t.mu). The caller holds t.mu.
+func (t *topic) shown() bool { return t.known && !t.deleted }
+
+// revive puts the removal of t's deleted mark in x, if t has one; the
+// returned func, called once x applied, clears the mark in memory. The
+// caller holds t.mu.
+func (t *topic) revive(x *txn) (applied func()) {
+	if !t.deleted {
+		return func() {}
+	}
+	_ = x.b.Delete(topicKey(pfxDeleted, t.name), nil)
+	return func() { t.deleted = false }
+}
+
+// TopicDelete implements store.Store. Durable on nil error. Under t.mu,
+// as every insert is, so a send either lands first (ErrConflict) or
+// revives the topic after.
+func (s *Store) TopicDelete(ctx context.Context, name string) error {
+	done, err := s.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.checkWritable(); err != nil {
+		return err
+	}
+	t := s.lookupTopic(name)
+	if t == nil {
+		return fmt.Errorf("pebblestore: topic %q: %w", name, store.ErrNotFound)
+	}
+	x := s.newTxn()
+	err = func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if !t.shown() {
+			return fmt.Errorf("pebblestore: topic %q: %w", name, store.ErrNotFound)
+		}
+		if n := t.counts.Live(); n > 0 {
+			return fmt.Errorf("pebblestore: topic %q holds %d messages: %w", name, n, store.ErrConflict)
+		}
+		_ = x.b.Delete(topicKey(pfxTopic, name), nil)
+		_ = x.b.Set(topicKey(pfxDeleted, name), nil, nil)
+		if err := x.apply(true); err != nil {
+			return err
+		}
+		t.settings = nil
+		t.deleted = true
 		return nil
 	}()
 	if err != nil {

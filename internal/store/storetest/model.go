@@ -109,6 +109,7 @@ func (m *model) actions() map[string]func(*rapid.T) {
 		"dedupPurge":  m.dedupPurge,
 		"advance":     m.advance,
 		"settingsPut": m.settingsPut,
+		"topicDelete": m.topicDelete,
 	}
 	// Weights: Repeat picks actions uniformly, so the common path gets
 	// more names.
@@ -537,6 +538,11 @@ func (m *model) settingsPut(t *rapid.T) {
 	topic := m.topic(t)
 	b := rapid.SliceOfN(rapid.Byte(), 1, 6).Draw(t, "settings") // never empty: empty vs never set is not a distinction the engine makes
 	m.sameErr("settingsPut", m.ref.TopicSettingsPut(m.ctx, topic, b), m.sut.TopicSettingsPut(m.ctx, topic, b))
+}
+
+func (m *model) topicDelete(t *rapid.T) {
+	topic := m.topic(t)
+	m.sameErr("topicDelete", m.ref.TopicDelete(m.ctx, topic), m.sut.TopicDelete(m.ctx, topic))
 }
 
 // check compares everything observable: topics and every message id used.

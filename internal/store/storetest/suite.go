@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadDelete", testDeadDelete},
 		{"MessageList", testMessageList},
 		{"Topics", testTopics},
+		{"TopicDelete", testTopicDelete},
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},
 		{"ConcurrentAckExpire", testConcurrentAckExpire},

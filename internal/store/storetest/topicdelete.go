@@ -1,0 +1,76 @@
+package storetest
+
+import (
+	"github.com/delayq/delayq/internal/store"
+)
+
+// testTopicDelete checks that only a topic without scheduled, ready,
+// inflight or dead messages is forgotten, that its tombstones keep
+// deduplicating and are purged as usual, and that an insert or a settings
+// put makes a deleted topic known again, as new.
+func testTopicDelete(h *harness) {
+	t, now := h.t, T0
+	wantErr(t, "TopicDelete unknown", h.s.TopicDelete(h.ctx, "nope"), store.ErrNotFound)
+
+	// Refused while the topic holds a message in any live state.
+	noErr(t, "TopicSettingsPut", h.s.TopicSettingsPut(h.ctx, "t", []byte("s1")))
+	h.insertNew("t", now, msg("sched", now+100))
+	wantErr(t, "TopicDelete with a scheduled message", h.s.TopicDelete(h.ctx, "t"), store.ErrConflict)
+	h.wantPromote("t", now+100, 10, 1, 0)
+	wantErr(t, "TopicDelete with a ready message", h.s.TopicDelete(h.ctx, "t"), store.ErrConflict)
+	r := h.leaseOne("t", "sched", now+100, now+200)
+	wantErr(t, "TopicDelete with an inflight message", h.s.TopicDelete(h.ctx, "t"), store.ErrConflict)
+	noErr(t, "ack", h.ack("t", "sched", r.Receipt, now+100))
+	makeDead(h, "t", []death{{"dead", now + 150}})
+	wantErr(t, "TopicDelete with a dead message", h.s.TopicDelete(h.ctx, "t"), store.ErrConflict)
+	if tr := h.topic("t"); string(tr.Settings) != "s1" || tr.Counts != (store.Counts{Dead: 1, Acked: 1}) {
+		t.Errorf("after refused deletes: %+v", *tr)
+	}
+	if n, err := h.s.DeadDelete(h.ctx, &store.DeadDeleteParams{Topic: "t", ID: "dead"}); n != 1 || err != nil {
+		t.Fatalf("DeadDelete: %d %v", n, err)
+	}
+
+	// Empty but for a tombstone: forgotten.
+	h.insertNew("other", now, msg("o", now+10))
+	noErr(t, "TopicDelete", h.s.TopicDelete(h.ctx, "t"))
+	_, err := h.s.TopicGet(h.ctx, "t")
+	wantErr(t, "TopicGet after TopicDelete", err, store.ErrNotFound)
+	list, err := h.s.TopicList(h.ctx)
+	noErr(t, "TopicList", err)
+	if len(list) != 1 || list[0].Name != "other" {
+		t.Errorf("TopicList after TopicDelete: %d topics, want only other", len(list))
+	}
+	wantErr(t, "TopicDelete twice", h.s.TopicDelete(h.ctx, "t"), store.ErrNotFound)
+	if g := h.get("t", "sched"); g.State != store.StateAcked {
+		t.Errorf("tombstone after TopicDelete: %s", fmtRec(g))
+	}
+
+	// A settings put makes it known again, with only the new settings.
+	noErr(t, "TopicSettingsPut", h.s.TopicSettingsPut(h.ctx, "t", []byte("s2")))
+	if tr := h.topic("t"); string(tr.Settings) != "s2" {
+		t.Errorf("settings after delete and put: %q", tr.Settings)
+	}
+	noErr(t, "TopicDelete again", h.s.TopicDelete(h.ctx, "t"))
+
+	// So does an insert; the settings are gone and the tombstone still
+	// deduplicates.
+	res := h.insert("t", now+300, msg("sched", now+400), msg("new", now+400))
+	if !res[0].Duplicate || res[1].Duplicate {
+		t.Errorf("insert after TopicDelete: duplicate %v %v, want true false", res[0].Duplicate, res[1].Duplicate)
+	}
+	if tr := h.topic("t"); tr.Settings != nil || tr.Counts.Scheduled != 1 || tr.NextDue != now+400 {
+		t.Errorf("topic after delete and insert: %+v", *tr)
+	}
+
+	// Tombstones of a deleted topic are purged as usual.
+	h.insertNew("p", now, msg("x", now))
+	r = h.leaseOne("p", "x", now, now+100)
+	noErr(t, "ack", h.ack("p", "x", r.Receipt, now+1))
+	noErr(t, "TopicDelete p", h.s.TopicDelete(h.ctx, "p"))
+	n, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: now + 1000, Window: 10, Max: 100})
+	noErr(t, "DedupPurge", err)
+	if n != 2 { // "p"/"x" and "t"/"sched"
+		t.Errorf("DedupPurge after TopicDelete: %d purged, want 2", n)
+	}
+	h.gone("p", "x")
+}
