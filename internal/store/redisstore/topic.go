@@ -106,9 +106,6 @@ func (s *Store) topicRecords(ctx context.Context, topics []string) ([]*store.Top
 		if err != nil {
 			return nil, s.fail("topic", err)
 		}
-		if len(meta) == 0 {
-			continue
-		}
 		tr := &store.TopicRecord{Name: t}
 		if set, ok := meta["settings"]; ok {
 			tr.Settings = []byte(set)
@@ -117,6 +114,12 @@ func (s *Store) topicRecords(ctx context.Context, topics []string) ([]*store.Top
 			if err := addInfo(tr, cmds[i*s.keys.parts+p]); err != nil {
 				return nil, err
 			}
+		}
+		// No meta: never sent to nor set, or deleted (TopicDelete). A
+		// deleted topic that holds messages (a send raced the delete) is
+		// still shown, so that nothing sits in a topic nobody sees.
+		if len(meta) == 0 && tr.Counts.Live() == 0 {
+			continue
 		}
 		out[i] = tr
 	}
@@ -150,6 +153,53 @@ func minInto(dst *int64, v any) {
 	if n := parseInt(s); *dst == 0 || n < *dst {
 		*dst = n
 	}
+}
+
+// TopicDelete implements store.Store. The topic's meta hash (settings,
+// Seq counter, topic number) is deleted once its partitions hold no live
+// message; the registry keeps the name, so the sweeps still purge its
+// tombstones. A send revives the topic: its Seq reservation makes a new
+// meta hash (and a new topic number, so Seq keeps growing). A send that
+// reserved before the delete and inserts after it leaves a deleted topic
+// holding a message, which TopicGet and TopicList show (see
+// topicRecords); the delete then answers ErrConflict, with the settings
+// put back.
+func (s *Store) TopicDelete(ctx context.Context, topic string) (err error) {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	ctx, end := s.bound(ctx, 3)
+	defer end(&err)
+	recs, err := s.topicRecords(ctx, []string{topic})
+	if err != nil {
+		return err
+	}
+	tr := recs[0]
+	if tr == nil {
+		return fmt.Errorf("redisstore: topic %q: %w", topic, store.ErrNotFound)
+	}
+	if n := tr.Counts.Live(); n > 0 {
+		return fmt.Errorf("redisstore: topic %q holds %d messages: %w", topic, n, store.ErrConflict)
+	}
+	if err := s.rdb.Del(ctx, s.keys.meta(topic)).Err(); err != nil {
+		return s.fail("delete topic", err)
+	}
+	s.publish(ctx, topic, store.NotifySettings)
+	if recs, err = s.topicRecords(ctx, []string{topic}); err != nil {
+		return err
+	}
+	if recs[0] == nil || recs[0].Counts.Live() == 0 {
+		return nil // deleted; or revived since by a send or settings put
+	}
+	if tr.Settings != nil {
+		if err := s.rdb.HSetNX(ctx, s.keys.meta(topic), "settings", tr.Settings).Err(); err != nil {
+			return s.fail("delete topic: put settings back", err)
+		}
+	}
+	return fmt.Errorf("redisstore: topic %q: a send arrived while it was being deleted: %w", topic, store.ErrConflict)
 }
 
 // TopicSettingsPut implements store.Store: the settings field of the
