@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},
 		{"ConcurrentAckExpire", testConcurrentAckExpire},
+		{"ConcurrentTopicDelete", testConcurrentTopicDelete},
 		{"Schedules", testSchedules},
 		{"ScheduleTickRace", testScheduleTickRace},
 		{"RateLimiter", testRateLimiter},

@@ -1,6 +1,11 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -73,4 +78,65 @@ func testTopicDelete(h *harness) {
 		t.Errorf("DedupPurge after TopicDelete: %d purged, want 2", n)
 	}
 	h.gone("p", "x")
+}
+
+// testConcurrentTopicDelete races sends against settings puts and deletes
+// of the same topics: every topic ends up holding the one message sent to
+// it, so TopicGet and TopicList must show every one of them.
+func testConcurrentTopicDelete(h *harness) {
+	t, now := h.t, T0
+	const topics = 60
+	name := func(i int) string { return fmt.Sprintf("race-%d", i) }
+	var (
+		deleted, refused atomic.Int64
+		sent             atomic.Bool
+		firstRound       = make(chan struct{})
+		wg               sync.WaitGroup
+	)
+	wg.Go(func() {
+		for round := 0; ; round++ {
+			last := sent.Load() // a round that starts after the last send sees them all
+			for i := range topics {
+				if err := h.s.TopicSettingsPut(h.ctx, name(i), []byte("s")); err != nil {
+					t.Errorf("TopicSettingsPut: %v", err)
+					return
+				}
+				switch err := h.s.TopicDelete(h.ctx, name(i)); {
+				case err == nil:
+					deleted.Add(1)
+				case errors.Is(err, store.ErrConflict):
+					refused.Add(1)
+				default:
+					t.Errorf("TopicDelete: %v", err)
+					return
+				}
+			}
+			if round == 0 {
+				close(firstRound)
+			}
+			if last {
+				return
+			}
+		}
+	})
+	<-firstRound
+	for i := range topics {
+		h.insertNew(name(i), now, msg("m", now+1000))
+	}
+	sent.Store(true)
+	wg.Wait()
+	if deleted.Load() < topics || refused.Load() < topics {
+		t.Fatalf("deletes: %d done, %d refused; want at least %d of each", deleted.Load(), refused.Load(), topics)
+	}
+	list, err := h.s.TopicList(h.ctx)
+	noErr(t, "TopicList", err)
+	shown := map[string]bool{}
+	for _, tr := range list {
+		shown[tr.Name] = tr.Counts.Scheduled == 1
+	}
+	for i := range topics {
+		if tr := h.topic(name(i)); tr.Counts.Scheduled != 1 || !shown[name(i)] {
+			t.Errorf("topic %s holds its message but TopicList shows it %v: %+v", name(i), shown[name(i)], *tr)
+		}
+	}
 }
