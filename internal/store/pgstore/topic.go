@@ -37,7 +37,18 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (_ *store.TopicRecor
 	defer end(&err)
 	tr, err := scanTopic(s.pool.QueryRow(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" WHERE name = $1", topic))
 	if err == pgx.ErrNoRows {
-		return nil, fmt.Errorf("pgstore: topic %q: %w", topic, store.ErrNotFound)
+		// Rowless topics holding messages (see TopicDelete) are healed.
+		live, lerr := s.liveCount(ctx, topic)
+		if lerr != nil {
+			return nil, lerr
+		}
+		if live == 0 {
+			return nil, fmt.Errorf("pgstore: topic %q: %w", topic, store.ErrNotFound)
+		}
+		if herr := s.heal(ctx, topic, nil); herr != nil {
+			return nil, herr
+		}
+		tr, err = scanTopic(s.pool.QueryRow(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" WHERE name = $1", topic))
 	}
 	if err != nil {
 		return nil, s.fail("get topic", err)
@@ -52,6 +63,9 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
+	if err := s.healRowless(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" ORDER BY name")
 	if err != nil {
 		return nil, s.fail("list topics", err)
