@@ -101,3 +101,13 @@ func (c *Client) PauseTopic(ctx context.Context, topic string, paused bool) (*To
 	info := out.ToDomain(time.Now())
 	return &info, nil
 }
+
+// DeleteTopic implements TopicAdmin (DELETE /v1/topics/{topic}). It is not
+// retried: a repeat after a lost answer would say the topic is not found.
+func (c *Client) DeleteTopic(ctx context.Context, topic string) error {
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	var out wire.CountResponse
+	return c.do(ctx, &call{method: http.MethodDelete, path: topicPath(topic, ""), out: &out})
+}

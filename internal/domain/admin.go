@@ -27,6 +27,13 @@ type TopicAdmin interface {
 	// sharing the store; sends are still accepted and due messages stay
 	// due. It answers the topic.
 	PauseTopic(ctx context.Context, topic string, paused bool) (*TopicInfo, error)
+	// DeleteTopic forgets a topic that holds no scheduled, ready, inflight
+	// or dead message: its settings (push and broker targets, rate limit,
+	// pause) go and it is no longer listed. Acked messages stay in the
+	// dedup window. A topic holding messages: ErrConflict, naming them;
+	// unknown: ErrNotFound. A later send or settings change makes the
+	// topic again, as new.
+	DeleteTopic(ctx context.Context, topic string) error
 }
 
 // MessageFilter selects a topic's messages in one state. Scheduled and

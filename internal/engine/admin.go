@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -197,4 +198,34 @@ func (e *Engine) PauseTopic(ctx context.Context, name string, paused bool) (*dom
 	}
 	e.events.emit(Event{Kind: EventTopicSettingsChanged, Topic: name})
 	return e.Topic(ctx, name)
+}
+
+// DeleteTopic implements domain.TopicAdmin.
+func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+	if err := domain.ValidateTopic(name); err != nil {
+		return err
+	}
+	err := e.st.TopicDelete(ctx, name)
+	if errors.Is(err, store.ErrConflict) {
+		what := "messages"
+		if rec, gerr := e.st.TopicGet(ctx, name); gerr == nil {
+			c := rec.Counts
+			what = fmt.Sprintf("%d scheduled, %d ready, %d inflight and %d dead messages", c.Scheduled, c.Ready, c.Inflight, c.Dead)
+		}
+		return &opError{kind: domain.ErrConflict, cause: err, msg: fmt.Sprintf(
+			"topic %s holds %s: only an empty topic can be deleted (cancel its messages, let consumers finish, and purge its dead letters first)", name, what)}
+	}
+	if err != nil {
+		return storeErr("delete", "topic "+name, err)
+	}
+	// What this engine cached goes too: the topic has default settings now.
+	if t := e.lookup(name); t != nil {
+		t.mu.Lock()
+		t.cached = &ownState{}
+		t.setEpoch = e.settingsEpoch.Add(1)
+		t.mu.Unlock()
+		t.notify() // a long-poll waiting out a pause looks again
+	}
+	e.events.emit(Event{Kind: EventTopicSettingsChanged, Topic: name})
+	return nil
 }

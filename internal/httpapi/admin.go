@@ -135,3 +135,14 @@ func (s *Server) setPaused(c *call, paused bool) (int, any, error) {
 	}
 	return http.StatusOK, wire.FromTopicInfo(info, s.cfg.Now()), nil
 }
+
+func (s *Server) deleteTopic(c *call) (int, any, error) {
+	a, err := s.admin()
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.DeleteTopic(c.r.Context(), c.topic); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.CountResponse{Count: 1}, nil
+}

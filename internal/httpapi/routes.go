@@ -31,7 +31,7 @@ type route struct {
 // Scopes: produce sends, reschedules and cancels; consume leases and acks;
 // reading a message takes produce or consume; reading topic stats and dead
 // letters takes consume (or admin); changing settings and dead letters
-// takes admin; so do pausing a topic and bulk changes. Browsing
+// takes admin; so do pausing or deleting a topic and bulk changes. Browsing
 // a topic's messages takes consume, like reading its dead letters.
 func (s *Server) routes() []route {
 	const t = "/v1/topics/{topic}"
@@ -60,6 +60,7 @@ func (s *Server) routes() []route {
 		{pattern: "POST " + t + "/messages:cancel", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkCancel},
 		{pattern: "POST " + t + "/messages:reschedule", access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.bulkReschedule},
 		{pattern: "PATCH " + t, access: topicScope, scope: auth.Admin, limit: smallBodyBytes, h: s.patchTopic},
+		{pattern: "DELETE " + t, access: topicScope, scope: auth.Admin, h: s.deleteTopic},
 
 		{pattern: "GET " + t + "/dead", access: topicScope, scope: auth.Consume, query: []string{"limit", "cursor"}, h: s.deadList},
 		{pattern: "DELETE " + t + "/dead", access: topicScope, scope: auth.Admin, h: s.deadPurge},
