@@ -22,10 +22,11 @@ var listIndex = map[store.State][2]string{
 func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]*store.Record, string, error) {
 	key, seq, cur := int64(0), uint64(0), p.Cursor != ""
 	if cur {
-		var err error
-		if key, seq, err = store.ParseListCursor(p.Cursor); err != nil {
+		pos, err := store.ParseListCursor(p.Cursor)
+		if err != nil {
 			return nil, "", err
 		}
+		key, seq = pos.Key, pos.Seq
 	}
 	ix, ok := listIndex[p.State]
 	if !ok || p.Limit <= 0 {

@@ -23,11 +23,11 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) (_ 
 	}
 	key, seq := int64(math.MinInt64), int64(math.MinInt64)
 	if p.Cursor != "" {
-		k, q, err := store.ParseListCursor(p.Cursor)
+		pos, err := store.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		key, seq = k, int64(q) // #nosec G115 -- Seq values come from a bigint sequence
+		key, seq = pos.Key, int64(pos.Seq) // #nosec G115 -- Seq values come from a bigint sequence
 	}
 	ix, ok := listIndex[p.State]
 	if !ok || p.Limit <= 0 {

@@ -60,11 +60,11 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 	}
 	curAt, curSeq := "", ""
 	if p.Cursor != "" {
-		at, seq, err := store.ParseListCursor(p.Cursor)
+		pos, err := store.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		curAt, curSeq = strconv.FormatInt(at, 10), ctr62(seq&maxCtr)
+		curAt, curSeq = strconv.FormatInt(pos.Key, 10), ctr62(pos.Seq&maxCtr)
 	}
 	ix := slices.Index([]store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}, p.State) + 1
 	if ix == 0 || p.Limit <= 0 {
