@@ -139,6 +139,7 @@ func FuzzDecodeBlob(f *testing.F) {
 	f.Add(strings.Repeat("\x00", recHeader+10))
 	f.Add("\x03" + strings.Repeat("\x01", recHeader-1) + "\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload")
 	f.Add("\x01")
+	f.Add("\x82" + strings.Repeat("\x01", recHeader-1) + "\x07\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload") // priority 7
 	f.Fuzz(func(t *testing.T, b string) {
 		r, err := decodeBlob("t", "x", b)
 		if err != nil {
