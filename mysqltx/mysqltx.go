@@ -5,7 +5,8 @@
 // the order.
 //
 // Send calls the stored procedure <prefix>send that the server's schema
-// migration installs (docs/mysql.md documents it for other languages).
+// migration installs, or <prefix>send_priority for a message with a
+// Priority (docs/mysql.md documents both for other languages).
 // The servers notice a committed send within their poll interval (50 ms).
 package mysqltx
 
@@ -21,7 +22,9 @@ import (
 const DefaultPrefix = mysqlstore.DefaultPrefix
 
 // Message is one message to send: an ID ("" for a generated one), the
-// payload, and a Delay (0: due at once); MaxAttempts 0 means 25.
+// payload, and a Delay (0: due at once); MaxAttempts 0 means 25; Priority
+// orders it among the topic's due messages (lower first; 0, the default,
+// first of all).
 type Message = mysqlstore.TxMessage
 
 // Result says what was sent: the message's id, whether the topic already

@@ -25,7 +25,9 @@ const DefaultSchema = pgstore.DefaultSchema
 
 // Message is one message to send: an ID ("" for a generated one), the
 // payload, optional headers, and a Delay or a DeliverAt (neither: due at
-// once). MaxAttempts 0 takes the topic's setting.
+// once). MaxAttempts 0 takes the topic's setting. Priority orders it among
+// the topic's due messages (lower first; 0, the default, first of all;
+// other than 0 it calls delayq_send's 8-argument form, schema version 3).
 type Message = pgstore.TxMessage
 
 // Result says what was sent: the message's id, whether the topic already

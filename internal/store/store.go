@@ -23,8 +23,13 @@
 // releases early nor hands out a lease that has already expired. Absolute
 // due times (deliver_at) are stored as given.
 //
-// Ordering: ready messages are leased in (DueAt, Seq) order, where Seq is
-// a per-store increasing number assigned at insert (send order).
+// Ordering: ready messages are leased in (Priority, DueAt, Seq) order,
+// where Priority is the sender's (0, the default, first) and Seq is a
+// per-store increasing number assigned at insert (send order). Priority
+// orders only what is due: a message is never leased before its DueAt
+// whatever its priority, and promotion (scheduled to ready) goes by
+// (DueAt, Seq) alone. A message keeps its priority through retries,
+// reschedules and replays.
 //
 // Durability: InsertMany, Cancel, Reschedule, Ack, AckMany, Nack, the Dead*
 // methods, TopicSettingsPut and the Schedule writes (Upsert, Delete, Tick)
@@ -68,6 +73,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -104,6 +110,8 @@ type Record struct {
 	State   State
 	Payload []byte
 	Headers map[string]string
+	// Priority orders ready messages: lower first (see Ordering).
+	Priority uint8
 
 	DueAt     int64 // when it is (or was) due
 	CreatedAt int64
@@ -147,9 +155,10 @@ type Store interface {
 	MessagePromote(ctx context.Context, p *MessagePromoteParams) (*PromoteResult, error)
 
 	// MessageLease takes up to Max ready messages with DueAt <= Now in
-	// (DueAt, Seq) order and makes them inflight (a ready message due after
+	// (Priority, DueAt, Seq) order and makes them inflight (a ready message due after
 	// Now can exist when a promotion with a later clock reading raced this
-	// call; handing it out would be early by this call's Now): Deliveries+1,
+	// call; handing it out would be early by this call's Now, and it does
+	// not hold back messages after it that are due): Deliveries+1,
 	// LeaseUntil = now + LeaseFor, and a fresh Receipt
 	// unique per delivery (the store makes it; it must never repeat for a
 	// message, e.g. token + "-" + deliveries). It does not promote.
@@ -192,9 +201,10 @@ type Store interface {
 
 	// MessageList pages a topic's messages in one state (scheduled, ready,
 	// inflight or dead) in the order of that state's index: (DueAt, Seq)
-	// for scheduled and ready, (LeaseUntil, Seq) for inflight, (DeadAt,
-	// Seq) for dead. DueFrom <= DueAt < DueTo bounds scheduled and ready
-	// messages (read from the index, not filtered after a scan); it is
+	// for scheduled, the lease order (Priority, DueAt, Seq) for ready,
+	// (LeaseUntil, Seq) for inflight, (DeadAt, Seq) for dead. DueFrom <=
+	// DueAt < DueTo bounds scheduled and ready messages (for ready, within
+	// each priority) (read from the index, not filtered after a scan); it is
 	// ignored for other states. Cursor works as in DeadList (a position,
 	// so messages added or removed meanwhile never make a page skip or
 	// repeat one that stays put); a page holds up to Limit records and the
@@ -366,6 +376,8 @@ type InsertMessage struct {
 	Relative    bool
 	Delay       int64
 	MaxAttempts int32
+	// Priority orders the message among ready ones (see Ordering).
+	Priority uint8
 	// Generated says the engine made ID (a ULID: ms time, then 80 random
 	// bits incremented within a ms) rather than the sender, so it is new
 	// (a clash needs 80 random bits to repeat in the same ms) and a store
@@ -530,23 +542,56 @@ func ListKey(r *Record) int64 {
 	return r.DueAt
 }
 
-// ListCursor is the position after r in MessageList's order, "key.seq":
+// ListPosition is a place in MessageList's order: (Priority, Key, Seq),
+// where Priority counts only for ready messages (0 in other states).
+type ListPosition struct {
+	Priority uint8
+	Key      int64
+	Seq      uint64
+}
+
+// ListPositionOf is r's place in MessageList's order for r's state.
+func ListPositionOf(r *Record) ListPosition {
+	p := ListPosition{Key: ListKey(r), Seq: r.Seq}
+	if r.State == StateReady {
+		p.Priority = r.Priority
+	}
+	return p
+}
+
+// Compare orders positions: -1, 0 or +1 as p is before, at or after q.
+func (p ListPosition) Compare(q ListPosition) int {
+	return cmp.Or(cmp.Compare(p.Priority, q.Priority), cmp.Compare(p.Key, q.Key), cmp.Compare(p.Seq, q.Seq))
+}
+
+// ListCursor is the position after r in MessageList's order, "key.seq",
+// or "key.seq.priority" for a ready message of a priority other than 0:
 // a format every store can use (stores may make their own).
 func ListCursor(r *Record) string {
-	return strconv.FormatInt(ListKey(r), 10) + "." + strconv.FormatUint(r.Seq, 10)
+	p := ListPositionOf(r)
+	c := strconv.FormatInt(p.Key, 10) + "." + strconv.FormatUint(p.Seq, 10)
+	if p.Priority != 0 {
+		c += "." + strconv.FormatUint(uint64(p.Priority), 10)
+	}
+	return c
 }
 
 // ParseListCursor reads a cursor of ListCursor; ErrBadCursor otherwise.
-func ParseListCursor(c string) (key int64, seq uint64, err error) {
-	a, b, ok := strings.Cut(c, ".")
-	if ok {
-		k, err1 := strconv.ParseInt(a, 10, 64)
-		q, err2 := strconv.ParseUint(b, 10, 64)
-		if err1 == nil && err2 == nil {
-			return k, q, nil
+func ParseListCursor(c string) (ListPosition, error) {
+	parts := strings.Split(c, ".")
+	if len(parts) == 2 || len(parts) == 3 {
+		k, err1 := strconv.ParseInt(parts[0], 10, 64)
+		q, err2 := strconv.ParseUint(parts[1], 10, 64)
+		var prio uint64
+		var err3 error
+		if len(parts) == 3 {
+			prio, err3 = strconv.ParseUint(parts[2], 10, 8)
+		}
+		if err1 == nil && err2 == nil && err3 == nil {
+			return ListPosition{Priority: uint8(prio), Key: k, Seq: q}, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("invalid list cursor %q: %w", c, ErrBadCursor)
+	return ListPosition{}, fmt.Errorf("invalid list cursor %q: %w", c, ErrBadCursor)
 }
 
 // DeadReplayParams are the arguments of DeadReplay.
@@ -579,7 +624,8 @@ type TopicRecord struct {
 	Counts   Counts
 	// NextDue is the DueAt of the earliest scheduled message (0 if none).
 	NextDue int64
-	// OldestReady is the DueAt of the first ready message (0 if none).
+	// OldestReady is the least DueAt among ready messages, whatever their
+	// priority (0 if none).
 	OldestReady int64
 	// NextLeaseExpiry is the earliest LeaseUntil of an inflight message (0 if none).
 	NextLeaseExpiry int64

@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"slices"
 
@@ -15,10 +14,11 @@ func (s *Store) MessageList(_ context.Context, p *store.MessageListParams) ([]*s
 		return nil, "", err
 	}
 	defer s.mu.Unlock()
-	key, seq, cur := int64(0), uint64(0), p.Cursor != ""
+	var after store.ListPosition
+	cur := p.Cursor != ""
 	if cur {
 		var err error
-		if key, seq, err = store.ParseListCursor(p.Cursor); err != nil {
+		if after, err = store.ParseListCursor(p.Cursor); err != nil {
 			return nil, "", err
 		}
 	}
@@ -33,13 +33,13 @@ func (s *Store) MessageList(_ context.Context, p *store.MessageListParams) ([]*s
 		if r.State != p.State || ranged && (r.DueAt < p.DueFrom || r.DueAt >= p.DueTo) {
 			continue
 		}
-		if k := store.ListKey(r); cur && (k < key || k == key && r.Seq <= seq) {
+		if cur && store.ListPositionOf(r).Compare(after) <= 0 {
 			continue
 		}
 		all = append(all, r)
 	}
 	slices.SortFunc(all, func(a, b *store.Record) int {
-		return cmp.Or(cmp.Compare(store.ListKey(a), store.ListKey(b)), cmp.Compare(a.Seq, b.Seq))
+		return store.ListPositionOf(a).Compare(store.ListPositionOf(b))
 	})
 	next := ""
 	if len(all) > p.Limit {

@@ -5,8 +5,9 @@
 // per topic, and for each state one ordered structure that every state
 // change leaves through detach and enters through attach.
 //
-// It is not quadratic: the orders the contract asks for (scheduled and ready
-// by (DueAt, Seq), inflight by LeaseUntil, tombstones by AckedAt) are indexed
+// It is not quadratic: the orders the contract asks for (scheduled by
+// (DueAt, Seq), ready by (Priority, DueAt, Seq) and, for OldestReady, by
+// (DueAt, Seq), inflight by LeaseUntil, tombstones by AckedAt) are indexed
 // binary heaps, so promote, lease, expire, purge, cancel and reschedule are
 // O(log n). Dead messages, which must be paged in order, are a sorted slice;
 // they are few and mostly appended at the end.
@@ -52,7 +53,8 @@ type topic struct {
 	settings  []byte
 	msgs      map[string]*entry
 	scheduled heapq    // by (DueAt, Seq); entry.idx
-	ready     heapq    // by (DueAt, Seq); entry.idx
+	ready     heapq    // by (Priority, DueAt, Seq), the lease order; entry.idx
+	readyDue  heapq    // by (DueAt, Seq), for OldestReady; entry.gidx
 	inflight  heapq    // by (LeaseUntil, Seq); entry.idx, for NextLeaseExpiry
 	dead      []*entry // sorted by (DeadAt, Seq), for paging
 	nAcked    int64
@@ -65,7 +67,7 @@ type topic struct {
 type entry struct {
 	rec  store.Record
 	idx  int // position in the heap of its state (topic's, or the global acked heap)
-	gidx int // position in the global inflight heap
+	gidx int // position in the global inflight heap, or in readyDue
 }
 
 var _ store.Store = (*Store)(nil)
@@ -86,6 +88,13 @@ func byDue(a, b *entry) bool {
 		return a.rec.DueAt < b.rec.DueAt
 	}
 	return a.rec.Seq < b.rec.Seq
+}
+
+func byPriority(a, b *entry) bool {
+	if a.rec.Priority != b.rec.Priority {
+		return a.rec.Priority < b.rec.Priority
+	}
+	return byDue(a, b)
 }
 
 func byLease(a, b *entry) bool {
@@ -157,7 +166,8 @@ func newTopic(name string) *topic {
 		name:      name,
 		msgs:      make(map[string]*entry),
 		scheduled: heapq{less: byDue, pos: ipos},
-		ready:     heapq{less: byDue, pos: ipos},
+		ready:     heapq{less: byPriority, pos: ipos},
+		readyDue:  heapq{less: byDue, pos: gpos},
 		inflight:  heapq{less: byLease, pos: ipos},
 	}
 }
@@ -170,6 +180,7 @@ func (s *Store) detach(t *topic, e *entry) {
 		t.scheduled.remove(e)
 	case store.StateReady:
 		t.ready.remove(e)
+		t.readyDue.remove(e)
 	case store.StateInflight:
 		t.inflight.remove(e)
 		s.inflight.remove(e)
@@ -194,6 +205,7 @@ func (s *Store) attach(t *topic, e *entry) {
 		t.scheduled.add(e)
 	case store.StateReady:
 		t.ready.add(e)
+		t.readyDue.add(e)
 	case store.StateInflight:
 		t.inflight.add(e)
 		s.inflight.add(e)
@@ -315,6 +327,7 @@ func (s *Store) MessageInsertMany(_ context.Context, p *store.MessageInsertManyP
 			CreatedAt:   p.Now,
 			UpdatedAt:   p.Now,
 			MaxAttempts: m.MaxAttempts,
+			Priority:    m.Priority,
 		}}
 		if due <= p.Now {
 			e.rec.State = store.StateReady
@@ -424,10 +437,23 @@ func (s *Store) MessageLease(_ context.Context, p *store.MessageLeaseParams) ([]
 		return nil, nil
 	}
 	var out []*store.Record
+	// A ready message not yet due (see store.Store.MessageLease) is set
+	// aside, not a barrier: those after it in lease order may be due.
+	var notDue []*entry
+	defer func() {
+		for _, e := range notDue {
+			t.ready.add(e)
+		}
+	}()
 	for len(out) < p.Max {
 		e := t.ready.min()
-		if e == nil || e.rec.DueAt > p.Now {
+		if e == nil {
 			break
+		}
+		if e.rec.DueAt > p.Now {
+			t.ready.remove(e)
+			notDue = append(notDue, e)
+			continue
 		}
 		s.detach(t, e)
 		e.rec.State = store.StateInflight
@@ -729,7 +755,7 @@ func (t *topic) record() *store.TopicRecord {
 	if e := t.scheduled.min(); e != nil {
 		tr.NextDue = e.rec.DueAt
 	}
-	if e := t.ready.min(); e != nil {
+	if e := t.readyDue.min(); e != nil {
 		tr.OldestReady = e.rec.DueAt
 	}
 	if e := t.inflight.min(); e != nil {

@@ -9,7 +9,8 @@
 // GET_LOCK('<db>.<prefix>migrate') and recorded in <prefix>schema_version.
 // A message's row is updated in place for its whole life; narrow
 // per-state queue tables keyed by read order ((topic, due, seq) and the
-// like) are read with FOR UPDATE SKIP LOCKED; acked tombstones live in
+// like; ready is leased through the key lease_order (topic, priority,
+// due, seq)) are read with FOR UPDATE SKIP LOCKED; acked tombstones live in
 // their own table, purged in batches. Transactions run at READ COMMITTED,
 // so no gap locks; deadlocks and lock-wait timeouts are retried.
 //
@@ -23,6 +24,6 @@
 // topics' vers every PollInterval (50 ms), so a change committed anywhere
 // is seen within that plus one query.
 //
-// Transactional send: the stored procedure <prefix>send, and SendTx on an
-// application's *sql.Tx. docs/mysql.md has the operator's view.
+// Transactional send: the stored procedures <prefix>send and, with a
+// priority, <prefix>send_priority, and SendTx on an application's *sql.Tx. docs/mysql.md has the operator's view.
 package mysqlstore

@@ -18,12 +18,14 @@ var listIndex = map[store.State][2]string{
 }
 
 // MessageList implements store.Store: a range read of the state's queue
-// table (its primary key, or topic_lease for inflight), then each record.
+// table (its primary key, lease_order for ready, or topic_lease for
+// inflight), then each record.
 func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]*store.Record, string, error) {
-	key, seq, cur := int64(0), uint64(0), p.Cursor != ""
+	var pos store.ListPosition
+	cur := p.Cursor != ""
 	if cur {
 		var err error
-		if key, seq, err = store.ParseListCursor(p.Cursor); err != nil {
+		if pos, err = store.ParseListCursor(p.Cursor); err != nil {
 			return nil, "", err
 		}
 	}
@@ -32,11 +34,20 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 		return nil, "", nil
 	}
 	tbl, col := ix[0], ix[1]
-	q := "SELECT " + col + ", seq, id, topic FROM " + s.t(tbl) + " WHERE topic = ?" // #nosec G202 -- only a table and column name from listIndex are concatenated; values are parameters
+	ready := p.State == store.StateReady
+	order, sel := col+", seq", col+", seq, id, topic"
+	if ready {
+		// Lease order; the due range is applied within each priority.
+		order, sel = "priority, "+order, sel+", priority"
+	}
+	q := "SELECT " + sel + " FROM " + s.t(tbl) + " WHERE topic = ?" // #nosec G202 -- only a table and column names from listIndex are concatenated; values are parameters
 	args := []any{p.Topic}
-	if cur {
+	if cur && ready {
+		q += " AND (priority, due, seq) > (?, ?, ?)"
+		args = append(args, pos.Priority, pos.Key, pos.Seq)
+	} else if cur {
 		q += " AND (" + col + ", seq) > (?, ?)"
-		args = append(args, key, seq)
+		args = append(args, pos.Key, pos.Seq)
 	}
 	if col == "due" {
 		if p.DueFrom != math.MinInt64 {
@@ -48,7 +59,7 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 			args = append(args, p.DueTo)
 		}
 	}
-	q += " ORDER BY " + col + ", seq LIMIT ?"
+	q += " ORDER BY " + order + " LIMIT ?"
 	args = append(args, p.Limit+1)
 	var out []*store.Record
 	next := ""
@@ -74,6 +85,9 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 		if more && len(keys) > 0 {
 			last := keys[len(keys)-1] // a position, even if its record went
 			next = strconv.FormatInt(last.due, 10) + "." + strconv.FormatUint(last.seq, 10)
+			if ready && last.prio != 0 {
+				next += "." + strconv.FormatUint(uint64(last.prio), 10)
+			}
 		}
 		return nil
 	})

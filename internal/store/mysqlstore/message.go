@@ -15,7 +15,7 @@ import (
 	"github.com/delayq/delayq/internal/store/sqlcodec"
 )
 
-const msgCols = "topic, id, seq, state, payload, headers, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at"
+const msgCols = "topic, id, seq, state, payload, headers, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, priority"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -25,7 +25,7 @@ func scanMsg(sc scanner) (*store.Record, error) {
 	var headers []byte
 	var lastErr, receipt sql.NullString
 	var topic, id []byte
-	if err := sc.Scan(&topic, &id, &r.Seq, &state, &r.Payload, &headers, &r.DueAt, &r.CreatedAt, &r.UpdatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt); err != nil {
+	if err := sc.Scan(&topic, &id, &r.Seq, &state, &r.Payload, &headers, &r.DueAt, &r.CreatedAt, &r.UpdatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt, &r.Priority); err != nil {
 		return nil, err
 	}
 	r.Topic, r.ID, r.State, r.LastError, r.Receipt = string(topic), string(id), store.State(state), lastErr.String, receipt.String
@@ -54,14 +54,14 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 	return r, nil
 }
 
-const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error"
+const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority"
 
 func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
 	r := &store.Record{State: store.StateAcked}
 	var t, i, headers []byte
 	var lastErr sql.NullString
 	err := q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id).
-		Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr)
+		Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -108,7 +108,7 @@ func (s *Store) addQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
 	case store.StateScheduled:
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_scheduled")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateReady:
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_ready")+" (topic, due, seq, id) VALUES (?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_ready")+" (topic, due, seq, id, priority) VALUES (?, ?, ?, ?, ?)", r.Topic, r.DueAt, r.Seq, r.ID, r.Priority) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateInflight:
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("q_inflight")+" (lease_until, seq, topic, id) VALUES (?, ?, ?, ?)", r.LeaseUntil, r.Seq, r.Topic, r.ID) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateDead:
@@ -189,15 +189,15 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 				out[i] = store.InsertResult{Record: ex, Duplicate: true}
 				continue
 			}
-			r := &store.Record{Topic: p.Topic, ID: m.ID, Payload: bytes.Clone(m.Payload), Headers: maps.Clone(m.Headers), DueAt: m.Due(now), CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts, State: store.StateScheduled}
+			r := &store.Record{Topic: p.Topic, ID: m.ID, Payload: bytes.Clone(m.Payload), Headers: maps.Clone(m.Headers), DueAt: m.Due(now), CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts, State: store.StateScheduled, Priority: m.Priority}
 			if r.DueAt <= now {
 				r.State = store.StateReady
 			}
 			if r.Payload == nil {
 				r.Payload = []byte{}
 			}
-			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-				r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts)
+			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+				r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts, r.Priority)
 			if isDup(err) {
 				// A concurrent insert of the same id committed after the
 				// lookup (read committed locks no gap): the statement
@@ -325,10 +325,11 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 }
 
 type qkey struct {
-	due int64
-	seq uint64
-	id  string
-	top string
+	due  int64
+	seq  uint64
+	id   string
+	top  string
+	prio uint8 // when the query selects a fifth column, priority
 }
 
 func (s *Store) pick(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]qkey, error) {
@@ -337,11 +338,19 @@ func (s *Store) pick(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]
 		return nil, err
 	}
 	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
 	var out []qkey
 	for rows.Next() {
 		var k qkey
 		var id, top []byte
-		if err := rows.Scan(&k.due, &k.seq, &id, &top); err != nil {
+		dest := []any{&k.due, &k.seq, &id, &top}
+		if len(cols) == 5 {
+			dest = append(dest, &k.prio)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		k.id, k.top = string(id), string(top)
@@ -423,7 +432,9 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		if p.Max <= 0 {
 			return nil
 		}
-		keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_ready")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+		// Lease order on lease_order (topic, priority, due, seq): a ready
+		// row not yet due is passed over, not a barrier.
+		keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_ready")+" FORCE INDEX (lease_order) WHERE topic = ? AND due <= ? ORDER BY priority, due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
 		if err != nil {
 			return err
 		}
@@ -479,8 +490,8 @@ func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receip
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", topic, id); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError)); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority); err != nil {
 		return err
 	}
 	c.add(topic, store.StateInflight, -1)

@@ -16,6 +16,11 @@ type TxMessage struct {
 	Delay time.Duration
 	// MaxAttempts 0: 25.
 	MaxAttempts int
+	// Priority orders the message among the topic's due messages: lower
+	// first, 0 (the default) first of all. Other than 0 it calls
+	// <prefix>send_priority (schema version 3), which needs its own
+	// EXECUTE grant.
+	Priority uint8
 }
 
 // TxResult is what SendTx answers for one message.
@@ -51,7 +56,12 @@ func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMes
 		if payload == nil {
 			payload = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, "CALL `"+prefix+"send`(?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)", topic, id, payload, delay, m.MaxAttempts); err != nil {
+		call, args := "CALL `"+prefix+"send`(?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)", []any{topic, id, payload, delay, m.MaxAttempts}
+		if m.Priority != 0 {
+			call = "CALL `" + prefix + "send_priority`(?, ?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)"
+			args = append(args, int(m.Priority))
+		}
+		if _, err := tx.ExecContext(ctx, call, args...); err != nil {
 			return nil, fmt.Errorf("mysqlstore: send message %d: %w", i, err)
 		}
 		var gotID []byte

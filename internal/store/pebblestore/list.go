@@ -24,11 +24,11 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 	defer done()
 	var after []byte
 	if p.Cursor != "" {
-		key, seq, err := store.ParseListCursor(p.Cursor)
+		pos, err := store.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		after = appendTimeSeq(nil, key, seq)
+		after = appendTimeSeq(nil, pos.Key, pos.Seq)
 	}
 	ix := slices.Index([]store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}, p.State)
 	t := s.lookupTopic(p.Topic)

@@ -43,7 +43,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) (_ []*sto
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	_, recs, err := s.recs(ctx, "list dead", "SELECT r.* FROM "+s.fn("q_dead")+" q JOIN "+s.fn("message")+" m ON m.topic = q.topic AND m.id = q.id,"+
+	_, recs, err := s.recs(ctx, "list dead", "SELECT "+recColsOf("r")+" FROM "+s.fn("q_dead")+" q JOIN "+s.fn("message")+" m ON m.topic = q.topic AND m.id = q.id,"+
 		" LATERAL "+s.fn("rec_msg")+"(m, 0) r WHERE q.topic = $1 AND (q.dead_at, q.seq) > ($2, $3) ORDER BY q.dead_at, q.seq LIMIT $4",
 		p.Topic, after, afterSeq, p.Limit+1)
 	if err != nil {

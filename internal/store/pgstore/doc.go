@@ -36,6 +36,8 @@
 //	             narrow row, not the payload.
 //	q_scheduled  (topic, due_at, seq) -> id     the order of each state,
 //	q_ready      (topic, due_at, seq) -> id     in narrow tables of their
+//	             own; q_ready also (topic, priority, due_at, seq), the
+//	             lease order (migrations/0003_priority.sql)
 //	q_inflight   (lease_until, seq) -> topic, id; and (topic, lease_until)
 //	q_dead       (topic, dead_at, seq) -> id
 //	             A state change deletes the message's row from one and
@@ -54,7 +56,8 @@
 //	delayq_schema_version  the migrations applied.
 //
 // Every operation is one call of a PL/pgSQL function of the schema
-// (op_insert, op_lease, op_ack_many, …, in migrations/0001_init.sql): one
+// (op_insert, op_lease, op_ack_many, …, in migrations/0001_init.sql and
+// replaced by later migrations where they changed): one
 // round trip, one transaction, every check and write inside it, as the
 // Redis store's Lua scripts. They answer rows of the type rec: a status
 // (ok, duplicate, not found, conflict) and the record.

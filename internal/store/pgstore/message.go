@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -21,7 +22,11 @@ const (
 )
 
 // recCols are the columns of the rec type, in order; scanRec reads them.
-const recCols = "status, topic, id, seq, state, due_at, created_at, updated_at, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, acked_at, headers, payload"
+const recCols = "status, topic, id, seq, state, due_at, created_at, updated_at, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, acked_at, headers, payload, priority"
+
+// recColsOf is recCols qualified by alias a: a query names rec's columns
+// rather than a.*, so that a later schema may add some.
+func recColsOf(a string) string { return a + "." + strings.ReplaceAll(recCols, ", ", ", "+a+".") }
 
 // scanRec reads one rec row.
 func scanRec(row pgx.Row) (int32, *store.Record, error) {
@@ -33,10 +38,11 @@ func scanRec(row pgx.Row) (int32, *store.Record, error) {
 		lastErr, headers []byte
 		receipt          pgtype.Text
 		topic, id        pgtype.Text
+		priority         pgtype.Int2
 	)
 	err := row.Scan(&status, &topic, &id, &seq, &state, &r.DueAt, &r.CreatedAt, &r.UpdatedAt,
 		&r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt, &r.AckedAt,
-		&headers, &r.Payload)
+		&headers, &r.Payload, &priority)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -44,6 +50,7 @@ func scanRec(row pgx.Row) (int32, *store.Record, error) {
 	r.Seq = uint64(seq)          // #nosec G115 -- a sequence starting at 1
 	r.State = store.State(state) // #nosec G115 -- 0..5, written by the SQL operations
 	r.LastError = string(lastErr)
+	r.Priority = uint8(priority.Int16) // #nosec G115 -- 0..255: op_insert stores a uint8, delayq_send checks the range
 	if len(r.Payload) == 0 {
 		r.Payload = nil
 	}
@@ -129,12 +136,14 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	ids, payloads, headers := make([]string, n), make([][]byte, n), make([][]byte, n)
 	dues, delays, attempts := make([]int64, n), make([]int64, n), make([]int32, n)
 	relative, generated := make([]bool, n), make([]bool, n)
+	priorities := make([]int16, n)
 	for i, m := range p.Messages {
+		priorities[i] = int16(m.Priority)
 		ids[i], payloads[i], headers[i] = m.ID, m.Payload, sqlcodec.EncodeHeaders(m.Headers)
 		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
 	}
-	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false)",
-		s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated)
+	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11)",
+		s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +175,8 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (_ *store.Reco
 	defer end(&err)
 	// One statement, one snapshot: an ack moves the message to tombstone
 	// atomically, so it is found in exactly one of them.
-	_, recs, err := s.recs(ctx, "get", "SELECT r.* FROM "+s.fn("message")+" m, LATERAL "+s.fn("rec_msg")+"(m, 0) r WHERE m.topic = $1 AND m.id = $2"+
-		" UNION ALL SELECT r.* FROM "+s.fn("tombstone")+" t, LATERAL "+s.fn("rec_tomb")+"(t, 0) r WHERE t.topic = $1 AND t.id = $2 LIMIT 1", topic, id)
+	_, recs, err := s.recs(ctx, "get", "SELECT "+recColsOf("r")+" FROM "+s.fn("message")+" m, LATERAL "+s.fn("rec_msg")+"(m, 0) r WHERE m.topic = $1 AND m.id = $2"+
+		" UNION ALL SELECT "+recColsOf("r")+" FROM "+s.fn("tombstone")+" t, LATERAL "+s.fn("rec_tomb")+"(t, 0) r WHERE t.topic = $1 AND t.id = $2 LIMIT 1", topic, id)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,11 @@ type TxMessage struct {
 	DeliverAt time.Time
 	// MaxAttempts 0 takes the topic's setting, else 25.
 	MaxAttempts int
+	// Priority orders the message among the topic's due messages: lower
+	// first, 0 (the default) first of all. Other than 0 it needs schema
+	// version 3 and EXECUTE on delayq_send's 8-argument form
+	// (docs/postgres.md).
+	Priority uint8
 }
 
 // TxResult is what SendTx and SendSQLTx answer for one message.
@@ -44,17 +49,16 @@ type TxResult struct {
 // with the database's error (SQLSTATE 22023), which, like any error in a
 // transaction, aborts tx.
 func SendTx(ctx context.Context, tx pgx.Tx, schema, topic string, msgs ...TxMessage) ([]TxResult, error) {
-	query, err := sendQuery(schema)
-	if err != nil {
+	if _, err := sendQuery(schema, false); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}
 	for i, m := range msgs {
-		args, err := sendArgs(m)
+		query, args, err := sendCall(schema, topic, m)
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
 		}
-		b.Queue(query, append([]any{topic}, args...)...)
+		b.Queue(query, args...)
 	}
 	br := tx.SendBatch(ctx, b)
 	out := make([]TxResult, len(msgs))
@@ -73,30 +77,52 @@ func SendTx(ctx context.Context, tx pgx.Tx, schema, topic string, msgs ...TxMess
 // SendSQLTx is SendTx for database/sql, with any PostgreSQL driver (pgx's
 // stdlib, lib/pq): one statement per message.
 func SendSQLTx(ctx context.Context, tx *sql.Tx, schema, topic string, msgs ...TxMessage) ([]TxResult, error) {
-	query, err := sendQuery(schema)
-	if err != nil {
+	if _, err := sendQuery(schema, false); err != nil {
 		return nil, err
 	}
 	out := make([]TxResult, len(msgs))
 	for i, m := range msgs {
-		args, err := sendArgs(m)
+		query, args, err := sendCall(schema, topic, m)
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
 		}
-		if err := tx.QueryRowContext(ctx, query, append([]any{topic}, args...)...).Scan(&out[i].ID, &out[i].Duplicate, &out[i].DueAt); err != nil {
+		if err := tx.QueryRowContext(ctx, query, args...).Scan(&out[i].ID, &out[i].Duplicate, &out[i].DueAt); err != nil {
 			return nil, fmt.Errorf("pgstore: send message %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
-func sendQuery(schema string) (string, error) {
+// sendQuery calls delayq_send: the 7-argument form (priority 0, every
+// schema version, the grant applications had before priorities), or with
+// priority the 8-argument one (schema version 3).
+func sendQuery(schema string, priority bool) (string, error) {
 	schema = cmp.Or(schema, DefaultSchema)
 	if err := checkSchema(schema); err != nil {
 		return "", err
 	}
-	return "SELECT message_id, duplicate, due_at FROM " + pgx.Identifier{schema}.Sanitize() +
-		".delayq_send($1, $2, $3, $4, $5::jsonb, $6, $7)", nil
+	q := "SELECT message_id, duplicate, due_at FROM " + pgx.Identifier{schema}.Sanitize() + ".delayq_send($1, $2, $3, $4, $5::jsonb, $6, $7"
+	if priority {
+		return q + ", $8)", nil
+	}
+	return q + ")", nil
+}
+
+// sendCall is the query and arguments that send m.
+func sendCall(schema, topic string, m TxMessage) (string, []any, error) {
+	args, err := sendArgs(m)
+	if err != nil {
+		return "", nil, err
+	}
+	query, err := sendQuery(schema, m.Priority != 0)
+	if err != nil {
+		return "", nil, err
+	}
+	args = append([]any{topic}, args...)
+	if m.Priority != 0 {
+		args = append(args, int64(m.Priority))
+	}
+	return query, args, nil
 }
 
 // sendArgs are delayq_send's arguments after the topic, as plain driver

@@ -85,12 +85,19 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 //	fail 4  Failures
 //	max  4  MaxAttempts
 //
+// then, only when st has bit recPriority set (Priority > 0), one byte of
+// Priority — so a message of the default priority costs nothing more,
+// and a record written before priorities existed reads as priority 0 —
 // followed by Receipt (uint16 length + bytes), LastError (uint32 length +
 // bytes), headers (uint32 length + encodeHeaders bytes), and the payload
 // as the rest. One slot t serves three times because the contract keeps
 // LeaseUntil, DeadAt and AckedAt zero outside their state. 46 + 10 bytes
 // of overhead: a 256-byte payload stays in jemalloc's 320-byte class.
 const recHeader = 1 + 3 + 6 + 4*6 + 3*4
+
+// recPriority is the bit of a record's state byte that says a Priority
+// byte follows the fixed header (PRI in the Lua prelude).
+const recPriority = 0x80
 
 // blobReader reads a record's fields in order; a short read marks it bad.
 type blobReader struct {
@@ -137,12 +144,16 @@ func decodeBlob(topic, id string, v any) (*store.Record, error) {
 	}
 	r := &blobReader{b: b}
 	rec := &store.Record{Topic: topic, ID: id}
-	rec.State = store.State(r.uint(1)) // #nosec G115 -- a 1-byte field (< 256); unknown states are rejected below
+	st := r.uint(1)
+	rec.State = store.State(st &^ recPriority) // #nosec G115 -- a 1-byte field (< 256); unknown states are rejected below
 	tn, ctr := r.uint(3), r.uint(6)
 	rec.Seq = tn<<ctrBits | ctr
 	rec.DueAt, rec.CreatedAt, rec.UpdatedAt = r.int(6), r.int(6), r.int(6)
 	t := r.int(6)
 	rec.Deliveries, rec.Failures, rec.MaxAttempts = int32(r.int(4)), int32(r.int(4)), int32(r.int(4)) // #nosec G115 -- 4-byte fields sign-extended by r.int: always in int32's range
+	if st&recPriority != 0 {
+		rec.Priority = uint8(r.uint(1)) // #nosec G115 -- a 1-byte field
+	}
 	rec.Receipt, rec.LastError = r.str(2), r.str(4)
 	h := r.str(4)
 	if r.bad {

@@ -142,7 +142,7 @@ for _, m in ipairs(ms) do
   redis.call('ZREM', IDX[4], m)
   if r then
     r.st, r.due, r.fail, r.uat, r.t = 2, NOW, 0, NOW, 0
-    redis.call('ZADD', IDX[2], NOW_S, m)
+    index(r, m, NOW_S)
     out[#out+1] = id
     out[#out+1] = save(k, r)
   end

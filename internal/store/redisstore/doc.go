@@ -19,12 +19,17 @@
 //
 //	dq:{orders#2}:sched   ZSET   scheduled  score DueAt       member ctr62 .. id
 //	dq:{orders#2}:ready   ZSET   ready      score DueAt       member  "
+//	                             (priority 0; before priorities, all)
+//	dq:{orders#2}:ready:7 ZSET   ready of priority 7 (any p > 0), as ready
+//	dq:{orders#2}:ready:prios ZSET the priorities p > 0 whose ready:p is
+//	                             not empty (score and member p)
 //	dq:{orders#2}:lease   ZSET   inflight   score LeaseUntil  member  "
 //	dq:{orders#2}:dead    ZSET   dead       score DeadAt      member  "
 //	dq:{orders#2}:acked   ZSET   tombstones score AckedAt     member  "
 //	dq:{orders#2}:m:<id>  STRING the message: a 46-byte binary header
-//	                             (state, Seq, times, counts), receipt,
-//	                             last error, headers, then the payload
+//	                             (state, Seq, times, counts), a priority
+//	                             byte only when not 0, receipt, last
+//	                             error, headers, then the payload
 //	                             (recHeader in codec.go)
 //	dq:{orders}:meta      HASH   seq (the topic's Seq counter), tn (its
 //	                             topic number), settings (the engine's blob)
@@ -71,11 +76,20 @@
 // Seq is tn<<44 | ctr: ctr counts the topic's inserts (one HINCRBY on the
 // meta hash reserves a block per insert call), tn is the topic's number
 // from dq:tn, so Seq is unique store-wide while a send touches only the
-// topic's slots. Within a partition, promote and lease take messages in
-// (DueAt, Seq) order inside one script. Across partitions they peek at
-// every head, merge in (DueAt, Seq) order and take each partition's share;
-// with several servers racing, a peeked head may be gone, so the
-// cross-partition order is best effort.
+// topic's slots. Within a partition, promote takes messages in (DueAt,
+// Seq) order and lease in (Priority, DueAt, Seq) order among those due,
+// inside one script; a lease reads each priority's ready index (those
+// listed in ready:prios) by score up to now, so a not-yet-due entry holds
+// nothing back. Across partitions they peek at every head, merge in the
+// same order and take each partition's share; with several servers
+// racing, a peeked head may be gone, so the cross-partition order is best
+// effort.
+//
+// Priority 0 keeps the layout from before priorities (the ready key, no
+// priority byte), so old data needs no migration. Per-priority keys
+// rather than one ZSET scored priority·2^k + DueAt: a double holds 53
+// bits, and DueAt (±2^47) with 8 bits of priority needs 56; and the
+// ready index's head stays the oldest DueAt within each priority.
 //
 // # Time
 //

@@ -60,6 +60,21 @@ func (k *partKeys) all() []string {
 	return []string{k.sched, k.ready, k.lease, k.dead, k.acked}
 }
 
+// readyOf is the ready index of priority prio: the ready key itself for
+// priority 0 (so ready messages stored before priorities existed are
+// priority 0), else ready:<prio>. rkey in the Lua prelude.
+func (k *partKeys) readyOf(prio uint8) string {
+	if prio == 0 {
+		return k.ready
+	}
+	return k.ready + ":" + strconv.Itoa(int(prio))
+}
+
+// readyPrios is the ZSET of the priorities > 0 whose ready index is not
+// empty (score and member the priority): what a lease walks. prios() in
+// the Lua prelude.
+func (k *partKeys) readyPrios() string { return k.ready + ":prios" }
+
 // msg is the key of the STRING holding message id (see recHeader).
 func (k *partKeys) msg(id string) string { return k.msgPrefix + id }
 

@@ -11,7 +11,7 @@ import (
 // keyRE is the namespace every key of a topic must match (prefix "dq"):
 // a partition index or message hash under the tag {topic#p}, or the
 // topic's meta hash under {topic}.
-var keyRE = regexp.MustCompile(`^dq:(\{[A-Za-z0-9._:-]{1,200}#[0-9]{1,3}\}:(sched|ready|lease|dead|acked|m:[A-Za-z0-9._:@+=-]{1,200})|\{[A-Za-z0-9._:-]{1,200}\}:meta)$`)
+var keyRE = regexp.MustCompile(`^dq:(\{[A-Za-z0-9._:-]{1,200}#[0-9]{1,3}\}:(sched|ready|ready:prios|ready:[1-9][0-9]{0,2}|lease|dead|acked|m:[A-Za-z0-9._:@+=-]{1,200})|\{[A-Za-z0-9._:-]{1,200}\}:meta)$`)
 
 // hashTag returns the part of key Redis Cluster hashes, and how many
 // '{' the key holds (our keys must have exactly one tag).
@@ -53,7 +53,7 @@ func slot(key string) uint16 {
 func checkKeys(t *testing.T, ks keyspace, topic string, p int, id string) {
 	t.Helper()
 	k := ks.part(topic, p)
-	keys := append(k.all(), k.msg(id))
+	keys := append(k.all(), k.msg(id), k.readyOf(1), k.readyOf(255), k.readyPrios())
 	want := slot(keys[0])
 	for _, key := range keys {
 		if !keyRE.MatchString(key) {

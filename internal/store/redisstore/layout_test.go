@@ -50,7 +50,9 @@ func TestCtr62Order(t *testing.T) {
 
 // TestLuaCodecMatchesGo: the prelude's ctr62 equals the Go one, and a
 // record packed by the prelude's save decodes in Go to the fields given,
-// including negative times and binary strings.
+// including negative times, binary strings and a priority; a record of
+// priority 0 has the layout of records written before priorities existed
+// (no priority byte), so those read as priority 0.
 func TestLuaCodecMatchesGo(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -66,40 +68,60 @@ func TestLuaCodecMatchesGo(t *testing.T) {
 		}
 	}
 
+	ks := keyspace{prefix: "dq", parts: 4}.part("t", 2)
+	rk := newScript(flagsRead, `return {rkey(0), rkey(7), rkey(255), prios()}`)
+	names, err := rk.run(ctx, rdb, ks.all(), "", "").StringSlice()
+	if want := []string{ks.readyOf(0), ks.readyOf(7), ks.readyOf(255), ks.readyPrios()}; err != nil || !slices.Equal(names, want) {
+		t.Fatalf("Lua ready keys %q, %v; Go %q", names, err, want)
+	}
+
 	pack := newScript(flagsState, `
 local r = {st = tonumber(ARGV[4]), tn = tonumber(ARGV[5]), ctr = tonumber(ARGV[6]), due = tonumber(ARGV[7]),
   cat = tonumber(ARGV[8]), uat = tonumber(ARGV[9]), t = tonumber(ARGV[10]), dlv = tonumber(ARGV[11]),
-  fail = tonumber(ARGV[12]), max = tonumber(ARGV[13]), rcpt = ARGV[14], err = ARGV[15], h = ARGV[16], p = ARGV[17]}
+  fail = tonumber(ARGV[12]), max = tonumber(ARGV[13]), rcpt = ARGV[14], err = ARGV[15], h = ARGV[16], p = ARGV[17],
+  pri = tonumber(ARGV[18])}
 save(mkey(ARGV[3]), r)
 local back, b = load(mkey(ARGV[3]))
 return {b, save(mkey(ARGV[3]), back)}
 `)
 	hdr := map[string]string{"k\xff": "\x00v"}
-	want := &store.Record{
-		Topic: "t", ID: "x", Seq: maxTN<<ctrBits | maxCtr, State: store.StateInflight,
-		Payload: []byte("\x00\xffpay\nload"), Headers: hdr,
-		DueAt: -5, CreatedAt: 1 << 46, UpdatedAt: 1796128921941,
-		Deliveries: 7, Failures: 2, MaxAttempts: 1<<31 - 1, LastError: "boom\x00",
-		Receipt: "tok-7", LeaseUntil: -(1 << 46),
-	}
-	a, err := pack.run(ctx, rdb, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
-		want.LeaseUntil, want.Deliveries, want.Failures, want.MaxAttempts, want.Receipt, want.LastError,
-		encodeHeaders(hdr), want.Payload).Slice()
-	if err != nil || len(a) != 2 {
-		t.Fatalf("pack: %v %v", a, err)
-	}
-	if a[0] != a[1] {
-		t.Fatal("load then save changed the record")
-	}
-	got, err := decodeBlob("t", "x", a[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := storeDiff(want, got); d != "" {
-		t.Fatal(d)
-	}
-	if b := a[0].(string); len(b) != recHeader+2+len(want.Receipt)+4+len(want.LastError)+4+len(encodeHeaders(hdr))+len(want.Payload) {
-		t.Fatalf("record is %d bytes", len(b))
+	for _, prio := range []uint8{0, 1, 255} {
+		want := &store.Record{
+			Topic: "t", ID: "x", Seq: maxTN<<ctrBits | maxCtr, State: store.StateInflight,
+			Payload: []byte("\x00\xffpay\nload"), Headers: hdr, Priority: prio,
+			DueAt: -5, CreatedAt: 1 << 46, UpdatedAt: 1796128921941,
+			Deliveries: 7, Failures: 2, MaxAttempts: 1<<31 - 1, LastError: "boom\x00",
+			Receipt: "tok-7", LeaseUntil: -(1 << 46),
+		}
+		a, err := pack.run(ctx, rdb, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
+			want.LeaseUntil, want.Deliveries, want.Failures, want.MaxAttempts, want.Receipt, want.LastError,
+			encodeHeaders(hdr), want.Payload, int(prio)).Slice()
+		if err != nil || len(a) != 2 {
+			t.Fatalf("pack: %v %v", a, err)
+		}
+		if a[0] != a[1] {
+			t.Fatal("load then save changed the record")
+		}
+		got, err := decodeBlob("t", "x", a[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := storeDiff(want, got); d != "" {
+			t.Fatal(d)
+		}
+		size := recHeader + 2 + len(want.Receipt) + 4 + len(want.LastError) + 4 + len(encodeHeaders(hdr)) + len(want.Payload)
+		b := a[0].(string)
+		if prio != 0 {
+			size++ // the priority byte
+			if b[0]&recPriority == 0 || b[recHeader] != prio {
+				t.Fatalf("priority %d: state byte %#x, byte after the header %d", prio, b[0], b[recHeader])
+			}
+		} else if b[0] != byte(want.State) {
+			t.Fatalf("priority 0: state byte %#x, want the old layout's %d", b[0], want.State)
+		}
+		if len(b) != size {
+			t.Fatalf("priority %d: record is %d bytes, want %d", prio, len(b), size)
+		}
 	}
 }
 
@@ -117,6 +139,7 @@ func FuzzDecodeBlob(f *testing.F) {
 	f.Add(strings.Repeat("\x00", recHeader+10))
 	f.Add("\x03" + strings.Repeat("\x01", recHeader-1) + "\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload")
 	f.Add("\x01")
+	f.Add("\x82" + strings.Repeat("\x01", recHeader-1) + "\x07\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload") // priority 7
 	f.Fuzz(func(t *testing.T, b string) {
 		r, err := decodeBlob("t", "x", b)
 		if err != nil {

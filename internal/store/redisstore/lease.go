@@ -14,7 +14,10 @@ import (
 // while another partition still has ready messages.
 const leaseRounds = 3
 
-// leaseScript leases the partition's first n ready messages due by now.
+// leaseScript leases the partition's first n ready messages due by now,
+// in (priority, DueAt, Seq) order: one range read per priority that has
+// ready messages, so a not-yet-due message of a priority holds back
+// neither later ones nor other priorities.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] n, ARGV[4] "+lease length" (ms after now), ARGV[5] token
@@ -25,21 +28,29 @@ const leaseRounds = 3
 var leaseScript = newScript(flagsState, `
 local lu, token = at(ARGV[4]), ARGV[5]
 local lus = istr(lu)
--- Only those due by NOW (scores are due times): never early by this
--- script's own time, even if a promotion judged by another clock raced it.
-local ms = redis.call('ZRANGE', IDX[2], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
+local n = tonumber(ARGV[3])
 local out = {NOW}
-for _, m in ipairs(ms) do
-  local id = idof(m)
-  local k = mkey(id)
-  local r = load(k)
-  redis.call('ZREM', IDX[2], m)
-  if r then
-    r.dlv = r.dlv + 1
-    r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
-    redis.call('ZADD', IDX[3], lus, m)
-    out[#out+1] = id
-    out[#out+1] = save(k, r)
+for _, pri in ipairs(readyPrios()) do
+  if n <= 0 then break end
+  -- Only those due by NOW (scores are due times): never early by this
+  -- script's own time, even if a promotion judged by another clock raced it.
+  local rk = rkey(pri)
+  local ms = redis.call('ZRANGE', rk, '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, n)
+  for _, m in ipairs(ms) do
+    local id = idof(m)
+    local k = mkey(id)
+    local r = load(k)
+    if r then
+      unindex(r, m)
+      r.dlv = r.dlv + 1
+      r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
+      redis.call('ZADD', IDX[3], lus, m)
+      out[#out+1] = id
+      out[#out+1] = save(k, r)
+      n = n - 1
+    else
+      redis.call('ZREM', rk, m)
+    end
   end
 end
 return out
@@ -47,7 +58,7 @@ return out
 
 // MessageLease implements store.Store: it merges the ready heads of the
 // topic's partitions and leases each partition's share of the first Max
-// (see merge.go), so the answer is in (DueAt, Seq) order. Each partition's
+// (see merge.go), so the answer is in (Priority, DueAt, Seq) order. Each partition's
 // lease is atomic: two servers never lease one message at once.
 //
 // Partitions are independent: one that fails (its Cluster master is down)
@@ -88,7 +99,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		if len(targets) == 0 {
 			break
 		}
-		pk := s.peek(ctx, "lease", targets, now, "", want)
+		pk := s.peek(ctx, "lease", targets, now, "now", want)
 		for j, err := range pk.errs {
 			parts.fail(src[j], err)
 		}
@@ -135,7 +146,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		return nil, parts.first
 	}
 	slices.SortFunc(out, func(a, b *store.Record) int {
-		return cmp.Or(cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
 	})
 	return out, nil
 }

@@ -20,12 +20,15 @@ import (
 // that partition, in this order:
 //
 //	KEYS[1] sched  ZSET  score DueAt,      member ctr62 .. id   (scheduled)
-//	KEYS[2] ready  ZSET  score DueAt,      member  "            (ready)
+//	KEYS[2] ready  ZSET  score DueAt,      member  "            (ready, priority 0)
 //	KEYS[3] lease  ZSET  score LeaseUntil, member  "            (inflight)
 //	KEYS[4] dead   ZSET  score DeadAt,     member  "            (dead)
 //	KEYS[5] acked  ZSET  score AckedAt,    member  "            (acked tombstones)
 //
-// so KEYS[state] is the index of store.State state; and on these ARGV:
+// so KEYS[state] is the index of store.State state (for ready, that of
+// priority 0: a ready message of priority p > 0 is in KEYS[2]..':'..p, and
+// the ZSET KEYS[2]..':prios' lists the p > 0 whose index is not empty,
+// score and member p; see rkey, addReady, remReady); and on these ARGV:
 //
 //	ARGV[1] now: "" to read Redis TIME, or Unix ms (TimeCaller)
 //	ARGV[2] the partition's message-key prefix (message key = ARGV[2]..id)
@@ -78,27 +81,71 @@ end
 local function seqof(m) return string.sub(m, 1, string.byte(m) - 47) end
 local function idof(m) return string.sub(m, string.byte(m) - 46) end
 -- A message record (see decodeBlob): st tn ctr due cat uat t dlv fail max,
--- then rcpt, err, h (length-prefixed), then the payload p. t is
--- LeaseUntil when inflight, DeadAt when dead, AckedAt when acked, else 0.
+-- then the priority byte pri only when st has bit PRI set (pri > 0), then
+-- rcpt, err, h (length-prefixed), then the payload p. t is LeaseUntil when
+-- inflight, DeadAt when dead, AckedAt when acked, else 0.
 local HDR = '>BI3I6i6i6i6i6i4i4i4'
 local VAR = '>I2c0I4c0I4c0'
+local PRI = 128
 local function load(k)
   local b = redis.call('GET', k)
   if not b then return nil end
-  local r, pos = {}, nil
+  local r, pos = {pri = 0}, nil
   r.st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max, pos = struct.unpack(HDR, b)
+  if r.st >= PRI then
+    r.st = r.st - PRI
+    r.pri, pos = struct.unpack('>B', b, pos)
+  end
   r.rcpt, r.err, r.h, pos = struct.unpack(VAR, b, pos)
   r.p = string.sub(b, pos)
   return r, b
 end
 -- save writes r to k and returns the stored bytes (the script's answer).
 local function save(k, r)
-  local b = struct.pack(HDR, r.st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max) ..
+  local pri, st = r.pri or 0, r.st
+  local x = ''
+  if pri > 0 then st, x = st + PRI, struct.pack('>B', pri) end
+  local b = struct.pack(HDR, st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max) .. x ..
     struct.pack(VAR, #r.rcpt, r.rcpt, #r.err, r.err, #r.h, r.h) .. r.p
   redis.call('SET', k, b)
   return b
 end
 local function member(r, id) return ctr62(r.ctr) .. id end
+-- The ready index of priority pri (0: KEYS[2] itself, as before
+-- priorities existed), and the ZSET of the priorities > 0 whose ready
+-- index is not empty (score and member the priority).
+local function prios() return IDX[2] .. ':prios' end
+local function rkey(pri)
+  if pri == 0 then return IDX[2] end
+  return IDX[2] .. ':' .. istr(pri)
+end
+-- readyPrios lists the priorities that may have ready messages, in order.
+local function readyPrios()
+  local ps = {0}
+  for _, p in ipairs(redis.call('ZRANGE', prios(), 0, -1)) do ps[#ps+1] = tonumber(p) end
+  return ps
+end
+-- index adds member m of r to the index of r's state at score (a string);
+-- unindex removes it. Only these touch the ready indexes and prios().
+local function index(r, m, score)
+  if r.st ~= 2 then
+    redis.call('ZADD', IDX[r.st], score, m)
+    return
+  end
+  local pri = r.pri or 0
+  if pri > 0 then redis.call('ZADD', prios(), istr(pri), istr(pri)) end
+  redis.call('ZADD', rkey(pri), score, m)
+end
+local function unindex(r, m)
+  if r.st ~= 2 then
+    redis.call('ZREM', IDX[r.st], m)
+    return
+  end
+  local pri = r.pri or 0
+  local k = rkey(pri)
+  redis.call('ZREM', k, m)
+  if pri > 0 and redis.call('EXISTS', k) == 0 then redis.call('ZREM', prios(), istr(pri)) end
+end
 -- leased loads k and checks that it is inflight under receipt:
 -- 'ok' | 'nf' | 'conflict', the state, and the record.
 local function leased(k, receipt)
@@ -117,10 +164,10 @@ local function fail(r, m, retry, reason, final)
     redis.call('ZADD', IDX[4], NOW_S, m)
   elseif retry <= NOW then
     r.st, r.due = 2, retry
-    redis.call('ZADD', IDX[2], istr(retry), m)
+    index(r, m, istr(retry))
   else
     r.st, r.due = 1, retry
-    redis.call('ZADD', IDX[1], istr(retry), m)
+    index(r, m, istr(retry))
   end
 end
 `

@@ -7,14 +7,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
 )
 
 // Operations that take "up to Max in order" from a topic (promote, lease,
 // dead replay/delete) or from every topic (lease expiry, dedup purge) see
 // several partitions. They first peek at the heads of the partitions'
 // indexes (one pipelined read-only script each), merge the heads in Go by
-// (score, member) — member starts with ctr62 of Seq, whose byte order is
-// numeric order, so this is (time, Seq) order within a topic — and give each partition its share n of Max. Then
+// (priority, score, member) — priority counts for ready entries only, and
+// member starts with ctr62 of Seq, whose byte order is numeric order, so
+// this is (time, Seq) order within a topic and priority — and give each
+// partition its share n of Max. Then
 // each partition runs its atomic script on its own first n. Another server
 // may move a head in between; the script then takes the next entries of
 // its partition (never more than n, never one that is not due by its own
@@ -45,10 +49,41 @@ table.insert(r, 1, NOW)
 return r
 `)
 
-// cand is a head entry of an index: which target it came from, its score
-// and member.
+// peekReadyScript reads the head of a partition's ready indexes in lease
+// order: each priority's index in turn, lowest first, up to max entries
+// in all.
+//
+//	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3]  upper bound of scores, as for peekScript; ARGV[4] max entries
+//
+// Returns {now, "", member1, score1, priority1, …}.
+var peekReadyScript = newScript(flagsRead, `
+local bound, max = ARGV[3], tonumber(ARGV[4])
+if bound == 'now' then bound = NOW_S elseif bound ~= '' and string.byte(bound) == 43 then bound = istr(at(bound)) end
+local out = {NOW, ''}
+for _, pri in ipairs(readyPrios()) do
+  if max <= 0 then break end
+  local r
+  if bound == '' then
+    r = redis.call('ZRANGE', rkey(pri), 0, max - 1, 'WITHSCORES')
+  else
+    r = redis.call('ZRANGE', rkey(pri), '-inf', bound, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
+  end
+  for i = 1, #r, 2 do
+    out[#out+1] = r[i]
+    out[#out+1] = r[i+1]
+    out[#out+1] = pri
+    max = max - 1
+  end
+end
+return out
+`)
+
+// cand is a head entry of an index: which target it came from, its
+// priority (ready entries only; 0 otherwise), score and member.
 type cand struct {
 	src    int
+	prio   uint8
 	score  int64
 	member string
 }
@@ -56,7 +91,7 @@ type cand struct {
 func (c cand) id() string { return memberID(c.member) }
 
 func compareCand(a, b cand) int {
-	return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.member, b.member))
+	return cmp.Or(cmp.Compare(a.prio, b.prio), cmp.Compare(a.score, b.score), cmp.Compare(a.member, b.member))
 }
 
 // peekTarget is one index to peek at: the partition and which of its
@@ -93,7 +128,13 @@ func (r *peekResult) err() error {
 // of refusing must leave time to act on the targets that did answer.
 func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, bound string, limit int) *peekResult {
 	calls := make([]call, len(targets))
+	stride := 2
 	for i, t := range targets {
+		if t.index == int(store.StateReady) {
+			calls[i] = s.partCall(peekReadyScript, t.k, now, bound, limit)
+			stride = 3
+			continue
+		}
 		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, limit}}
 	}
 	var half time.Duration
@@ -106,10 +147,12 @@ func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, 
 	for i := range errs {
 		errs[i] = b.wrap(errs[i])
 	}
-	return readPeek(op, cmds, errs)
+	return readPeek(op, cmds, errs, stride)
 }
 
-func readPeek(op string, cmds []*redis.Cmd, errs []error) *peekResult {
+// readPeek reads peek answers: entries of stride 2 (member, score) or 3
+// (member, score, priority; ready indexes).
+func readPeek(op string, cmds []*redis.Cmd, errs []error, stride int) *peekResult {
 	r := &peekResult{
 		per:   make([][]cand, len(cmds)),
 		nows:  make([]int64, len(cmds)),
@@ -121,14 +164,18 @@ func readPeek(op string, cmds []*redis.Cmd, errs []error) *peekResult {
 			continue
 		}
 		a := asSlice(cmd.Val())
-		if len(a) < 2 || len(a)%2 != 0 {
+		if len(a) < 2 || (len(a)-2)%stride != 0 {
 			errs[i] = errReply(op+": peek", cmd.Val())
 			continue
 		}
 		r.nows[i] = asInt(a[0])
 		r.heads[i] = parseInt(asString(a[1]))
-		for j := 2; j < len(a); j += 2 {
-			r.per[i] = append(r.per[i], cand{src: i, member: asString(a[j]), score: parseInt(asString(a[j+1]))})
+		for j := 2; j < len(a); j += stride {
+			c := cand{src: i, member: asString(a[j]), score: parseInt(asString(a[j+1]))}
+			if stride == 3 {
+				c.prio = uint8(asInt(a[j+2])) // #nosec G115 -- a priority the scripts stored from a uint8
+			}
+			r.per[i] = append(r.per[i], c)
 		}
 	}
 	return r

@@ -15,9 +15,10 @@ import (
 // insertScript inserts messages of one partition, deduplicating by id.
 //
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 6: id, ctr
+//	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 7: id, ctr
 //	          (Seq's counter part), payload, headers (encodeHeaders; ""
-//	          for none), due (Unix ms, or "+delay" after now), max attempts
+//	          for none), due (Unix ms, or "+delay" after now), max attempts,
+//	          priority (0-255)
 //
 // Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
@@ -27,7 +28,7 @@ var insertScript = newScript(flagsGrow, `
 local out = {NOW}
 local tn, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local b = 5 + i * 6
+  local b = 5 + i * 7
   local id = ARGV[b]
   local k = mkey(id)
   local old = redis.call('GET', k)
@@ -36,12 +37,12 @@ for i = 0, n - 1 do
     out[#out+1] = old
   else
     local r = {st = 1, tn = tn, ctr = tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
-      due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]),
+      due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
       cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
     if r.due <= NOW then r.st = 2 end
     out[#out+1] = 0
     out[#out+1] = save(k, r)
-    redis.call('ZADD', IDX[r.st], istr(r.due), member(r, id))
+    index(r, member(r, id), istr(r.due))
   end
 end
 return out
@@ -89,7 +90,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		part := s.keys.partitionOf(m.ID)
 		slots[part] = append(slots[part], i)
 		args[part] = append(args[part], m.ID, first+uint64(i), m.Payload, encodeHeaders(m.Headers),
-			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10))
+			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
 	}
 	var calls []call
 	var used [][]int
@@ -232,7 +233,7 @@ local k = mkey(id)
 local r, b = load(k)
 if not r then return {NOW, 'nf'} end
 if r.st > 3 then return {NOW, 'conflict', r.st} end
-redis.call('ZREM', IDX[r.st], member(r, id))
+unindex(r, member(r, id))
 redis.call('DEL', k)
 return {NOW, 'ok', b}
 `)
@@ -255,10 +256,10 @@ local r = load(k)
 if not r then return {NOW, 'nf'} end
 if r.st ~= 1 and r.st ~= 2 then return {NOW, 'conflict', r.st} end
 local m = member(r, id)
-redis.call('ZREM', IDX[r.st], m)
+unindex(r, m)
 r.st, r.due, r.uat = 1, due, NOW
 if due <= NOW then r.st = 2 end
-redis.call('ZADD', IDX[r.st], istr(due), m)
+index(r, m, istr(due))
 return {NOW, 'ok', save(k, r)}
 `)
 

@@ -22,8 +22,8 @@ for i = 1, #ms, 2 do
   local r = load(k)
   redis.call('ZREM', IDX[1], m)
   if r then -- (a member always has its message; never recreate one half)
-    redis.call('ZADD', IDX[2], due, m)
     r.st, r.uat = 2, NOW
+    index(r, m, due)
     save(k, r)
   end
 end

@@ -11,7 +11,8 @@ import (
 )
 
 // infoScript reads a partition's counts and head times without scanning:
-// ZCARD of each index (O(1)) and the first entry of three of them.
+// ZCARD of each index (O(1)) and the first entry of three of them; for
+// ready, of each priority's index (the oldest ready is the least head).
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //
@@ -23,11 +24,21 @@ import (
 // (a separate HINCRBY counter could, after a partial failure).
 var infoScript = newScript(flagsRead, `
 local out = {NOW}
+local pris = readyPrios()
 for i = 1, 5 do out[#out+1] = redis.call('ZCARD', IDX[i]) end
-for _, i in ipairs({1, 2, 3}) do
-  local h = redis.call('ZRANGE', IDX[i], 0, 0, 'WITHSCORES')
-  out[#out+1] = h[2] or ''
+for j = 2, #pris do out[3] = out[3] + redis.call('ZCARD', rkey(pris[j])) end
+local function head(k)
+  local h = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  return h[2]
 end
+out[#out+1] = head(IDX[1]) or ''
+local oldest
+for _, pri in ipairs(pris) do
+  local h = head(rkey(pri))
+  if h and (not oldest or tonumber(h) < tonumber(oldest)) then oldest = h end
+end
+out[#out+1] = oldest or ''
+out[#out+1] = head(IDX[3]) or ''
 return out
 `)
 

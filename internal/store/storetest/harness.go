@@ -27,6 +27,11 @@ func msg(id string, due int64) store.InsertMessage {
 	return store.InsertMessage{ID: id, Payload: []byte("payload of " + id), DueAt: due, MaxAttempts: 3}
 }
 
+func withPriority(m store.InsertMessage, prio uint8) store.InsertMessage {
+	m.Priority = prio
+	return m
+}
+
 func withMax(m store.InsertMessage, max int32) store.InsertMessage {
 	m.MaxAttempts = max
 	return m
@@ -42,6 +47,7 @@ func fresh(topic string, m store.InsertMessage, seq uint64, now int64) *store.Re
 		Topic: topic, ID: m.ID, Seq: seq, State: st,
 		Payload: m.Payload, Headers: m.Headers,
 		DueAt: m.DueAt, CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts,
+		Priority: m.Priority,
 	}
 }
 

@@ -265,6 +265,8 @@ func (m *model) insert(t *rapid.T) {
 			Relative:    relative,
 			Delay:       delay,
 			MaxAttempts: rapid.Int32Range(0, 3).Draw(t, "maxAttempts"),
+			// Mostly the default; 255 checks the top of the range sorts.
+			Priority: []uint8{0, 0, 1, 2, 255}[rapid.IntRange(0, 4).Draw(t, "priority")],
 		}
 	}
 	p := store.MessageInsertManyParams{Topic: topic, Now: m.now, Messages: msgs}

@@ -21,6 +21,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Lease", testLease},
 		{"LeaseNeverEarly", testLeaseNeverEarly},
 		{"ManyOrdered", testManyOrdered},
+		{"Priority", testPriority},
 		{"Receipts", testReceipts},
 		{"Ack", testAck},
 		{"AckMany", testAckMany},
