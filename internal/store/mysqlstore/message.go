@@ -94,7 +94,10 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	for topic, a := range c {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
-			"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)", topic, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
+			"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver), "+
+			// A message made scheduled or ready (ver moves) in a deleted
+			// topic is a send (it held none): the topic is made again.
+			"deleted = IF(VALUES(ver) > 0, 0, deleted)", topic, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
 			return err
 		}
 	}

@@ -11,8 +11,12 @@ import (
 
 func (s *Store) topicRec(ctx context.Context, tx *sql.Tx, name string) (*store.TopicRecord, error) {
 	t := &store.TopicRecord{Name: name}
-	err := tx.QueryRowContext(ctx, "SELECT settings, scheduled, ready, inflight, dead, acked FROM "+s.t("topic")+" WHERE name = ?", name).
-		Scan(&t.Settings, &t.Counts.Scheduled, &t.Counts.Ready, &t.Counts.Inflight, &t.Counts.Dead, &t.Counts.Acked)
+	var deleted bool
+	err := tx.QueryRowContext(ctx, "SELECT settings, scheduled, ready, inflight, dead, acked, deleted FROM "+s.t("topic")+" WHERE name = ?", name).
+		Scan(&t.Settings, &t.Counts.Scheduled, &t.Counts.Ready, &t.Counts.Inflight, &t.Counts.Dead, &t.Counts.Acked, &deleted)
+	if err == nil && deleted && t.Counts.Live() == 0 {
+		err = sql.ErrNoRows // see TopicDelete
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("mysqlstore: topic %q: %w", name, store.ErrNotFound)
 	}
@@ -47,6 +51,11 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 	var out []*store.TopicRecord
 	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		out = nil
+		// A deleted topic that a send through the SQL procedure made again
+		// (see TopicDelete) loses its mark here.
+		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE deleted = 1 AND scheduled + ready + inflight + dead > 0"); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+s.t("topic")+" ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
@@ -66,6 +75,9 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 		}
 		for _, n := range names {
 			t, err := s.topicRec(ctx, tx, n)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // deleted
+			}
 			if err != nil {
 				return err
 			}
@@ -85,7 +97,7 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 		settings = []byte{}
 	}
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings)", topic, settings) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings), deleted = 0", topic, settings) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	})
 }
@@ -120,4 +132,27 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 		return nil, err
 	}
 	return out, nil
+}
+
+// TopicDelete implements store.Store: under the topic row's lock, which
+// every send takes too (its counts are in the row), the row is marked
+// deleted and its settings cleared if it counts no live message. The row
+// stays for its acked count; reads hide it (topicRec).
+func (s *Store) TopicDelete(ctx context.Context, topic string) error {
+	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		var live int64
+		var deleted bool
+		err := tx.QueryRowContext(ctx, "SELECT scheduled + ready + inflight + dead, deleted FROM "+s.t("topic")+" WHERE name = ? FOR UPDATE", topic). // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			Scan(&live, &deleted)
+		switch {
+		case errors.Is(err, sql.ErrNoRows) || err == nil && deleted && live == 0:
+			return fmt.Errorf("mysqlstore: topic %q: %w", topic, store.ErrNotFound)
+		case err != nil:
+			return err
+		case live > 0:
+			return fmt.Errorf("mysqlstore: topic %q holds %d messages: %w", topic, live, store.ErrConflict)
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET settings = NULL, deleted = 1 WHERE name = ?", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		return err
+	})
 }
