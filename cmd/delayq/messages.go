@@ -12,7 +12,7 @@ import (
 
 func init() {
 	register("messages", "browse or change a topic's messages: messages list|cancel|reschedule TOPIC [--state S] [--due-after T] [--due-before T]", runMessages)
-	register("topic", "pause or resume a topic: topic pause|resume TOPIC", runTopic)
+	register("topic", "pause, resume or delete a topic: topic pause|resume|delete TOPIC", runTopic)
 }
 
 const messagesSynopsis = "messages list TOPIC --state scheduled|ready|inflight|dead [--due-after TIME] [--due-before TIME] [--limit N] [--cursor C]" +
@@ -115,19 +115,30 @@ func runMessages(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func runTopic(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCLI("topic", "topic pause|resume TOPIC [--json]", stdout, stderr)
+	c := newCLI("topic", "topic pause|resume|delete TOPIC [--json]", stdout, stderr)
 	pos, code, ok := c.parse(args, 2, 2)
 	if !ok {
 		return code
 	}
 	action, topic := pos[0], pos[1]
-	if action != "pause" && action != "resume" {
-		return c.usageErr("unknown action %q; want pause or resume", action)
+	if action != "pause" && action != "resume" && action != "delete" {
+		return c.usageErr("unknown action %q; want pause, resume or delete", action)
 	}
 	c.subject = "topic " + topic
 	cl, code, ok := c.client()
 	if !ok {
 		return code
+	}
+	if action == "delete" {
+		// Only an empty topic: the server answers 409 naming what it holds.
+		if err := cl.DeleteTopic(ctx, topic); err != nil {
+			return c.fail(err)
+		}
+		if c.json {
+			return c.printJSON(wire.CountResponse{Count: 1})
+		}
+		fmt.Fprintf(stdout, "deleted topic %s\n", topic)
+		return exitOK
 	}
 	info, err := cl.PauseTopic(ctx, topic, action == "pause")
 	if err != nil {

@@ -62,6 +62,18 @@ func TestCLIMessagesAndTopicPause(t *testing.T) {
 		t.Fatalf("resume --json: %+v", tp)
 	}
 
+	// Delete: refused while the topic holds messages, then done.
+	b.run(t, "topic", "delete", "jobs").failed(t, exitRequest, "delayq topic: topic jobs holds 4 scheduled, 1 ready, 0 inflight and 0 dead messages")
+	b.run(t, "messages", "cancel", "jobs", "--state", "scheduled").ok(t)
+	b.run(t, "messages", "cancel", "jobs", "--state", "ready").ok(t)
+	if r := b.run(t, "topic", "delete", "jobs").ok(t); r.stdout != "deleted topic jobs\n" {
+		t.Fatalf("delete: %q", r.stdout)
+	}
+	if _, err := b.eng.Topic(ctx, "jobs"); err == nil {
+		t.Fatal("the deleted topic is still there")
+	}
+	b.run(t, "topic", "delete", "jobs").failed(t, exitRequest, "delayq topic: topic jobs not found")
+
 	for _, tt := range []struct {
 		args []string
 		want string

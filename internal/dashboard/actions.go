@@ -300,6 +300,26 @@ type Pauser interface {
 	PauseTopic(ctx context.Context, topic string, paused bool) (*domain.TopicInfo, error)
 }
 
+// TopicDeleter deletes empty topics (domain.TopicAdmin's DeleteTopic; the
+// engine implements it). The dashboard finds it on Config.Queue.
+type TopicDeleter interface {
+	DeleteTopic(ctx context.Context, topic string) error
+}
+
+func (d *Dashboard) deleteTopic(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	topic, _, err := actTarget(r, v, false)
+	if err != nil {
+		return err
+	}
+	if d.deleter == nil {
+		return fmt.Errorf("%w: this server's queue cannot delete topics", domain.ErrInvalid)
+	}
+	if err := d.deleter.DeleteTopic(r.Context(), topic); err != nil {
+		return err
+	}
+	return redirect(w, r, "/ui/?done=topic-deleted")
+}
+
 func (d *Dashboard) pauseTopic(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	return d.setPaused(w, r, v, true)
 }

@@ -79,6 +79,7 @@ type Dashboard struct {
 	fallback bool           // upcoming is the Recorder
 	browse   MessageBrowser // nil: no list of upcoming messages
 	pauser   Pauser         // nil: no pause and resume
+	deleter  TopicDeleter   // nil: topics cannot be deleted
 	sessions *sessionStore
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -111,6 +112,7 @@ func New(cfg Config) (*Dashboard, error) {
 		d.browse = b
 	}
 	d.pauser, _ = cfg.Queue.(Pauser)
+	d.deleter, _ = cfg.Queue.(TopicDeleter)
 	var err error
 	if d.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -140,6 +142,7 @@ func (d *Dashboard) routes() {
 	d.handle("POST /ui/topics/{topic}/settings", d.saveSettings)
 	d.handle("POST /ui/topics/{topic}/pause", d.pauseTopic)
 	d.handle("POST /ui/topics/{topic}/resume", d.resumeTopic)
+	d.handle("POST /ui/topics/{topic}/delete", d.deleteTopic)
 	d.handle("GET /ui/upcoming", d.upcomingPage)
 	d.handle("GET /ui/timeliness", d.timelinessPage)
 	d.handle("GET /ui/message", d.messagePage)

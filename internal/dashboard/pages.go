@@ -111,6 +111,8 @@ type topicData struct {
 	Deliv    template.HTML
 	Failed   template.HTML
 	CanPause bool // the queue can pause topics
+	// CanDelete: the queue can delete topics, and this one is empty.
+	CanDelete bool
 }
 
 func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer) error {
@@ -125,7 +127,9 @@ func (d *Dashboard) topicPage(w http.ResponseWriter, r *http.Request, v *viewer)
 	if err != nil {
 		return err
 	}
-	data := topicData{Info: info, CanPause: d.pauser != nil, Counters: []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
+	data := topicData{Info: info, CanPause: d.pauser != nil,
+		CanDelete: d.deleter != nil && info.Counts.Scheduled+info.Counts.Ready+info.Counts.Inflight+info.Counts.Dead == 0,
+		Counters:  []Counter{CountSent, CountDelivered, CountAcked, CountNacked, CountExpired, CountDied, CountCancelled}}
 	for _, sp := range []time.Duration{time.Minute, 5 * time.Minute, d.rec.Window()} {
 		s, _ := d.rec.Summary(name, sp)
 		data.Spans = append(data.Spans, spanSummary{Label: "last " + fmtAge(sp), Sum: s})

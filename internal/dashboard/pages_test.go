@@ -303,6 +303,33 @@ func TestPauseResumeTopic(t *testing.T) {
 	}
 }
 
+// TestDeleteEmptyTopic: the delete button shows only on an empty topic,
+// and deleting one removes it from the topics page.
+func TestDeleteEmptyTopic(t *testing.T) {
+	b := setup(t, setupOpts{})
+	b.send(t, "orders", "now", 0)
+	br := b.login(t, opsSecret)
+	wantNotBody(t, br.get("/ui/topics/orders"), `id="delete-topic"`)
+	r := br.post("/ui/topics/orders/delete", url.Values{})
+	if r.status == http.StatusSeeOther {
+		t.Fatal("a topic holding a message was deleted")
+	}
+	wantBody(t, r, "holds 0 scheduled, 1 ready")
+	ms, err := b.eng.Lease(context.Background(), "orders", domain.LeaseRequest{Max: 1})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("lease: %v %v", ms, err)
+	}
+	if err := b.eng.Ack(context.Background(), "orders", ms[0].ID, ms[0].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, br.get("/ui/topics/orders"), `id="delete-topic"`)
+	r = br.post("/ui/topics/orders/delete", url.Values{})
+	wantStatus(t, r, http.StatusSeeOther)
+	p := br.get(r.header.Get("Location"))
+	wantBody(t, p, "Topic deleted")
+	wantNotBody(t, p, "/ui/topics/orders")
+}
+
 // TestDeliverTargetShownAndKept: the topics page names a topic's broker
 // target (no host, no credentials), and saving the settings form keeps
 // the target and its password.

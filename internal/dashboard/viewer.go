@@ -88,15 +88,16 @@ func viewerFrom(r *http.Request) *viewer {
 // flashes are the messages a redirect after an action may show, chosen by
 // code so a crafted link cannot put words on the page.
 var flashes = map[string]string{
-	"cancelled":    "Message cancelled.",
-	"rescheduled":  "Message rescheduled.",
-	"replayed":     "Dead letter replayed: it is ready for delivery again.",
-	"replayed-all": "%d dead letters replayed.",
-	"deleted":      "Dead letter purged.",
-	"purged":       "%d dead letters purged.",
-	"settings":     "Settings saved.",
-	"paused":       "Topic paused: nothing is delivered until it is resumed; sends are still accepted.",
-	"resumed":      "Topic resumed.",
+	"cancelled":     "Message cancelled.",
+	"rescheduled":   "Message rescheduled.",
+	"replayed":      "Dead letter replayed: it is ready for delivery again.",
+	"replayed-all":  "%d dead letters replayed.",
+	"deleted":       "Dead letter purged.",
+	"purged":        "%d dead letters purged.",
+	"settings":      "Settings saved.",
+	"paused":        "Topic paused: nothing is delivered until it is resumed; sends are still accepted.",
+	"resumed":       "Topic resumed.",
+	"topic-deleted": "Topic deleted: its settings are gone; a send would make it again, with the defaults.",
 }
 
 func flashFrom(r *http.Request) string {

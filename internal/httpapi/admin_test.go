@@ -125,9 +125,34 @@ func TestBrowseBulkPause(t *testing.T) {
 		t.Fatalf("leased %d after resume, want 2", len(ms.Messages))
 	}
 	r = b.do(t, "GET", "/v1/topics/t/messages?state=inflight", "")
-	if got := pageIDs(into[wire.MessagePage](t, r)); got != "r,r2" && got != "r2,r" {
+	inflight := into[wire.MessagePage](t, r)
+	if got := pageIDs(inflight); got != "r,r2" && got != "r2,r" {
 		t.Fatalf("inflight: %s", got)
 	}
+
+	// Delete: refused, naming what the topic holds, until it is empty.
+	r = b.do(t, "DELETE", "/v1/topics/t", "")
+	want(t, r, http.StatusConflict)
+	if !strings.Contains(string(r.raw), "2 inflight") {
+		t.Fatalf("refused delete: %s", r.raw)
+	}
+	for _, m := range inflight.Messages {
+		want(t, b.do(t, "POST", "/v1/topics/t/messages/"+m.ID+"/ack", fmt.Sprintf(`{"receipt":%q}`, m.Receipt)), http.StatusOK)
+	}
+	r = b.do(t, "POST", "/v1/topics/t/messages:cancel", `{"filter":{"state":"scheduled"}}`)
+	want(t, r, http.StatusOK)
+	r = b.do(t, "DELETE", "/v1/topics/t", "")
+	want(t, r, http.StatusOK)
+	want(t, b.do(t, "GET", "/v1/topics/t", ""), http.StatusNotFound)
+	want(t, b.do(t, "DELETE", "/v1/topics/t", ""), http.StatusNotFound)
+	r = b.do(t, "GET", "/v1/topics", "")
+	if strings.Contains(string(r.raw), `"name":"t"`) {
+		t.Fatalf("deleted topic listed: %s", r.raw)
+	}
+	// A send of an acked id is still a duplicate, and makes the topic again.
+	r = b.do(t, "POST", "/v1/topics/t/messages", `{"id":"r","payload":"x"}`)
+	want(t, r, http.StatusOK)
+	want(t, b.do(t, "GET", "/v1/topics/t", ""), http.StatusOK)
 }
 
 func TestAdminNotEnabled(t *testing.T) {

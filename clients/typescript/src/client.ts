@@ -235,6 +235,11 @@ export class Client {
     return this.call("POST", `/v1/topics/${seg(topic)}/${paused ? "pause" : "resume"}`);
   }
 
+  /** Deletes an empty topic (409 while it holds scheduled, ready, inflight or dead messages). */
+  async deleteTopic(topic: string): Promise<void> {
+    await this.call("DELETE", `/v1/topics/${seg(topic)}`);
+  }
+
   /** Creates or replaces the recurring schedule name. */
   setSchedule(name: string, s: ScheduleOptions): Promise<Schedule> {
     const body: Schemas["ScheduleRequest"] = { topic: s.topic, cron: s.cron, ...payloadFields(s.payload) };

@@ -124,7 +124,7 @@ test("durations come as numbers beside the strings", async () => {
   assert.equal(info.settings.lease_ms, 45_000);
 });
 
-test("browse, bulk changes, pause", async () => {
+test("browse, bulk changes, pause, delete", async () => {
   const topic = `${run}.browse`;
   for (const [id, min] of [["b3", 3], ["b1", 1], ["b2", 2]] as const) await c.send(topic, "x", { id, delayMs: min * 60_000 });
   const first = await c.listMessages(topic, { state: "scheduled", limit: 2 });
@@ -139,6 +139,10 @@ test("browse, bulk changes, pause", async () => {
   assert.equal((await c.pauseTopic(topic, false)).paused, false);
   assert.equal(await c.cancelMessages(topic, { state: "ready", due_after: new Date(0).toISOString() }), 3);
   await refused(c.listMessages(topic, { state: "ready", limit: 1001 }), 400, "invalid_argument", "limit");
+  await c.cancelMessages(topic, { state: "scheduled" });
+  await c.cancelMessages(topic, { state: "ready" });
+  await c.deleteTopic(topic);
+  await refused(c.deleteTopic(topic), 404, "not_found");
 });
 
 test("schedules: set, pause, get, delete", async () => {
