@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -148,4 +149,42 @@ func TestListAndBulk(t *testing.T) {
 			t.Fatalf("counts after cancel: %+v", ti.Counts)
 		}
 	})
+}
+
+// TestDeleteTopicForgetsSettings: deleting a paused, emptied topic drops
+// what this engine cached, so the next send to it is leased at once with
+// the defaults; a topic holding messages is refused, naming them.
+func TestDeleteTopicForgetsSettings(t *testing.T) {
+	b := setup(t, engine.Config{})
+	send(t, b, "d", "m", 0)
+	if _, err := b.e.SetTopicSettings(b.ctx, "d", domain.TopicSettings{MaxAttempts: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.e.PauseTopic(b.ctx, "d", true); err != nil {
+		t.Fatal(err)
+	}
+	err := b.e.DeleteTopic(b.ctx, "d")
+	if !errors.Is(err, domain.ErrConflict) || !strings.Contains(err.Error(), "0 scheduled, 1 ready") {
+		t.Fatalf("delete of a topic holding a message: %v", err)
+	}
+	if n, err := b.e.CancelMessages(b.ctx, "d", domain.MessageFilter{State: domain.StateReady}); n != 1 || err != nil {
+		t.Fatalf("cancel: %d %v", n, err)
+	}
+	if err := b.e.DeleteTopic(b.ctx, "d"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := b.e.Topic(b.ctx, "d"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("Topic after delete: %v", err)
+	}
+	if err := b.e.DeleteTopic(b.ctx, "d"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	send(t, b, "d", "again", 0)
+	got := lease(t, b, "d", 10, 0)
+	if len(got) != 1 {
+		t.Fatalf("leased %v after the paused topic was deleted and sent to again", ids(got))
+	}
+	if ti, err := b.e.Topic(b.ctx, "d"); err != nil || ti.Paused || ti.Settings.MaxAttempts == 7 {
+		t.Fatalf("topic made again: %+v %v", ti, err)
+	}
 }
