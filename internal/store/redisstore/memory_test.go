@@ -126,3 +126,54 @@ func TestSeqAcrossServers(t *testing.T) {
 		t.Fatalf("topic t got %d topic numbers", len(tns))
 	}
 }
+
+// TestPriorityKeysLeaveNoTrace: ready messages of a priority other than 0
+// live in ready:<p>, listed in ready:prios while there are any; once they
+// are leased (or go back to scheduled) neither key is left behind, and
+// priority-0 messages use only the ready key of the layout before
+// priorities.
+func TestPriorityKeysLeaveNoTrace(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(), Prefix: "dq", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	past := time.Now().Add(-time.Minute).UnixMilli()
+	msgs := []store.InsertMessage{
+		{ID: "p0", DueAt: past, MaxAttempts: 3},
+		{ID: "p7", DueAt: past, MaxAttempts: 3, Priority: 7},
+		{ID: "p7b", DueAt: past, MaxAttempts: 3, Priority: 7},
+		{ID: "p255", DueAt: past, MaxAttempts: 3, Priority: 255},
+	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	base := "dq:{t#0}:ready"
+	if got := rdb.ZRange(ctx, base+":prios", 0, -1).Val(); strings.Join(got, " ") != "7 255" {
+		t.Fatalf("ready:prios = %v, want [7 255]", got)
+	}
+	for key, want := range map[string]int64{base: 1, base + ":7": 2, base + ":255": 1} {
+		if n := rdb.ZCard(ctx, key).Val(); n != want {
+			t.Fatalf("%s holds %d, want %d", key, n, want)
+		}
+	}
+	// p255 back to scheduled: its index and its registry entry go.
+	if _, err := s.MessageReschedule(ctx, &store.MessageRescheduleParams{Topic: "t", ID: "p255", DueAt: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.ZRange(ctx, base+":prios", 0, -1).Val(); strings.Join(got, " ") != "7" {
+		t.Fatalf("after the reschedule ready:prios = %v, want [7]", got)
+	}
+	got, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 10, LeaseFor: 30_000, Token: "x"})
+	if err != nil || len(got) != 3 || got[0].ID != "p0" || got[1].ID != "p7" || got[2].ID != "p7b" {
+		t.Fatalf("lease: %v %v", got, err)
+	}
+	if n := rdb.Exists(ctx, base, base+":7", base+":255", base+":prios").Val(); n != 0 {
+		keys := rdb.Keys(ctx, base+"*").Val()
+		t.Fatalf("%d ready keys left after leasing every ready message: %v", n, keys)
+	}
+}
