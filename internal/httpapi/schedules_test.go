@@ -38,6 +38,21 @@ func TestSchedulesAPI(t *testing.T) {
 	}
 	want(t, b.do(t, "PUT", "/v1/schedules/bad%20name", `{"topic":"t","cron":"@hourly","payload":""}`), 400)
 
+	// A JSON payload is kept as JSON: answered as payload_json, without
+	// the marker header that makes the messages it sends answer so too.
+	r = b.do(t, "PUT", "/v1/schedules/json", `{"topic":"reports","cron":"@hourly","payload_json":{"report": "daily", "n": [1, 2]},"headers":{"h":"v"}}`)
+	want(t, r, 200)
+	if s := into[wire.Schedule](t, r); string(s.PayloadJSON) != `{"report":"daily","n":[1,2]}` || s.Payload != nil || len(s.Headers) != 1 || s.Headers["h"] != "v" {
+		t.Fatalf("put with payload_json answered %s", r.raw)
+	}
+	if s := into[wire.Schedule](t, b.do(t, "GET", "/v1/schedules/json", "")); string(s.PayloadJSON) != `{"report":"daily","n":[1,2]}` {
+		t.Fatalf("get of a payload_json schedule: %+v", s)
+	}
+	if r := b.do(t, "PUT", "/v1/schedules/json", `{"topic":"reports","cron":"@hourly","payload":"x","payload_json":{}}`); r.status != 400 || r.err.Field != "payload_json" {
+		t.Fatalf("payload and payload_json: %d %s", r.status, r.raw)
+	}
+	want(t, b.do(t, "DELETE", "/v1/schedules/json", ""), 200)
+
 	r = b.do(t, "PATCH", "/v1/schedules/nightly", `{"paused":true}`)
 	want(t, r, 200)
 	if s := into[wire.Schedule](t, r); !s.Paused || s.NextTick != nil {

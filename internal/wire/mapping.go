@@ -281,6 +281,39 @@ func FromWhen(w domain.When) (*Duration, *time.Time) {
 	return optDuration(w.Delay), nil
 }
 
+// decodeAnyPayload reads the payload a request gives in one of its three
+// forms. A payload_json is stored compacted, with the HeaderPayloadFormat
+// header added to headers (a copy) so that answers carry it as JSON again.
+func decodeAnyPayload(text, b64 *string, asJSON json.RawMessage, headers map[string]string) ([]byte, map[string]string, error) {
+	if asJSON == nil || string(asJSON) == "null" {
+		p, err := DecodePayload(text, b64)
+		return p, headers, err
+	}
+	if text != nil || b64 != nil {
+		return nil, nil, domain.Invalid("payload_json", "give one of payload, payload_base64 and payload_json")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, asJSON); err != nil {
+		return nil, nil, domain.Invalid("payload_json", "is not JSON: %v", err)
+	}
+	h := make(map[string]string, len(headers)+1)
+	for k, v := range headers {
+		h[k] = v
+	}
+	h[HeaderPayloadFormat] = PayloadFormatJSON
+	return buf.Bytes(), h, nil
+}
+
+// encodeAnyPayload is the inverse: payload_json (and headers without the
+// marker) for a payload sent so, else text or base64.
+func encodeAnyPayload(p []byte, headers map[string]string) (text, b64 *string, asJSON json.RawMessage, h map[string]string) {
+	if headers[HeaderPayloadFormat] == PayloadFormatJSON && json.Valid(p) {
+		return nil, nil, p, withoutHeader(headers, HeaderPayloadFormat)
+	}
+	text, b64 = EncodePayload(p)
+	return text, b64, nil, headers
+}
+
 // ToDomain is the send a request asks for. Only the shape is checked
 // here; the engine checks the rest.
 func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
@@ -294,27 +327,10 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 		}
 		out.ID = *in.ID
 	}
-	var p []byte
 	var err error
-	if in.PayloadJSON != nil && string(in.PayloadJSON) != "null" {
-		if in.Payload != nil || in.PayloadBase64 != nil {
-			return out, domain.Invalid("payload_json", "give one of payload, payload_base64 and payload_json")
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, in.PayloadJSON); err != nil {
-			return out, domain.Invalid("payload_json", "is not JSON: %v", err)
-		}
-		p = buf.Bytes()
-		h := make(map[string]string, len(in.Headers)+1)
-		for k, v := range in.Headers {
-			h[k] = v
-		}
-		h[HeaderPayloadFormat] = PayloadFormatJSON
-		out.Headers = h
-	} else if p, err = DecodePayload(in.Payload, in.PayloadBase64); err != nil {
+	if out.Payload, out.Headers, err = decodeAnyPayload(in.Payload, in.PayloadBase64, in.PayloadJSON, in.Headers); err != nil {
 		return out, err
 	}
-	out.Payload = p
 	if out.When, err = toWhen(in.Delay, in.DelayMS, in.DeliverAt); err != nil {
 		return out, err
 	}
@@ -687,7 +703,7 @@ func FromSchedule(s *domain.Schedule) *Schedule {
 		w.Delay = optDuration(s.Delay)
 		w.DelayMS = msOf(*w.Delay)
 	}
-	w.Payload, w.PayloadBase64 = EncodePayload(s.Payload)
+	w.Payload, w.PayloadBase64, w.PayloadJSON, w.Headers = encodeAnyPayload(s.Payload, s.Headers)
 	return w
 }
 
@@ -702,6 +718,9 @@ func (w *Schedule) ToDomain() *domain.Schedule {
 	}
 	if w.Delay != nil {
 		s.Delay = time.Duration(*w.Delay)
+	}
+	if w.PayloadJSON != nil {
+		s.Payload, s.Headers, _ = decodeAnyPayload(nil, nil, w.PayloadJSON, w.Headers)
 	}
 	return s
 }
@@ -729,11 +748,10 @@ func (in *ScheduleRequest) ToDomain(name string) (domain.Schedule, error) {
 	if in.Cron == "" {
 		return out, domain.Invalid("cron", "is required, e.g. \"0 9 * * 1-5\" or \"@every 10m\"")
 	}
-	p, err := DecodePayload(in.Payload, in.PayloadBase64)
-	if err != nil {
+	var err error
+	if out.Payload, out.Headers, err = decodeAnyPayload(in.Payload, in.PayloadBase64, in.PayloadJSON, in.Headers); err != nil {
 		return out, err
 	}
-	out.Payload = p
 	if in.MaxAttempts != nil {
 		if *in.MaxAttempts < 1 {
 			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")

@@ -315,6 +315,7 @@ type Schedule struct {
 	Timezone      string            `json:"timezone,omitempty"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   int               `json:"max_attempts,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
@@ -328,14 +329,15 @@ type Schedule struct {
 }
 
 // ScheduleRequest is the body of PUT /v1/schedules/{name}: the whole
-// schedule (omitted optional fields take their defaults). Exactly one of
-// Payload and PayloadBase64.
+// schedule (omitted optional fields take their defaults). At most one of
+// Payload, PayloadBase64 and PayloadJSON (as in a send).
 type ScheduleRequest struct {
 	Topic         string            `json:"topic"`
 	Cron          string            `json:"cron"`
 	Timezone      string            `json:"timezone,omitempty"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   *int              `json:"max_attempts,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
