@@ -143,7 +143,7 @@ func (s *Store) TopicDelete(ctx context.Context, topic string) error {
 		var live int64
 		var deleted bool
 		err := tx.QueryRowContext(ctx, "SELECT scheduled + ready + inflight + dead, deleted FROM "+s.t("topic")+" WHERE name = ? FOR UPDATE", topic). // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-			Scan(&live, &deleted)
+																				Scan(&live, &deleted)
 		switch {
 		case errors.Is(err, sql.ErrNoRows) || err == nil && deleted && live == 0:
 			return fmt.Errorf("mysqlstore: topic %q: %w", topic, store.ErrNotFound)
