@@ -142,8 +142,8 @@ func (s *Store) TopicDelete(ctx context.Context, topic string) error {
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		var live int64
 		var deleted bool
-		err := tx.QueryRowContext(ctx, "SELECT scheduled + ready + inflight + dead, deleted FROM "+s.t("topic")+" WHERE name = ? FOR UPDATE", topic). // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-																				Scan(&live, &deleted)
+		q := "SELECT scheduled + ready + inflight + dead, deleted FROM " + s.t("topic") + " WHERE name = ? FOR UPDATE" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		err := tx.QueryRowContext(ctx, q, topic).Scan(&live, &deleted)
 		switch {
 		case errors.Is(err, sql.ErrNoRows) || err == nil && deleted && live == 0:
 			return fmt.Errorf("mysqlstore: topic %q: %w", topic, store.ErrNotFound)
