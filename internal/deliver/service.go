@@ -81,7 +81,7 @@ type Service struct {
 
 	mu      sync.Mutex // guards loops, retired, stopped
 	loops   map[string]*loop
-	retired []*loop // stopped leasing; a publish may still be in flight
+	retired []*loop // stopped leasing; publishes may still be in flight
 	stopped bool
 }
 
@@ -178,7 +178,7 @@ func (s *Service) sync(_ context.Context, infos []domain.TopicInfo) {
 			s.retired = append(s.retired, l)
 			delete(s.loops, name)
 			if ok {
-				// The new loop starts once the old publish is settled,
+				// The new loop starts once the old batches are settled,
 				// so the in-flight bound holds across the change.
 				s.loops[name] = s.startLoop(name, c, l.done)
 			} else {
@@ -204,18 +204,30 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
-// loop delivers one topic: lease a batch, publish it, settle it, again.
-// One batch at a time bounds what is in flight to MaxInFlight, and a
-// topic's stalled broker stalls only its own loop.
+// loop delivers one topic: lease a batch, publish it, and lease the
+// next while the broker confirms, up to pipelineDepth batches at once.
+// Every leased message counts against MaxInFlight until its batch is
+// settled, which bounds what is in flight however the broker behaves,
+// and a topic's stalled broker stalls only its own loop.
 type loop struct {
 	s     *Service
 	topic string
 	cfg   domain.DeliverSettings
 	kind  string
+
+	mu sync.Mutex // guards inFlight, pauseUntil, failing
+	// inFlight is how many leased messages are not settled yet.
+	inFlight int
+	// pauseUntil holds off the next lease after a batch of which nothing
+	// was confirmed.
+	pauseUntil time.Time
 	// failing is set after a batch of which nothing was confirmed, so a
 	// down broker is logged once at Warn, then at Debug, until it
-	// recovers. Only the loop's goroutine touches it.
+	// recovers.
 	failing bool
+	// settled is signalled (never blocking) each time a batch is settled.
+	settled chan struct{}
+	batches sync.WaitGroup // batches being published or settled
 
 	leaseCtx      context.Context // ends leasing
 	stopLeasing   context.CancelFunc
@@ -224,8 +236,15 @@ type loop struct {
 	done          chan struct{}
 }
 
+// pipelineDepth is how many batches of one topic may await confirms at
+// once. One batch at a time caps a topic at batch/RTT; a few overlapping
+// batches keep the broker busy while confirms travel back. Each batch is
+// at most MaxInFlight/pipelineDepth messages, so the bound stays
+// MaxInFlight in total.
+const pipelineDepth = 4
+
 func (s *Service) startLoop(topic string, cfg domain.DeliverSettings, after <-chan struct{}) *loop {
-	l := &loop{s: s, topic: topic, cfg: cfg, kind: cfg.Kind(), done: make(chan struct{})}
+	l := &loop{s: s, topic: topic, cfg: cfg, kind: cfg.Kind(), done: make(chan struct{}), settled: make(chan struct{}, 1)}
 	l.leaseCtx, l.stopLeasing = context.WithCancel(context.Background())
 	l.pubCtx, l.cancelPublish = context.WithCancel(context.Background())
 	go l.run(after)
@@ -248,6 +267,31 @@ func (l *loop) sleep(d time.Duration) bool {
 	}
 }
 
+// room waits until the loop may lease (not paused, fewer than
+// MaxInFlight messages unsettled) and returns how many it may lease;
+// 0 when leasing stopped.
+func (l *loop) room() int {
+	for {
+		l.mu.Lock()
+		free, pause := l.cfg.MaxInFlight-l.inFlight, time.Until(l.pauseUntil)
+		l.mu.Unlock()
+		switch {
+		case pause > 0:
+			if !l.sleep(pause) {
+				return 0
+			}
+		case free > 0:
+			return free
+		default:
+			select {
+			case <-l.settled:
+			case <-l.leaseCtx.Done():
+				return 0
+			}
+		}
+	}
+}
+
 func (l *loop) run(after <-chan struct{}) {
 	defer close(l.done)
 	defer l.cancelPublish()
@@ -266,6 +310,8 @@ func (l *loop) run(after <-chan struct{}) {
 			}
 		}
 	}()
+	// Runs first: the target is closed only once every batch is settled.
+	defer l.batches.Wait()
 	for target == nil {
 		t, err := l.s.cfg.Build(l.leaseCtx, l.topic, l.cfg)
 		if err == nil {
@@ -280,8 +326,14 @@ func (l *loop) run(after <-chan struct{}) {
 			return
 		}
 	}
-	req := domain.LeaseRequest{Max: l.cfg.MaxInFlight, Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
+	batchMax := max(1, (l.cfg.MaxInFlight+pipelineDepth-1)/pipelineDepth)
+	req := domain.LeaseRequest{Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
 	for l.leaseCtx.Err() == nil {
+		free := l.room()
+		if free == 0 {
+			return
+		}
+		req.Max = min(free, batchMax)
 		msgs, err := l.s.cfg.Engine.Lease(l.leaseCtx, l.topic, req)
 		if err != nil {
 			if l.leaseCtx.Err() != nil {
@@ -296,9 +348,24 @@ func (l *loop) run(after <-chan struct{}) {
 		if len(msgs) == 0 {
 			continue
 		}
-		if confirmed := l.deliver(target, msgs); confirmed == 0 && !l.sleep(errBackoff) {
-			return
-		}
+		l.mu.Lock()
+		l.inFlight += len(msgs)
+		l.mu.Unlock()
+		l.batches.Add(1)
+		go func() {
+			defer l.batches.Done()
+			confirmed := l.deliver(target, msgs)
+			l.mu.Lock()
+			l.inFlight -= len(msgs)
+			if confirmed == 0 {
+				l.pauseUntil = time.Now().Add(errBackoff)
+			}
+			l.mu.Unlock()
+			select {
+			case l.settled <- struct{}{}:
+			default:
+			}
+		}()
 	}
 }
 
@@ -352,9 +419,11 @@ func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 		// The broker's error may name hosts; it goes to the log only,
 		// never to last_error, which consume tokens can read.
 		level := slog.LevelWarn
+		l.mu.Lock()
 		if l.failing {
 			level = slog.LevelDebug
 		}
+		l.mu.Unlock()
 		l.s.log.Log(context.Background(), level, "deliver: publish failed (retried with the topic's backoff)", "topic", l.topic, "target", l.kind, "failed", len(failed), "of", len(msgs), "err", errs[failed[0]])
 		for _, i := range failed {
 			m := msgs[i]
@@ -363,11 +432,11 @@ func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 			}
 		}
 	}
-	switch {
-	case len(acks) == 0:
-		l.failing = true
-	case l.failing:
-		l.failing = false
+	l.mu.Lock()
+	recovered := len(acks) > 0 && l.failing
+	l.failing = len(acks) == 0
+	l.mu.Unlock()
+	if recovered {
 		l.s.log.Info("deliver: the target confirms again", "topic", l.topic, "target", l.kind)
 	}
 	return len(acks)
