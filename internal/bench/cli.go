@@ -23,6 +23,9 @@ type CLI struct {
 	Targets string
 	// DefaultTarget is --target's default.
 	DefaultTarget string
+	// Forward makes the forward scenario's targets from the broker
+	// flags; nil: this command has no forward scenario.
+	Forward ForwardResolver
 	// Stderr is where the progress goes when it is a terminal; Main's
 	// stderr argument is used otherwise.
 	Stderr *os.File
@@ -47,7 +50,13 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		trLate   = fs.Duration("trace-late", 5*time.Millisecond, "with --trace: how late a release triggers the trace")
 		cpuProf  = fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole benchmark to this file; shows the engine for an in-process target (embedded, memory)")
 	)
-	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, paced 20000, burst 20000, pending 200000)")
+	var brokers Brokers
+	fs.StringVar(&brokers.Redis, "redis-target", "", "forward: publish to a stream on this Redis (redis://[user:pass@]host:port[/db]); empty: skipped")
+	fs.StringVar(&brokers.RabbitMQ, "rabbitmq", "", "forward: publish to a queue the benchmark declares on this RabbitMQ (amqp://user:pass@host:port/vhost); empty: skipped")
+	fs.StringVar(&brokers.NATS, "nats", "", "forward: publish to a JetStream stream the benchmark creates on this NATS server (nats://host:port, -js); empty: skipped")
+	fs.StringVar(&brokers.Kafka, "kafka", "", "forward: publish to a topic on these Kafka brokers (host:port,…), created with auto-create; empty: skipped")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "forward: the topic's deliver.max_in_flight (default 1000)")
+	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, paced 20000, burst 20000, pending 200000, forward's backlog 50000)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "messages per send call (send 100, drain/pending fill 1000, lateness fill 100, mixed 10, paced/burst 1)")
 	fs.IntVar(&cfg.Payload, "payload", 0, "payload bytes per message (paced/burst 1024, others 256)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "concurrent senders (send 8, lateness 8, burst 32, others 4)")
@@ -71,6 +80,9 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "  paced     n single sends at rate, each due lead after it is sent, while consumers lease + ack: lateness of every message, server CPU per message")
 		fmt.Fprintln(stderr, "  burst     n single sends from concurrency callers as fast as they go, delays 0–max-delay, while consuming: lateness of every message, server CPU per message")
 		fmt.Fprintln(stderr, "  pending   n far-future messages: RSS, and restart → first due message released")
+		if c.Forward != nil {
+			fmt.Fprintln(stderr, "  forward   (not in all) a delayq server forwarding to each broker given (--redis-target, --rabbitmq, --nats, --kafka): a due backlog of n → confirmed msgs/s, then rate msgs/s for duration → due-to-confirm percentiles, early, duplicates, missing")
+		}
 		fmt.Fprintln(stderr, "\nFlags (each also reads DELAYQ_<FLAG>, e.g. DELAYQ_TARGET):")
 		// "--flag" as the docs write it (Go's flag package prints "-flag").
 		var buf strings.Builder
@@ -126,8 +138,33 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		cfgs = append(cfgs, sc)
 	}
+	queueCfgs, brokerCfgs := splitBrokerScenarios(cfgs)
+	var fwdFacs []Factory
+	if len(brokerCfgs) > 0 {
+		if c.Forward == nil {
+			fmt.Fprintf(stderr, "%s: the forward scenario is delayq's (delayq bench forward)\n", c.Name)
+			return 2
+		}
+		var skipped []string
+		var err error
+		fwdFacs, skipped, err = c.Forward(brokers, brokerCfgs[0].MaxInFlight)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: forward: %v\n", c.Name, err)
+			return 2
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "%s: forward: skipped %s\n", c.Name, s)
+		}
+		if len(fwdFacs) == 0 {
+			fmt.Fprintf(stderr, "%s: forward: name at least one broker (--redis-target, --rabbitmq, --nats, --kafka)\n", c.Name)
+			return 2
+		}
+	}
 	var facs []Factory
 	for _, t := range splitList(*targets) {
+		if len(queueCfgs) == 0 {
+			break // forward only: --target is not used
+		}
 		f, ok, err := c.Resolve(t)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: target %s: %v\n", c.Name, t, err)
@@ -139,7 +176,7 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		facs = append(facs, f)
 	}
-	if len(facs) == 0 {
+	if len(facs) == 0 && len(queueCfgs) > 0 {
 		fmt.Fprintf(stderr, "%s: name at least one --target\n", c.Name)
 		return 2
 	}
@@ -183,7 +220,9 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	p := NewProgress(pw, *progress)
 	rep := &Report{Machine: ThisMachine(), Command: command, Started: time.Now().UTC(), Runs: *runs}
-	rep.Scenarios = Run(ctx, cfgs, facs, *runs, p)
+	queueCfgs, brokerCfgs = splitBrokerScenarios(cfgs) // again: --trace set LateTrace on cfgs
+	rep.Scenarios = Run(ctx, queueCfgs, facs, *runs, p)
+	rep.Scenarios = append(rep.Scenarios, Run(ctx, brokerCfgs, fwdFacs, *runs, p)...)
 	rep.Machine.LoadEnd = LoadAvg()
 	p.Close()
 	if *jsonOut {
@@ -249,4 +288,17 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// splitBrokerScenarios separates the scenarios run on --target from those
+// run on the forward targets.
+func splitBrokerScenarios(cfgs []Config) (queue, broker []Config) {
+	for _, c := range cfgs {
+		if c.Scenario == ScenarioForward {
+			broker = append(broker, c)
+		} else {
+			queue = append(queue, c)
+		}
+	}
+	return queue, broker
 }
