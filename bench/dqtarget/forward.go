@@ -257,6 +257,13 @@ func (t *forwardTarget) Send(ctx context.Context, msgs []bench.Msg) error {
 	return t.et.Send(ctx, msgs)
 }
 
+// Hold implements bench.Holder: it pauses (or resumes) the topic, so no
+// lease, and so no publish, happens while the backlog is written.
+func (t *forwardTarget) Hold(ctx context.Context, held bool) error {
+	_, err := t.et.eng.PauseTopic(ctx, t.et.Topic, held)
+	return err
+}
+
 // Consume implements bench.Target: it hands over the broker's
 // confirmations until ctx ends (the server publishes; opts do not apply).
 func (t *forwardTarget) Consume(ctx context.Context, _ bench.ConsumeOptions, handle func([]bench.Delivery)) error {

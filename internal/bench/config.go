@@ -239,7 +239,7 @@ func (c Config) Params() []Param {
 		add("lease-max", fmt.Sprint(c.LeaseMax))
 	case ScenarioForward:
 		add("backlog n", fmt.Sprint(c.N))
-		add("backlog due", "fill start + "+backlogLead(c.N).String())
+		add("backlog due", "at once, held during the fill (else fill start + "+backlogLead(c.N).String()+")")
 		add("paced rate", rate)
 		add("paced duration", c.Duration.String())
 		add("paced lead", c.Lead.String())

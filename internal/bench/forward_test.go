@@ -28,10 +28,18 @@ func TestForwardCountsMisbehaviour(t *testing.T) {
 		}
 	})
 	silent := fakeFactory("silent", func() *fakeTarget { return &fakeTarget{drop: func(uint64) bool { return true }} })
-	reps := Run(context.Background(), []Config{tinyForward()}, []Factory{good, bad, silent}, 1, nil)
-	g, b, s := reps[0].Results[0], reps[0].Results[1], reps[0].Results[2]
-	if g.Error != "" || b.Error != "" {
-		t.Fatalf("errors: %q %q", g.Error, b.Error)
+	var holder *holdingFake
+	holding := Factory{Name: "holding", Open: func(context.Context, OpenOptions) (Target, error) {
+		holder = &holdingFake{fakeTarget: &fakeTarget{}}
+		return holder, nil
+	}}
+	reps := Run(context.Background(), []Config{tinyForward()}, []Factory{good, bad, silent, holding}, 1, nil)
+	g, b, s, h := reps[0].Results[0], reps[0].Results[1], reps[0].Results[2], reps[0].Results[3]
+	if g.Error != "" || b.Error != "" || h.Error != "" {
+		t.Fatalf("errors: %q %q %q", g.Error, b.Error, h.Error)
+	}
+	if holder.holds != 1 || h.Summary["backlog_missing"].Sum != 0 || h.Summary["fwd_msgs_per_s"].Median <= 0 {
+		t.Errorf("a Holder target: held %d times, %+v", holder.holds, h.Summary)
 	}
 	for _, k := range []string{"backlog_missing", "backlog_early", "backlog_duplicates", "early", "duplicates", "missing"} {
 		if v := g.Summary[k].Sum; v != 0 {
