@@ -246,18 +246,34 @@ type s34Results struct {
 // broker (lost 0), none before its due time (early 0), nothing dead. A
 // message published but not acked when the server died is published
 // again once its lease expires (timeout + 5 s): at most max_in_flight
-// duplicates per kill on a Redis stream.
+// duplicates per kill on a Redis stream, none on a JetStream stream,
+// which drops a Nats-Msg-Id it has seen within its duplicate window.
 func TestS34DeliverServerKill9(t *testing.T) {
-	broker := startRedis(t, "always")
+	t.Run("redis", func(t *testing.T) {
+		broker := startRedis(t, "always")
+		target := &delayq.DeliverSettings{Redis: &delayq.RedisTarget{Addr: broker.Addr(), Stream: "s34"}}
+		runS34(t, "redis", target, func() []brokerEntry { return streamEntries(t, broker.Addr(), "s34") }, -1)
+	})
+	t.Run("nats", func(t *testing.T) {
+		url := startJetStream(t)
+		st := createStream(t, url, "S34", "s34.out")
+		target := &delayq.DeliverSettings{NATS: &delayq.NATSTarget{URL: url, Subject: "s34.out"}}
+		runS34(t, "nats", target, func() []brokerEntry { return jetStreamEntries(t, st) }, 0)
+	})
+}
+
+// runS34 runs the load and the kills against one target; dupBound < 0
+// means max_in_flight per kill.
+func runS34(t *testing.T, name string, target *delayq.DeliverSettings, entries func() []brokerEntry, dupBound int) {
 	p := newProc(t)
 	p.start()
 	c := client(t, p.url(), 5*time.Second)
 	const topic, maxInFlight = "s34", 64
+	target.Timeout, target.MaxInFlight = time.Second, maxInFlight
 	if _, err := c.SetTopicSettings(context.Background(), topic, delayq.TopicSettings{
 		MaxAttempts: 1000,
 		Backoff:     delayq.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2},
-		Deliver: &delayq.DeliverSettings{Redis: &delayq.RedisTarget{Addr: broker.Addr(), Stream: topic},
-			Timeout: time.Second, MaxInFlight: maxInFlight},
+		Deliver:     target,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,17 +289,20 @@ func TestS34DeliverServerKill9(t *testing.T) {
 		p.start()
 	}
 	load.wg.Wait()
-	res := s34Results{Target: "redis", Messages: n, AckedSends: len(load.due), Kills: kills}
+	res := s34Results{Target: name, Messages: n, AckedSends: len(load.due), Kills: kills}
 	res.Dead = drainTopic(t, c, topic, 90*time.Second)
-	res.brokerCheck = check(load.due, streamEntries(t, broker.Addr(), topic))
-	writeResults(t, "S34-deliver-server-kill9", res)
+	res.brokerCheck = check(load.due, entries())
+	writeResults(t, "S34-deliver-server-kill9-"+name, res)
 	if res.AckedSends == 0 || res.Entries == 0 {
 		t.Fatalf("nothing checked: %+v", res)
 	}
 	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 {
 		t.Errorf("guarantees violated: %+v", res)
 	}
-	if bound := kills * maxInFlight; res.Duplicated > bound {
-		t.Errorf("%d duplicates, more than max_in_flight per kill (%d)", res.Duplicated, bound)
+	if dupBound < 0 {
+		dupBound = kills * maxInFlight
+	}
+	if res.Duplicated > dupBound {
+		t.Errorf("%d duplicates, more than %d", res.Duplicated, dupBound)
 	}
 }
