@@ -204,20 +204,19 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
-// loop delivers one topic: lease a batch, publish it, and lease the
-// next while the broker confirms, up to pipelineDepth batches at once.
-// Every leased message counts against MaxInFlight until its batch is
-// settled, which bounds what is in flight however the broker behaves,
-// and a topic's stalled broker stalls only its own loop.
+// loop delivers one topic with pipelineDepth lanes, each leasing a
+// batch, publishing it and settling it before its next lease; while one
+// batch awaits its confirmations the others are leased and published.
+// The lanes' batch sizes add up to MaxInFlight, which bounds what is in
+// flight however the broker behaves, and a topic's stalled broker stalls
+// only its own loop.
 type loop struct {
 	s     *Service
 	topic string
 	cfg   domain.DeliverSettings
 	kind  string
 
-	mu sync.Mutex // guards inFlight, pauseUntil, failing
-	// inFlight is how many leased messages are not settled yet.
-	inFlight int
+	mu sync.Mutex // guards pauseUntil, failing
 	// pauseUntil holds off the next lease after a batch of which nothing
 	// was confirmed.
 	pauseUntil time.Time
@@ -225,9 +224,7 @@ type loop struct {
 	// down broker is logged once at Warn, then at Debug, until it
 	// recovers.
 	failing bool
-	// settled is signalled (never blocking) each time a batch is settled.
-	settled chan struct{}
-	batches sync.WaitGroup // batches being published or settled
+	batches sync.WaitGroup // the lanes
 
 	leaseCtx      context.Context // ends leasing
 	stopLeasing   context.CancelFunc
@@ -236,15 +233,16 @@ type loop struct {
 	done          chan struct{}
 }
 
-// pipelineDepth is how many batches of one topic may await confirms at
-// once. One batch at a time caps a topic at batch/RTT; a few overlapping
-// batches keep the broker busy while confirms travel back. Each batch is
-// at most MaxInFlight/pipelineDepth messages, so the bound stays
+// pipelineDepth is how many batches of one topic may be leased and
+// await confirms at once (the loop's lanes). One batch at a time caps a
+// topic at batch/(lease + publish + ack); overlapping batches keep the
+// store and the broker busy while confirms travel back. Each lane's
+// batch is about MaxInFlight/pipelineDepth messages, so the bound stays
 // MaxInFlight in total.
 const pipelineDepth = 4
 
 func (s *Service) startLoop(topic string, cfg domain.DeliverSettings, after <-chan struct{}) *loop {
-	l := &loop{s: s, topic: topic, cfg: cfg, kind: cfg.Kind(), done: make(chan struct{}), settled: make(chan struct{}, 1)}
+	l := &loop{s: s, topic: topic, cfg: cfg, kind: cfg.Kind(), done: make(chan struct{})}
 	l.leaseCtx, l.stopLeasing = context.WithCancel(context.Background())
 	l.pubCtx, l.cancelPublish = context.WithCancel(context.Background())
 	go l.run(after)
@@ -267,31 +265,6 @@ func (l *loop) sleep(d time.Duration) bool {
 	}
 }
 
-// room waits until the loop may lease (not paused, fewer than
-// MaxInFlight messages unsettled) and returns how many it may lease;
-// 0 when leasing stopped.
-func (l *loop) room() int {
-	for {
-		l.mu.Lock()
-		free, pause := l.cfg.MaxInFlight-l.inFlight, time.Until(l.pauseUntil)
-		l.mu.Unlock()
-		switch {
-		case pause > 0:
-			if !l.sleep(pause) {
-				return 0
-			}
-		case free > 0:
-			return free
-		default:
-			select {
-			case <-l.settled:
-			case <-l.leaseCtx.Done():
-				return 0
-			}
-		}
-	}
-}
-
 func (l *loop) run(after <-chan struct{}) {
 	defer close(l.done)
 	defer l.cancelPublish()
@@ -310,7 +283,8 @@ func (l *loop) run(after <-chan struct{}) {
 			}
 		}
 	}()
-	// Runs first: the target is closed only once every batch is settled.
+	// Runs first: the target is closed only once every lane has settled
+	// its batch.
 	defer l.batches.Wait()
 	for target == nil {
 		t, err := l.s.cfg.Build(l.leaseCtx, l.topic, l.cfg)
@@ -326,14 +300,30 @@ func (l *loop) run(after <-chan struct{}) {
 			return
 		}
 	}
-	batchMax := max(1, (l.cfg.MaxInFlight+pipelineDepth-1)/pipelineDepth)
-	req := domain.LeaseRequest{Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
+	// Lane sizes add up to MaxInFlight: the bound holds in total.
+	lanes := min(pipelineDepth, l.cfg.MaxInFlight)
+	for i := range lanes {
+		size := l.cfg.MaxInFlight / lanes
+		if i < l.cfg.MaxInFlight%lanes {
+			size++
+		}
+		l.batches.Add(1)
+		go func() {
+			defer l.batches.Done()
+			l.lane(target, size)
+		}()
+	}
+}
+
+// lane leases a batch of at most size, publishes it and settles it, again,
+// until leasing stops. The loop's lanes run side by side, so leases (a
+// durable write each) and publishes overlap.
+func (l *loop) lane(target Target, size int) {
+	req := domain.LeaseRequest{Max: size, Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
 	for l.leaseCtx.Err() == nil {
-		free := l.room()
-		if free == 0 {
+		if !l.waitPause() {
 			return
 		}
-		req.Max = min(free, batchMax)
 		msgs, err := l.s.cfg.Engine.Lease(l.leaseCtx, l.topic, req)
 		if err != nil {
 			if l.leaseCtx.Err() != nil {
@@ -348,24 +338,27 @@ func (l *loop) run(after <-chan struct{}) {
 		if len(msgs) == 0 {
 			continue
 		}
-		l.mu.Lock()
-		l.inFlight += len(msgs)
-		l.mu.Unlock()
-		l.batches.Add(1)
-		go func() {
-			defer l.batches.Done()
-			confirmed := l.deliver(target, msgs)
+		if confirmed := l.deliver(target, msgs); confirmed == 0 {
 			l.mu.Lock()
-			l.inFlight -= len(msgs)
-			if confirmed == 0 {
-				l.pauseUntil = time.Now().Add(errBackoff)
-			}
+			l.pauseUntil = time.Now().Add(errBackoff)
 			l.mu.Unlock()
-			select {
-			case l.settled <- struct{}{}:
-			default:
-			}
-		}()
+		}
+	}
+}
+
+// waitPause waits out a pause after a batch of which nothing was
+// confirmed; false when leasing stopped.
+func (l *loop) waitPause() bool {
+	for {
+		l.mu.Lock()
+		pause := time.Until(l.pauseUntil)
+		l.mu.Unlock()
+		if pause <= 0 {
+			return true
+		}
+		if !l.sleep(pause) {
+			return false
+		}
 	}
 }
 

@@ -251,7 +251,12 @@ func TestUnconfirmedBoundedAndRedelivered(t *testing.T) {
 	f := newFake("hang")
 	b.add(t, "orders", f, 5, 200*time.Millisecond, 1000)
 	b.send(t, "orders", 40, 0)
-	waitFor(t, "several publishes", 10*time.Second, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.publishes >= 4 })
+	waitFor(t, "several timed-out publishes", 10*time.Second, func() bool {
+		m, err := b.e.Get(context.Background(), "orders", "orders-0")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return err == nil && m.Failures > 0 && f.publishes >= 8
+	})
 	if c := b.counts(t, "orders"); c.Inflight > 5 {
 		t.Fatalf("%d messages in flight, max_in_flight is 5", c.Inflight)
 	}
