@@ -305,3 +305,54 @@ func runS34(t *testing.T, name string, target *delayq.DeliverSettings, entries f
 		t.Errorf("%d duplicates, more than %d", res.Duplicated, dupBound)
 	}
 }
+
+// TestS32DeliverBrokerKillNATS is S32 on a NATS JetStream target: the
+// nats-server (file storage) is killed with SIGKILL and restarted on its
+// port and store under load. Lost 0, early 0 (by the stream's store
+// time), nothing dead; duplicates are counted, and the stream's
+// duplicate window (2 minutes, longer than the run) drops a
+// republished Nats-Msg-Id, so they must be 0.
+func TestS32DeliverBrokerKillNATS(t *testing.T) {
+	broker := startJetStreamServer(t)
+	createStream(t, broker.url, "S32", "s32.out")
+	p := newProc(t)
+	p.start()
+	c := client(t, p.url(), 5*time.Second)
+	const topic = "s32"
+	if _, err := c.SetTopicSettings(context.Background(), topic, delayq.TopicSettings{
+		MaxAttempts: 1000,
+		Backoff:     delayq.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2},
+		Deliver: &delayq.DeliverSettings{NATS: &delayq.NATSTarget{URL: broker.url, Subject: "s32.out"},
+			Timeout: time.Second, MaxInFlight: 64},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rng := newRand(seed(t))
+	n := pick(2000, 20_000)
+	kills := pick(3, 10)
+	load := sendDeliverLoad(t, c, topic, rng, n, pick(8*time.Second, 40*time.Second), 2*time.Second)
+	for range kills {
+		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
+		broker.kill()
+		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
+		broker.start()
+	}
+	load.wg.Wait()
+	res := struct {
+		Messages   int `json:"messages"`
+		AckedSends int `json:"acked_sends"`
+		Kills      int `json:"broker_kills"`
+		brokerCheck
+		Dead int64 `json:"dead"`
+	}{Messages: n, AckedSends: len(load.due), Kills: kills}
+	res.Dead = drainTopic(t, c, topic, 90*time.Second)
+	// The stream handle is re-opened: the server restarted.
+	res.brokerCheck = check(load.due, jetStreamEntries(t, openStream(t, broker.url, "S32")))
+	writeResults(t, "S32-deliver-broker-kill-nats", res)
+	if res.AckedSends == 0 || res.Entries == 0 {
+		t.Fatalf("nothing checked: %+v", res)
+	}
+	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 || res.Duplicated != 0 {
+		t.Errorf("guarantees violated: %+v", res)
+	}
+}

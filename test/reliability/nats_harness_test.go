@@ -15,44 +15,76 @@ import (
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 )
 
-// startJetStream runs `nats-server -js` on a free loopback port with its
-// store in a temporary directory, until the test ends; it answers the URL.
-func startJetStream(t *testing.T) string {
+// jetStreamServer is a `nats-server -js` on a free loopback port with its
+// store in a temporary directory, restartable on both; killed when the
+// test ends.
+type jetStreamServer struct {
+	t      *testing.T
+	bin    string
+	args   []string
+	url    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *strings.Builder
+}
+
+// startJetStream starts a server and answers its URL.
+func startJetStream(t *testing.T) string { return startJetStreamServer(t).url }
+
+func startJetStreamServer(t *testing.T) *jetStreamServer {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		t.Skip("nats-server is not installed (apt-get install nats-server)")
 	}
 	port := redistest.FreePort(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js"))
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	s := &jetStreamServer{t: t, bin: bin, url: "nats://127.0.0.1:" + strconv.Itoa(port),
+		args: []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(t.TempDir(), "js")}}
+	t.Cleanup(s.kill)
+	s.start()
+	return s
+}
+
+// start runs the server and waits until JetStream answers.
+func (s *jetStreamServer) start() {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	s.out = &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if nc, err := nats.Connect(url); err == nil {
+		if nc, err := nats.Connect(s.url); err == nil {
 			_, err = nc.Request("$JS.API.INFO", nil, time.Second)
 			nc.Close()
 			if err == nil {
-				return url
+				return
 			}
 		}
 		select {
 		case <-exited:
-			t.Fatalf("nats-server exited during start-up:\n%s", out.String())
+			s.t.Fatalf("nats-server exited during start-up:\n%s", s.out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not get ready within 30s")
+			s.t.Fatalf("nats-server did not get ready within 30s")
 		}
 	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (s *jetStreamServer) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
 }
 
 // createStream makes a file-stored stream capturing subject with a
@@ -110,4 +142,23 @@ func jetStreamEntries(t *testing.T, st jetstream.Stream) []brokerEntry {
 		}
 	}
 	return out
+}
+
+// openStream connects anew and opens an existing stream.
+func openStream(t *testing.T, url, name string) jetstream.Stream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
