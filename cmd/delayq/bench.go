@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("bench", "load generator: send, drain, lateness, mixed, paced, burst, pending (see docs/benchmarks.md)", runBench)
+	register("bench", "load generator: send, drain, lateness, mixed, paced, burst, pending, forward (see docs/benchmarks.md)", runBench)
 }
 
 // benchCLI is `delayq bench`: the scenario runner of internal/bench with
@@ -21,6 +21,7 @@ var benchCLI = bench.CLI{
 	Resolve:       dqtarget.Resolve,
 	Targets:       dqtarget.Targets + "; peers: see bench/peers (peerbench)",
 	DefaultTarget: "embedded",
+	Forward:       dqtarget.ForwardFactories,
 	Stderr:        os.Stderr,
 }
 

@@ -23,6 +23,9 @@ type CLI struct {
 	Targets string
 	// DefaultTarget is --target's default.
 	DefaultTarget string
+	// Forward makes the forward scenario's targets from the broker
+	// flags; nil: this command has no forward scenario.
+	Forward ForwardResolver
 	// Stderr is where the progress goes when it is a terminal; Main's
 	// stderr argument is used otherwise.
 	Stderr *os.File
@@ -47,18 +50,24 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		trLate   = fs.Duration("trace-late", 5*time.Millisecond, "with --trace: how late a release triggers the trace")
 		cpuProf  = fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole benchmark to this file; shows the engine for an in-process target (embedded, memory)")
 	)
-	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, paced 20000, burst 20000, pending 200000)")
+	var brokers Brokers
+	fs.StringVar(&brokers.Redis, "redis-target", "", "forward: publish to a stream on this Redis (redis://[user:pass@]host:port[/db]); empty: skipped")
+	fs.StringVar(&brokers.RabbitMQ, "rabbitmq", "", "forward: publish to a queue the benchmark declares on this RabbitMQ (amqp://user:pass@host:port/vhost); empty: skipped")
+	fs.StringVar(&brokers.NATS, "nats", "", "forward: publish to a JetStream stream the benchmark creates on this NATS server (nats://host:port, -js); empty: skipped")
+	fs.StringVar(&brokers.Kafka, "kafka", "", "forward: publish to a topic (3 partitions) the benchmark creates and deletes on these Kafka brokers (host:port,…); empty: skipped")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "forward: the topic's deliver.max_in_flight (default 1000)")
+	fs.IntVar(&cfg.N, "n", 0, "messages (send 200000, drain 50000, lateness 100000, paced 20000, burst 20000, pending 200000, forward's backlog 50000)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "messages per send call (send 100, drain/pending fill 1000, lateness fill 100, mixed 10, paced/burst 1)")
 	fs.IntVar(&cfg.Payload, "payload", 0, "payload bytes per message (paced/burst 1024, others 256)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "concurrent senders (send 8, lateness 8, burst 32, others 4)")
-	fs.Float64Var(&cfg.Rate, "rate", 0, "send rate in msgs/s, all senders together; 0 = as fast as possible (send, burst); mixed default 2000, paced 1000")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "send rate in msgs/s, all senders together; 0 = as fast as possible (send, burst); mixed and forward default 2000, paced 1000")
 	fs.IntVar(&cfg.Consumers, "consumers", 0, "concurrent consumers (paced 2, others 4)")
 	fs.IntVar(&cfg.LeaseMax, "lease-max", 0, "largest batch per receive (default 100)")
 	fs.DurationVar(&cfg.Wait, "wait", 0, "consumers' long-poll wait (default 5s)")
 	fs.DurationVar(&cfg.Delay, "delay", 0, "delay of sent messages (send 1h, pending 24h)")
 	fs.DurationVar(&cfg.Window, "window", 0, "lateness: messages come due evenly over this window (default 10s)")
-	fs.DurationVar(&cfg.Lead, "lead", 0, "lateness: first message due this long after the fill starts (default 2s + max(0, n/5000 s − window)); paced: each message is sent this long before it is due (default 2s)")
-	fs.DurationVar(&cfg.Duration, "duration", 0, "mixed: how long to send (default 60s)")
+	fs.DurationVar(&cfg.Lead, "lead", 0, "lateness: first message due this long after the fill starts (default 2s + max(0, n/5000 s − window)); paced, forward: each message is sent this long before it is due (default 2s)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "mixed: how long to send (default 60s); forward: how long the paced phase sends (default 10s)")
 	fs.DurationVar(&cfg.MaxDelay, "max-delay", 0, "mixed, burst: delays are uniform in [0, max-delay] (mixed 60s, burst 10s); pending: when set, delays are uniform in [delay, max-delay]")
 	fs.DurationVar(&cfg.Grace, "grace", 0, "drain/lateness/paced/burst/pending: give up after no new message for this long once all are sent and due (default 30s); mixed: consume this long after sending ends (default 10s)")
 	durable := fs.Bool("durable", true, "fsync every accepted write (delayq: Pebble sync with group commit; redis: appendfsync always; beanstalkd: -f0); false: logs written, never fsync'd (Pebble NoSync; appendfsync no; beanstalkd -F)")
@@ -71,6 +80,9 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "  paced     n single sends at rate, each due lead after it is sent, while consumers lease + ack: lateness of every message, server CPU per message")
 		fmt.Fprintln(stderr, "  burst     n single sends from concurrency callers as fast as they go, delays 0–max-delay, while consuming: lateness of every message, server CPU per message")
 		fmt.Fprintln(stderr, "  pending   n far-future messages: RSS, and restart → first due message released")
+		if c.Forward != nil {
+			fmt.Fprintln(stderr, "  forward   (not in all) a delayq server forwarding to each broker given (--redis-target, --rabbitmq, --nats, --kafka): a due backlog of n → confirmed msgs/s, then rate msgs/s for duration → due-to-confirm percentiles, early, duplicates, missing")
+		}
 		fmt.Fprintln(stderr, "\nFlags (each also reads DELAYQ_<FLAG>, e.g. DELAYQ_TARGET):")
 		// "--flag" as the docs write it (Go's flag package prints "-flag").
 		var buf strings.Builder
@@ -126,8 +138,33 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		cfgs = append(cfgs, sc)
 	}
+	queueCfgs, brokerCfgs := splitBrokerScenarios(cfgs)
+	var fwdFacs []Factory
+	if len(brokerCfgs) > 0 {
+		if c.Forward == nil {
+			fmt.Fprintf(stderr, "%s: the forward scenario is delayq's (delayq bench forward)\n", c.Name)
+			return 2
+		}
+		var skipped []string
+		var err error
+		fwdFacs, skipped, err = c.Forward(brokers, brokerCfgs[0].MaxInFlight)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: forward: %v\n", c.Name, err)
+			return 2
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "%s: forward: skipped %s\n", c.Name, s)
+		}
+		if len(fwdFacs) == 0 {
+			fmt.Fprintf(stderr, "%s: forward: name at least one broker (--redis-target, --rabbitmq, --nats, --kafka)\n", c.Name)
+			return 2
+		}
+	}
 	var facs []Factory
 	for _, t := range splitList(*targets) {
+		if len(queueCfgs) == 0 {
+			break // forward only: --target is not used
+		}
 		f, ok, err := c.Resolve(t)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: target %s: %v\n", c.Name, t, err)
@@ -139,7 +176,7 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		facs = append(facs, f)
 	}
-	if len(facs) == 0 {
+	if len(facs) == 0 && len(queueCfgs) > 0 {
 		fmt.Fprintf(stderr, "%s: name at least one --target\n", c.Name)
 		return 2
 	}
@@ -183,7 +220,9 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	p := NewProgress(pw, *progress)
 	rep := &Report{Machine: ThisMachine(), Command: command, Started: time.Now().UTC(), Runs: *runs}
-	rep.Scenarios = Run(ctx, cfgs, facs, *runs, p)
+	queueCfgs, brokerCfgs = splitBrokerScenarios(cfgs) // again: --trace set LateTrace on cfgs
+	rep.Scenarios = Run(ctx, queueCfgs, facs, *runs, p)
+	rep.Scenarios = append(rep.Scenarios, Run(ctx, brokerCfgs, fwdFacs, *runs, p)...)
 	rep.Machine.LoadEnd = LoadAvg()
 	p.Close()
 	if *jsonOut {
@@ -249,4 +288,17 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// splitBrokerScenarios separates the scenarios run on --target from those
+// run on the forward targets.
+func splitBrokerScenarios(cfgs []Config) (queue, broker []Config) {
+	for _, c := range cfgs {
+		if c.Scenario == ScenarioForward {
+			broker = append(broker, c)
+		} else {
+			queue = append(queue, c)
+		}
+	}
+	return queue, broker
 }

@@ -59,6 +59,8 @@ type Config struct {
 	// (mixed), and the stall timeout of drain and lateness: a run ends
 	// when no new message arrived for Grace after everything was due.
 	Grace time.Duration
+	// MaxInFlight is the forward scenario's deliver.max_in_flight.
+	MaxInFlight int
 	// Durable asks targets to fsync every accepted send (default true).
 	Durable bool
 	// Seed of the payload filler and the mixed scenario's delays.
@@ -90,6 +92,11 @@ func Defaults(scenario string) Config {
 		c.N, c.MaxDelay, c.Batch, c.Concurrency, c.Payload, c.Consumers = 20_000, 10*time.Second, 1, 32, 1024, 4
 	case ScenarioPending:
 		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 1000, 4, 24*time.Hour
+	case ScenarioForward:
+		// A due backlog of N, then single sends paced at Rate for Duration,
+		// each due Lead after it is sent, with 1 KiB payloads.
+		c.N, c.Batch, c.Concurrency, c.Payload, c.MaxInFlight = 50_000, 1000, 16, 1024, 1000
+		c.Rate, c.Duration, c.Lead = 2000, 10*time.Second, 2*time.Second
 	}
 	return c
 }
@@ -113,6 +120,7 @@ func (c Config) Fill() Config {
 	pick(&c.Concurrency, d.Concurrency)
 	pick(&c.Consumers, d.Consumers)
 	pick(&c.LeaseMax, d.LeaseMax)
+	pick(&c.MaxInFlight, d.MaxInFlight)
 	pickD(&c.Wait, d.Wait)
 	pickD(&c.Delay, d.Delay)
 	pickD(&c.Window, d.Window)
@@ -125,7 +133,7 @@ func (c Config) Fill() Config {
 	if c.Seed == 0 {
 		c.Seed = d.Seed
 	}
-	if c.Scenario == ScenarioPaced {
+	if c.Scenario == ScenarioPaced || c.Scenario == ScenarioForward {
 		pickD(&c.Lead, d.Lead)
 	}
 	if c.Scenario == ScenarioLateness && c.Lead == 0 {
@@ -138,7 +146,11 @@ func (c Config) Fill() Config {
 func (c Config) Validate() error {
 	switch {
 	case !isScenario(c.Scenario):
-		return fmt.Errorf("unknown scenario %q (want one of %s)", c.Scenario, strings.Join(Scenarios, ", "))
+		return fmt.Errorf("unknown scenario %q (want one of %s)", c.Scenario, strings.Join(append(append([]string{}, Scenarios...), BrokerScenarios...), ", "))
+	case c.Scenario == ScenarioForward && (c.MaxInFlight < 1 || c.MaxInFlight > 1000):
+		return fmt.Errorf("--max-in-flight must be between 1 and 1000")
+	case c.Scenario == ScenarioForward && c.Duration <= 0:
+		return fmt.Errorf("forward needs --duration > 0 (the paced phase)")
 	case c.N < 1 && c.Scenario != ScenarioMixed:
 		return fmt.Errorf("--n must be ≥ 1")
 	case c.Batch < 1 || c.Batch > 1000:
@@ -151,7 +163,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--lease-max must be between 1 and 1000")
 	case c.Rate < 0:
 		return fmt.Errorf("--rate must be ≥ 0")
-	case (c.Scenario == ScenarioMixed || c.Scenario == ScenarioPaced) && c.Rate <= 0:
+	case (c.Scenario == ScenarioMixed || c.Scenario == ScenarioPaced || c.Scenario == ScenarioForward) && c.Rate <= 0:
 		return fmt.Errorf("%s needs --rate > 0", c.Scenario)
 	case c.Scenario == ScenarioPending && c.MaxDelay != 0 && c.MaxDelay < c.Delay:
 		return fmt.Errorf("pending: --max-delay %v is below --delay %v (delays are uniform in [delay, max-delay])", c.MaxDelay, c.Delay)
@@ -162,7 +174,7 @@ func (c Config) Validate() error {
 }
 
 func isScenario(s string) bool {
-	for _, x := range Scenarios {
+	for _, x := range append(append([]string{}, Scenarios...), BrokerScenarios...) {
 		if x == s {
 			return true
 		}
@@ -225,6 +237,14 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+	case ScenarioForward:
+		add("backlog n", fmt.Sprint(c.N))
+		add("backlog due", "at once, held during the fill (else fill start + "+backlogLead(c.N).String()+")")
+		add("paced rate", rate)
+		add("paced duration", c.Duration.String())
+		add("paced lead", c.Lead.String())
+		add("payload", fmt.Sprintf("%dB", c.Payload))
+		add("max_in_flight", fmt.Sprint(c.MaxInFlight))
 	case ScenarioPending:
 		add("n", fmt.Sprint(c.N))
 		add("payload", fmt.Sprintf("%dB", c.Payload))

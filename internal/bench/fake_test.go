@@ -15,6 +15,7 @@ type fakeTarget struct {
 	earlyBy time.Duration
 
 	mu      sync.Mutex
+	held    bool // holdingFake: deliver nothing
 	pending []Msg
 	closed  bool
 	work    int64 // messages sent + messages taken: the fake's "CPU"
@@ -47,6 +48,9 @@ func (f *fakeTarget) Send(_ context.Context, msgs []Msg) error {
 func (f *fakeTarget) take(max int) []Msg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.held {
+		return nil
+	}
 	now := time.Now()
 	var out []Msg
 	keep := f.pending[:0]
@@ -104,6 +108,22 @@ func (f *fakeTarget) Close() error {
 func (f *fakeTarget) RSS() (int64, string, error) { return 42 << 20, "fake", nil }
 
 func (f *fakeTarget) Restart(context.Context) (time.Time, error) { return time.Now(), nil }
+
+// holdingFake is a fakeTarget that implements Holder.
+type holdingFake struct {
+	*fakeTarget
+	holds int // calls of Hold(true)
+}
+
+func (h *holdingFake) Hold(_ context.Context, held bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = held
+	if held {
+		h.holds++
+	}
+	return nil
+}
 
 // fakeFactory opens a fresh fakeTarget (configured by mk) per run.
 func fakeFactory(name string, mk func() *fakeTarget) Factory {

@@ -72,6 +72,8 @@ func MetricsOf(scenario string) []Metric {
 			{Key: "send_call_p99_ms", Label: "send call p99", Unit: "ms"},
 			{Key: "checked", Label: "messages checked", Count: true},
 		}, latenessMetrics...), cpuMetric)
+	case ScenarioForward:
+		return forwardMetrics
 	case ScenarioPending:
 		return []Metric{
 			{Key: "fill_msgs_per_s", Label: "fill throughput", Unit: "msgs/s", Higher: true},
@@ -137,6 +139,8 @@ func runScenario(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 		return runBurst(ctx, c, t, p)
 	case ScenarioPending:
 		return runPending(ctx, c, t, p)
+	case ScenarioForward:
+		return runForward(ctx, c, t, p)
 	}
 	return RunResult{}, fmt.Errorf("unknown scenario %q", c.Scenario)
 }

@@ -81,7 +81,7 @@ type Service struct {
 
 	mu      sync.Mutex // guards loops, retired, stopped
 	loops   map[string]*loop
-	retired []*loop // stopped leasing; a publish may still be in flight
+	retired []*loop // stopped leasing; publishes may still be in flight
 	stopped bool
 }
 
@@ -178,7 +178,7 @@ func (s *Service) sync(_ context.Context, infos []domain.TopicInfo) {
 			s.retired = append(s.retired, l)
 			delete(s.loops, name)
 			if ok {
-				// The new loop starts once the old publish is settled,
+				// The new loop starts once the old batches are settled,
 				// so the in-flight bound holds across the change.
 				s.loops[name] = s.startLoop(name, c, l.done)
 			} else {
@@ -204,18 +204,27 @@ func isDone(c <-chan struct{}) bool {
 	}
 }
 
-// loop delivers one topic: lease a batch, publish it, settle it, again.
-// One batch at a time bounds what is in flight to MaxInFlight, and a
-// topic's stalled broker stalls only its own loop.
+// loop delivers one topic with pipelineDepth lanes, each leasing a
+// batch, publishing it and settling it before its next lease; while one
+// batch awaits its confirmations the others are leased and published.
+// The lanes' batch sizes add up to MaxInFlight, which bounds what is in
+// flight however the broker behaves, and a topic's stalled broker stalls
+// only its own loop.
 type loop struct {
 	s     *Service
 	topic string
 	cfg   domain.DeliverSettings
 	kind  string
+
+	mu sync.Mutex // guards pauseUntil, failing
+	// pauseUntil holds off the next lease after a batch of which nothing
+	// was confirmed.
+	pauseUntil time.Time
 	// failing is set after a batch of which nothing was confirmed, so a
 	// down broker is logged once at Warn, then at Debug, until it
-	// recovers. Only the loop's goroutine touches it.
+	// recovers.
 	failing bool
+	batches sync.WaitGroup // the lanes
 
 	leaseCtx      context.Context // ends leasing
 	stopLeasing   context.CancelFunc
@@ -223,6 +232,14 @@ type loop struct {
 	cancelPublish context.CancelFunc
 	done          chan struct{}
 }
+
+// pipelineDepth is how many batches of one topic may be leased and
+// await confirms at once (the loop's lanes). One batch at a time caps a
+// topic at batch/(lease + publish + ack); overlapping batches keep the
+// store and the broker busy while confirms travel back. Each lane's
+// batch is about MaxInFlight/pipelineDepth messages, so the bound stays
+// MaxInFlight in total.
+const pipelineDepth = 4
 
 func (s *Service) startLoop(topic string, cfg domain.DeliverSettings, after <-chan struct{}) *loop {
 	l := &loop{s: s, topic: topic, cfg: cfg, kind: cfg.Kind(), done: make(chan struct{})}
@@ -266,6 +283,9 @@ func (l *loop) run(after <-chan struct{}) {
 			}
 		}
 	}()
+	// Runs first: the target is closed only once every lane has settled
+	// its batch.
+	defer l.batches.Wait()
 	for target == nil {
 		t, err := l.s.cfg.Build(l.leaseCtx, l.topic, l.cfg)
 		if err == nil {
@@ -280,8 +300,30 @@ func (l *loop) run(after <-chan struct{}) {
 			return
 		}
 	}
-	req := domain.LeaseRequest{Max: l.cfg.MaxInFlight, Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
+	// Lane sizes add up to MaxInFlight: the bound holds in total.
+	lanes := min(pipelineDepth, l.cfg.MaxInFlight)
+	for i := range lanes {
+		size := l.cfg.MaxInFlight / lanes
+		if i < l.cfg.MaxInFlight%lanes {
+			size++
+		}
+		l.batches.Add(1)
+		go func() {
+			defer l.batches.Done()
+			l.lane(target, size)
+		}()
+	}
+}
+
+// lane leases a batch of at most size, publishes it and settles it, again,
+// until leasing stops. The loop's lanes run side by side, so leases (a
+// durable write each) and publishes overlap.
+func (l *loop) lane(target Target, size int) {
+	req := domain.LeaseRequest{Max: size, Lease: l.cfg.Timeout + l.s.cfg.LeaseMargin, Wait: l.s.cfg.Wait}
 	for l.leaseCtx.Err() == nil {
+		if !l.waitPause() {
+			return
+		}
 		msgs, err := l.s.cfg.Engine.Lease(l.leaseCtx, l.topic, req)
 		if err != nil {
 			if l.leaseCtx.Err() != nil {
@@ -296,8 +338,26 @@ func (l *loop) run(after <-chan struct{}) {
 		if len(msgs) == 0 {
 			continue
 		}
-		if confirmed := l.deliver(target, msgs); confirmed == 0 && !l.sleep(errBackoff) {
-			return
+		if confirmed := l.deliver(target, msgs); confirmed == 0 {
+			l.mu.Lock()
+			l.pauseUntil = time.Now().Add(errBackoff)
+			l.mu.Unlock()
+		}
+	}
+}
+
+// waitPause waits out a pause after a batch of which nothing was
+// confirmed; false when leasing stopped.
+func (l *loop) waitPause() bool {
+	for {
+		l.mu.Lock()
+		pause := time.Until(l.pauseUntil)
+		l.mu.Unlock()
+		if pause <= 0 {
+			return true
+		}
+		if !l.sleep(pause) {
+			return false
 		}
 	}
 }
@@ -352,9 +412,11 @@ func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 		// The broker's error may name hosts; it goes to the log only,
 		// never to last_error, which consume tokens can read.
 		level := slog.LevelWarn
+		l.mu.Lock()
 		if l.failing {
 			level = slog.LevelDebug
 		}
+		l.mu.Unlock()
 		l.s.log.Log(context.Background(), level, "deliver: publish failed (retried with the topic's backoff)", "topic", l.topic, "target", l.kind, "failed", len(failed), "of", len(msgs), "err", errs[failed[0]])
 		for _, i := range failed {
 			m := msgs[i]
@@ -363,11 +425,11 @@ func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 			}
 		}
 	}
-	switch {
-	case len(acks) == 0:
-		l.failing = true
-	case l.failing:
-		l.failing = false
+	l.mu.Lock()
+	recovered := len(acks) > 0 && l.failing
+	l.failing = len(acks) == 0
+	l.mu.Unlock()
+	if recovered {
 		l.s.log.Info("deliver: the target confirms again", "topic", l.topic, "target", l.kind)
 	}
 	return len(acks)

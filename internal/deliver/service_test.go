@@ -30,7 +30,11 @@ type fake struct {
 	publishes   int
 	inFlight    int
 	maxInFlight int
-	closed      bool
+	// batches at the broker now, the most at once, and the largest.
+	batches, maxBatches, maxBatch int
+	// delay is how long an "ok" publish takes to confirm.
+	delay  time.Duration
+	closed bool
 }
 
 func newFake(mode string) *fake { return &fake{mode: mode, got: map[string]time.Time{}} }
@@ -42,9 +46,18 @@ func (f *fake) Publish(ctx context.Context, msgs []deliver.Message) []error {
 	f.publishes++
 	f.inFlight += len(msgs)
 	f.maxInFlight = max(f.maxInFlight, f.inFlight)
-	mode, closed := f.mode, f.closed
+	f.batches++
+	f.maxBatches = max(f.maxBatches, f.batches)
+	f.maxBatch = max(f.maxBatch, len(msgs))
+	mode, closed, delay := f.mode, f.closed, f.delay
 	f.mu.Unlock()
-	defer func() { f.mu.Lock(); f.inFlight -= len(msgs); f.mu.Unlock() }()
+	defer func() { f.mu.Lock(); f.inFlight -= len(msgs); f.batches--; f.mu.Unlock() }()
+	if delay > 0 && mode == "ok" {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
+	}
 	errs := make([]error, len(msgs))
 	switch {
 	case closed:
@@ -238,7 +251,12 @@ func TestUnconfirmedBoundedAndRedelivered(t *testing.T) {
 	f := newFake("hang")
 	b.add(t, "orders", f, 5, 200*time.Millisecond, 1000)
 	b.send(t, "orders", 40, 0)
-	waitFor(t, "several publishes", 10*time.Second, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.publishes >= 4 })
+	waitFor(t, "several timed-out publishes", 10*time.Second, func() bool {
+		m, err := b.e.Get(context.Background(), "orders", "orders-0")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return err == nil && m.Failures > 0 && f.publishes >= 8
+	})
 	if c := b.counts(t, "orders"); c.Inflight > 5 {
 		t.Fatalf("%d messages in flight, max_in_flight is 5", c.Inflight)
 	}
@@ -321,4 +339,29 @@ func TestBuildFailureWaits(t *testing.T) {
 	b.fakes["orders"] = f
 	b.mu.Unlock()
 	waitFor(t, "delivery once the target builds", 5*time.Second, func() bool { return f.count() == 3 })
+}
+
+// TestPipelinedBatchesBounded: while a batch awaits its confirms the
+// loop publishes the next ones, so a slow broker sees several batches at
+// once; never more than max_in_flight messages in total, and every one
+// is published once and acked.
+func TestPipelinedBatchesBounded(t *testing.T) {
+	b := setup(t)
+	f := newFake("ok")
+	f.delay = 50 * time.Millisecond
+	b.add(t, "orders", f, 40, 5*time.Second, 0)
+	b.send(t, "orders", 400, 0)
+	waitFor(t, "every message published", 20*time.Second, func() bool { return f.count() == 400 })
+	waitFor(t, "every message acked", 5*time.Second, b.settled(t, "orders"))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxInFlight > 40 {
+		t.Fatalf("%d messages at the broker at once, max_in_flight is 40", f.maxInFlight)
+	}
+	if f.maxBatches < 2 {
+		t.Fatalf("at most %d batch at the broker at once: publishes are not pipelined", f.maxBatches)
+	}
+	if f.maxBatch > 10 {
+		t.Fatalf("a batch of %d, want at most max_in_flight/4 = 10", f.maxBatch)
+	}
 }
