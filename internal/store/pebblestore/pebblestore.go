@@ -93,10 +93,11 @@ const (
 	ixReady
 	ixInflight
 	ixDead
+	ixReadyPrio // ready messages of priority 1-255 (p/); ixReady holds priority 0
 	numIx
 )
 
-var ixPrefix = [numIx]byte{pfxScheduled, pfxReady, pfxInflight, pfxDead}
+var ixPrefix = [numIx]byte{pfxScheduled, pfxReady, pfxInflight, pfxDead, pfxReadyPrio}
 
 // topic is the in-memory state of one topic.
 type topic struct {
@@ -108,8 +109,8 @@ type topic struct {
 	known    bool    // has a c/ or t/ key
 	settings []byte  // nil if never set
 	counts   store.Counts
-	// lw[i] is the smallest {t}{seq} suffix that may still exist in index
-	// i (nil: the start of the index). Lowered when a key is added below
+	// lw[i] is the smallest {t}{seq} suffix ({prio}{t}{seq} for p/) that
+	// may still exist in index i (nil: the start of the index). Lowered when a key is added below
 	// it, raised after a scan found the first live key.
 	lw [numIx][]byte
 }
@@ -122,7 +123,7 @@ func (t *topic) lower(ix int, suffix []byte) {
 }
 
 // lowerKey is lower for a full per-topic index key.
-func (t *topic) lowerKey(ix int, key []byte) { t.lower(ix, key[len(key)-16:]) }
+func (t *topic) lowerKey(ix int, key []byte) { t.lower(ix, key[len(key)-suffixLen(ix):]) }
 
 // lowWater is a low-water mark of a global index, scanned by one goroutine at
 // a time but added to by any topic's operations.
@@ -287,8 +288,18 @@ func (s *Store) load() error {
 		}
 	case err != nil:
 		return err
-	case len(v) != 1 || v[0] != formatVersion:
+	case len(v) == 1 && v[0] > formatVersion:
+		return fmt.Errorf("pebblestore: %s was written by a newer delayq (data format %d; this binary reads formats %d to %d): run that version or a later one: %w",
+			s.dir, v[0], oldestFormat, formatVersion, store.ErrUnavailable)
+	case len(v) != 1 || v[0] < oldestFormat:
 		return fmt.Errorf("pebblestore: key %q: unsupported format %x: %w", keyFormat, v, store.ErrCorrupt)
+	case v[0] < formatVersion:
+		// Older data reads as it is (see formatVersion): record the new
+		// version so that an older binary refuses the directory from now on.
+		if err := s.db.Set(keyFormat, []byte{formatVersion}, pebble.Sync); err != nil {
+			return fmt.Errorf("pebblestore: upgrade format %d to %d: %w: %w", v[0], formatVersion, store.ErrUnavailable, err)
+		}
+		s.log.Info("pebblestore: data format upgraded", "dir", s.dir, "from", v[0], "to", formatVersion)
 	}
 	if v, err := s.get(keySeqHighWater); err == nil {
 		if len(v) != 8 {

@@ -17,8 +17,12 @@ import (
 // by BenchmarkLeaseAfterAcks to show what the marks save.
 var disableLowWater bool
 
-// endSuffix is the low-water mark of an index scanned to its end.
-var endSuffix = bytes.Repeat([]byte{0xff}, 16)
+// endSuffix is the low-water mark of an index scanned to its end;
+// endPrioSuffix that of p/, whose suffixes are one byte longer.
+var (
+	endSuffix     = bytes.Repeat([]byte{0xff}, 16)
+	endPrioSuffix = bytes.Repeat([]byte{0xff}, 17)
+)
 
 // indexIter opens an iterator over index ix of topic t, starting at the
 // topic's low-water mark: the keys below it were deleted (promoted, leased,
@@ -102,22 +106,38 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	x := s.newTxn()
 	next := endSuffix
-	pre := topicPrefix(pfxReady, t.name)
+	pre, prePrio := topicPrefix(pfxReady, t.name), []byte(nil)
 	var k, v []byte // scratch: the batch copies keys and values
+	lowReady, lowPrio := false, []byte(nil) // r/ mark lowered; the smallest p/ key promoted
 	for it.First(); it.Valid(); it.Next() {
 		due, _, _ := parseIndexSuffix(it.Key())
 		if due > p.Now || res.Promoted >= p.Max {
 			res.NextDue, next = due, suffix(it.Key())
 			break
 		}
-		k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
-		if res.Promoted == 0 { // the smallest key promoted: lower r/'s mark to it
-			x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
+		id, prio := parseScheduledValue(it.Value())
+		if prio == 0 {
+			k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
+			if !lowReady { // s/ is in (due, seq) order: the first r/ key is the smallest
+				x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
+				lowReady = true
+			}
+		} else {
+			if prePrio == nil {
+				prePrio = topicPrefix(pfxReadyPrio, t.name)
+			}
+			k = append(append(append(k[:0], prePrio...), prio), it.Key()[len(it.Key())-16:]...)
+			if lowPrio == nil || bytes.Compare(k, lowPrio) < 0 {
+				lowPrio = bytes.Clone(k)
+			}
 		}
-		v = appendReadyValue(v[:0], it.Value(), p.Now)
+		v = appendReadyValue(v[:0], id, p.Now)
 		_ = x.b.Delete(it.Key(), nil)
 		_ = x.b.Set(k, v, nil)
 		res.Promoted++
+	}
+	if lowPrio != nil {
+		x.lows = append(x.lows, lowKey{t, ixReadyPrio, lowPrio})
 	}
 	if err := it.Close(); err != nil {
 		return nil, classify("scan scheduled", err)
@@ -161,7 +181,7 @@ func (s *Store) resolve(r *store.Record) error {
 	if r.State != store.StateScheduled {
 		return nil
 	}
-	v, err := s.get(indexKey(pfxReady, r.Topic, r.DueAt, r.Seq))
+	v, err := s.get(readyKey(r.Topic, r.Priority, r.DueAt, r.Seq))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
@@ -202,7 +222,8 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	for it.First(); it.Valid(); it.Next() {
 		// Stop at a message due after Now: a promotion by a caller with a
 		// later reading of the clock may have raced this lease, and handing
-		// it out would be early by this lease's own time.
+		// it out would be early by this lease's own time. r/ holds
+		// priority 0 alone, in due order, so nothing after it is due.
 		if due, _, _ := parseIndexSuffix(it.Key()); len(out) >= p.Max || due > p.Now {
 			next = suffix(it.Key())
 			break
@@ -222,14 +243,76 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := it.Close(); err != nil {
 		return nil, classify("scan ready", err)
 	}
+	// Then priorities 1-255 (p/), unless p/ is known to be empty: a topic
+	// that only ever had priority 0 pays no iterator here.
+	nextPrio := t.lw[ixReadyPrio]
+	if len(out) < p.Max && !bytes.Equal(nextPrio, endPrioSuffix) {
+		if out, nextPrio, err = s.leasePrio(x, t, p, out); err != nil {
+			return nil, err
+		}
+	}
 	if err := x.apply(false); err != nil {
 		return nil, err
 	}
 	// gofail: var pebbleLeaseBeforeReply bool
 	// if pebbleLeaseBeforeReply { go func() { panic("gofail: pebbleLeaseBeforeReply") }(); select {} }
 	t.lw[ixReady] = next
+	t.lw[ixReadyPrio] = nextPrio
 	return out, x.wait(false)
 }
+
+// leasePrio is MessageLease's walk of p/, from the lowest priority: within
+// a priority entries are in due order, so the first not due ends that
+// priority and one seek goes to the next. It returns the first key it
+// left in place (or the end), for the low-water mark.
+func (s *Store) leasePrio(x *txn, t *topic, p *store.MessageLeaseParams, out []*store.Record) ([]*store.Record, []byte, error) {
+	it, err := s.indexIter(t, ixReadyPrio, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre := topicPrefix(pfxReadyPrio, t.name)
+	var firstLeft, seek []byte
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(out) >= p.Max {
+			if firstLeft == nil {
+				firstLeft = bytes.Clone(k[len(k)-17:])
+			}
+			break
+		}
+		if due, _, _ := parseIndexSuffix(k); due > p.Now {
+			if firstLeft == nil {
+				firstLeft = bytes.Clone(k[len(k)-17:])
+			}
+			prio := k[len(k)-17]
+			if prio == 255 {
+				break
+			}
+			seek = append(append(seek[:0], pre...), prio+1)
+			valid = it.SeekGE(seek)
+			continue
+		}
+		r, err := s.indexed(x, t, k, it.Value(), store.StateReady)
+		if err != nil {
+			_ = it.Close()
+			return nil, nil, err
+		}
+		if r != nil {
+			nw := leaseRecord(r, p)
+			x.put(t, r, nw)
+			out = append(out, nw)
+		}
+		valid = it.Next()
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, classify("scan ready", err)
+	}
+	if firstLeft == nil {
+		firstLeft = endPrioSuffix
+	}
+	return out, firstLeft, nil
+}
+
 
 // globalCand is one entry of a global index (l/ or a/).
 type globalCand struct {

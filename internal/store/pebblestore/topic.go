@@ -28,8 +28,49 @@ func (s *Store) firstIndexTime(t *topic, ix int) (int64, error) {
 	return tm, it.Close()
 }
 
+// oldestReady is the least due time among ready messages (0 if none):
+// the first r/ entry, and the first entry of each priority in p/, one
+// seek per priority present. p/ known to be empty costs nothing. The
+// caller holds t.mu.
+func (s *Store) oldestReady(t *topic) (int64, error) {
+	oldest, err := s.firstIndexTime(t, ixReady)
+	if err != nil || bytes.Equal(t.lw[ixReadyPrio], endPrioSuffix) {
+		return oldest, err
+	}
+	found := !bytes.Equal(t.lw[ixReady], endSuffix)
+	it, err := s.indexIter(t, ixReadyPrio, nil)
+	if err != nil {
+		return 0, err
+	}
+	pre := topicPrefix(pfxReadyPrio, t.name)
+	first, seek := []byte(nil), []byte(nil)
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if first == nil {
+			first = bytes.Clone(k[len(k)-17:])
+		}
+		if due, _, _ := parseIndexSuffix(k); !found || due < oldest {
+			oldest, found = due, true
+		}
+		prio := k[len(k)-17]
+		if prio == 255 {
+			break
+		}
+		seek = append(append(seek[:0], pre...), prio+1)
+		valid = it.SeekGE(seek)
+	}
+	if err := it.Close(); err != nil {
+		return 0, classify("seek index", err)
+	}
+	if first == nil {
+		first = endPrioSuffix
+	}
+	t.lw[ixReadyPrio] = first
+	return oldest, nil
+}
+
 // TopicGet implements store.Store. It reads in-memory counters and seeks
-// three indexes; it never scans.
+// three indexes (and p/ once per priority present); it never scans.
 func (s *Store) TopicGet(ctx context.Context, name string) (*store.TopicRecord, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -54,7 +95,7 @@ func (s *Store) topicGet(name string) (*store.TopicRecord, error) {
 	if tr.NextDue, err = s.firstIndexTime(t, ixScheduled); err != nil {
 		return nil, err
 	}
-	if tr.OldestReady, err = s.firstIndexTime(t, ixReady); err != nil {
+	if tr.OldestReady, err = s.oldestReady(t); err != nil {
 		return nil, err
 	}
 	if tr.NextLeaseExpiry, err = s.firstIndexTime(t, ixInflight); err != nil {
