@@ -188,7 +188,7 @@ func fromMessageNoPayload(m *domain.Message) *Message {
 	return &Message{
 		ID: m.ID, Topic: m.Topic, Headers: h,
 		DeliverAt: answerTime(m.DeliverAt), State: string(m.State),
-		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
+		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts, Priority: m.Priority,
 		LastError: m.LastError, CreatedAt: answerTime(m.CreatedAt), UpdatedAt: answerTime(m.UpdatedAt),
 		Receipt: m.Receipt, LeaseExpiresAt: optTime(m.LeaseExpiresAt), Duplicate: m.Duplicate,
 	}
@@ -208,7 +208,7 @@ func (w *Message) ToDomain() *domain.Message {
 	return &domain.Message{
 		Topic: w.Topic, ID: w.ID, Payload: payload, Headers: headers,
 		DeliverAt: w.DeliverAt, State: domain.State(w.State),
-		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, LastError: w.LastError,
+		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, Priority: w.Priority, LastError: w.LastError,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 		Receipt: w.Receipt, LeaseExpiresAt: fromOptTime(w.LeaseExpiresAt), Duplicate: w.Duplicate,
 	}
@@ -241,6 +241,10 @@ func FromSendRequest(r domain.SendRequest) (*SendRequest, error) {
 	if r.MaxAttempts != 0 {
 		n := r.MaxAttempts
 		w.MaxAttempts = &n
+	}
+	if r.Priority != 0 {
+		n := r.Priority
+		w.Priority = &n
 	}
 	return w, nil
 }
@@ -324,6 +328,9 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")
 		}
 		out.MaxAttempts = *in.MaxAttempts
+	}
+	if in.Priority != nil {
+		out.Priority = *in.Priority // its range: domain.Limits.CheckSend
 	}
 	return out, nil
 }

@@ -67,6 +67,9 @@ type SendRequest struct {
 	DelayMS     *int64            `json:"delay_ms,omitempty"`
 	DeliverAt   *time.Time        `json:"deliver_at,omitempty"`
 	MaxAttempts *int              `json:"max_attempts,omitempty"`
+	// Priority: 0 (absent, the most urgent) to 255; lower first among
+	// the topic's due messages.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
@@ -107,6 +110,7 @@ type Message struct {
 	Attempt        int               `json:"attempt"`
 	Failures       int               `json:"failures"`
 	MaxAttempts    int               `json:"max_attempts"`
+	Priority       int               `json:"priority"`
 	LastError      string            `json:"last_error,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"`
 	UpdatedAt      time.Time         `json:"updated_at"`
