@@ -108,3 +108,29 @@ func TestPriorityValidation(t *testing.T) {
 		}
 	}
 }
+
+// A schedule's template carries a priority into every message it sends;
+// out of range is a 400 naming it.
+func TestPrioritySchedule(t *testing.T) {
+	clk := clock.NewSim(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	var b *bundle
+	b = setupEngine(t, engine.Config{Clock: clk}, func(c *Config) { c.Scheduler = schedulerOf(&b) })
+	r := b.do(t, "PUT", "/v1/schedules/digest", `{"topic":"mail","cron":"@every 1m","payload":"d","priority":7}`)
+	want(t, r, 200)
+	if s := into[wire.Schedule](t, r); s.Priority != 7 {
+		t.Fatalf("schedule answer: priority %d", s.Priority)
+	}
+	r = b.do(t, "PUT", "/v1/schedules/bad", `{"topic":"mail","cron":"@every 1m","payload":"d","priority":300}`)
+	want(t, r, 400)
+	if r.err.Field != "priority" {
+		t.Fatalf("priority 300: field %q (%s)", r.err.Field, r.raw)
+	}
+	clk.Advance(time.Minute)
+	if err := b.eng.RunDue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms := into[wire.MessagesResponse](t, b.do(t, "POST", "/v1/topics/mail/lease", `{"max":10,"wait":"0s"}`)).Messages
+	if len(ms) != 1 || ms[0].Priority != 7 {
+		t.Fatalf("leased from the schedule: %+v", ms)
+	}
+}

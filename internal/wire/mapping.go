@@ -686,7 +686,7 @@ func (w *Topic) ToDomain(now time.Time) domain.TopicInfo {
 func FromSchedule(s *domain.Schedule) *Schedule {
 	w := &Schedule{
 		Name: s.Name, Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone, Headers: s.Headers,
-		MaxAttempts: s.MaxAttempts, Paused: s.Paused, Missed: string(s.Missed),
+		MaxAttempts: s.MaxAttempts, Priority: s.Priority, Paused: s.Paused, Missed: string(s.Missed),
 		LastTick: optTime(s.LastTick), NextTick: optTime(s.NextTick),
 		CreatedAt: optTime(s.CreatedAt), UpdatedAt: optTime(s.UpdatedAt),
 	}
@@ -703,7 +703,7 @@ func (w *Schedule) ToDomain() *domain.Schedule {
 	s := &domain.Schedule{
 		Name: w.Name, Topic: w.Topic, Cron: w.Cron, Timezone: w.Timezone,
 		Payload: answerPayload(w.Payload, w.PayloadBase64), Headers: w.Headers,
-		MaxAttempts: w.MaxAttempts, Paused: w.Paused, Missed: domain.MissedPolicy(w.Missed),
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Paused: w.Paused, Missed: domain.MissedPolicy(w.Missed),
 		LastTick: fromOptTime(w.LastTick), NextTick: fromOptTime(w.NextTick),
 		CreatedAt: fromOptTime(w.CreatedAt), UpdatedAt: fromOptTime(w.UpdatedAt),
 	}
@@ -721,6 +721,9 @@ func NewScheduleRequest(s domain.Schedule) *ScheduleRequest {
 	w.Payload, w.PayloadBase64 = EncodePayload(s.Payload)
 	if s.MaxAttempts != 0 {
 		w.MaxAttempts = &s.MaxAttempts
+	}
+	if s.Priority != 0 {
+		w.Priority = &s.Priority
 	}
 	return w
 }
@@ -746,6 +749,9 @@ func (in *ScheduleRequest) ToDomain(name string) (domain.Schedule, error) {
 			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")
 		}
 		out.MaxAttempts = *in.MaxAttempts
+	}
+	if in.Priority != nil {
+		out.Priority = *in.Priority // its range: the engine
 	}
 	if in.Delay != nil {
 		out.Delay = time.Duration(*in.Delay)

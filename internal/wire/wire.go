@@ -321,6 +321,7 @@ type Schedule struct {
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   int               `json:"max_attempts,omitempty"`
+	Priority      int               `json:"priority,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
 	DelayMS       *int64            `json:"delay_ms,omitempty"` // Delay in whole milliseconds
 	Paused        bool              `json:"paused"`
@@ -342,6 +343,7 @@ type ScheduleRequest struct {
 	PayloadBase64 *string           `json:"payload_base64,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+	Priority      *int              `json:"priority,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
 	Paused        *bool             `json:"paused,omitempty"`
 	Missed        string            `json:"missed,omitempty"`
