@@ -113,12 +113,22 @@ type topic struct {
 	// may still exist in index i (nil: the start of the index). Lowered when a key is added below
 	// it, raised after a scan found the first live key.
 	lw [numIx][]byte
+	// prioLW[q] is the {t}{seq} mark of priority q within p/ (nil: not
+	// known yet; endSuffix: empty), so that each priority's scan starts
+	// past its own tombstones, not only the lowest one's. Allocated when
+	// p/ is first scanned: topics that only use priority 0 never pay it.
+	prioLW *[256][]byte
 }
 
 // lower makes sure lw of index ix is at most suffix.
 func (t *topic) lower(ix int, suffix []byte) {
 	if t.lw[ix] != nil && bytes.Compare(suffix, t.lw[ix]) < 0 {
 		t.lw[ix] = suffix
+	}
+	if ix == ixReadyPrio && t.prioLW != nil {
+		if m := &t.prioLW[suffix[0]]; *m != nil && bytes.Compare(suffix[1:], *m) < 0 {
+			*m = suffix[1:]
+		}
 	}
 }
 

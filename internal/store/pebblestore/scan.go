@@ -108,7 +108,9 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	next := endSuffix
 	pre, prePrio := topicPrefix(pfxReady, t.name), []byte(nil)
 	var k, v []byte // scratch: the batch copies keys and values
-	lowReady, lowPrio := false, []byte(nil) // r/ mark lowered; the smallest p/ key promoted
+	// s/ is in (due, seq) order: the first key promoted into r/, and into
+	// each priority of p/, is the smallest there; it lowers that mark.
+	var lowered [256]bool
 	for it.First(); it.Valid(); it.Next() {
 		due, _, _ := parseIndexSuffix(it.Key())
 		if due > p.Now || res.Promoted >= p.Max {
@@ -118,26 +120,24 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		id, prio := parseScheduledValue(it.Value())
 		if prio == 0 {
 			k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
-			if !lowReady { // s/ is in (due, seq) order: the first r/ key is the smallest
+			if !lowered[0] {
 				x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
-				lowReady = true
+				lowered[0] = true
 			}
 		} else {
 			if prePrio == nil {
 				prePrio = topicPrefix(pfxReadyPrio, t.name)
 			}
 			k = append(append(append(k[:0], prePrio...), prio), it.Key()[len(it.Key())-16:]...)
-			if lowPrio == nil || bytes.Compare(k, lowPrio) < 0 {
-				lowPrio = bytes.Clone(k)
+			if !lowered[prio] {
+				x.lows = append(x.lows, lowKey{t, ixReadyPrio, bytes.Clone(k)})
+				lowered[prio] = true
 			}
 		}
 		v = appendReadyValue(v[:0], id, p.Now)
 		_ = x.b.Delete(it.Key(), nil)
 		_ = x.b.Set(k, v, nil)
 		res.Promoted++
-	}
-	if lowPrio != nil {
-		x.lows = append(x.lows, lowKey{t, ixReadyPrio, lowPrio})
 	}
 	if err := it.Close(); err != nil {
 		return nil, classify("scan scheduled", err)
@@ -261,58 +261,119 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	return out, x.wait(false)
 }
 
-// leasePrio is MessageLease's walk of p/, from the lowest priority: within
-// a priority entries are in due order, so the first not due ends that
-// priority and one seek goes to the next. It returns the first key it
-// left in place (or the end), for the low-water mark.
+// leasePrio is MessageLease's walk of p/, from the lowest priority:
+// within a priority entries are in due order, so the first not due ends
+// that priority and the walk goes on with the next one. Each priority is
+// scanned from its own mark (topic.prioLW). It returns the first key it
+// left in place (or the end), for p/'s low-water mark.
 func (s *Store) leasePrio(x *txn, t *topic, p *store.MessageLeaseParams, out []*store.Record) ([]*store.Record, []byte, error) {
-	it, err := s.indexIter(t, ixReadyPrio, nil)
+	pr, err := s.newPrioIter(t)
 	if err != nil {
 		return nil, nil, err
 	}
-	pre := topicPrefix(pfxReadyPrio, t.name)
-	var firstLeft, seek []byte
-	for valid := it.First(); valid; {
-		k := it.Key()
-		if len(out) >= p.Max {
-			if firstLeft == nil {
-				firstLeft = bytes.Clone(k[len(k)-17:])
-			}
+	defer pr.close()
+	var firstLeft []byte
+	q := 1
+	for ; q <= 255 && len(out) < p.Max; q++ {
+		var ok bool
+		if q, ok = pr.next(q); !ok {
+			q = 256
 			break
 		}
-		if due, _, _ := parseIndexSuffix(k); due > p.Now {
-			if firstLeft == nil {
-				firstLeft = bytes.Clone(k[len(k)-17:])
-			}
-			prio := k[len(k)-17]
-			if prio == 255 {
+		left := endSuffix
+		for valid := true; valid; valid = pr.it.Next() {
+			k := pr.it.Key()
+			if due, _, _ := parseIndexSuffix(k); len(out) >= p.Max || due > p.Now {
+				left = bytes.Clone(k[len(k)-16:])
 				break
 			}
-			seek = append(append(seek[:0], pre...), prio+1)
-			valid = it.SeekGE(seek)
-			continue
+			r, err := s.indexed(x, t, k, pr.it.Value(), store.StateReady)
+			if err != nil {
+				return nil, nil, err
+			}
+			if r != nil {
+				nw := leaseRecord(r, p)
+				x.put(t, r, nw)
+				out = append(out, nw)
+			}
 		}
-		r, err := s.indexed(x, t, k, it.Value(), store.StateReady)
-		if err != nil {
-			_ = it.Close()
-			return nil, nil, err
+		if err := pr.it.Error(); err != nil {
+			return nil, nil, classify("scan ready", err)
 		}
-		if r != nil {
-			nw := leaseRecord(r, p)
-			x.put(t, r, nw)
-			out = append(out, nw)
+		t.prioLW[q] = left
+		if firstLeft == nil && !bytes.Equal(left, endSuffix) {
+			firstLeft = append([]byte{byte(q)}, left...)
 		}
-		valid = it.Next()
 	}
-	if err := it.Close(); err != nil {
-		return nil, nil, classify("scan ready", err)
-	}
-	if firstLeft == nil {
+	switch {
+	case firstLeft != nil:
+	case q <= 255: // stopped at Max before priority q: it and later ones may hold keys
+		firstLeft = append([]byte{byte(q)}, make([]byte, 16)...)
+	default:
 		firstLeft = endPrioSuffix
 	}
 	return out, firstLeft, nil
 }
 
+// prioIter walks p/ one priority at a time, each from its mark.
+type prioIter struct {
+	t   *topic
+	it  *pebble.Iterator
+	pre []byte
+}
+
+func (s *Store) newPrioIter(t *topic) (*prioIter, error) {
+	if t.prioLW == nil {
+		t.prioLW = new([256][]byte)
+	}
+	pre := topicPrefix(pfxReadyPrio, t.name)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixEnd(pre)})
+	if err != nil {
+		return nil, classify("scan index", err)
+	}
+	return &prioIter{t: t, it: it, pre: pre}, nil
+}
+
+func (pr *prioIter) close() { _ = pr.it.Close() }
+
+// next positions the iterator at the first key of the lowest priority >=
+// from (1..255) that has one, bounded to that priority, and returns it;
+// false if none has. Priorities known empty cost nothing; one of unknown
+// state costs a seek over the rest of p/ (once after Open).
+func (pr *prioIter) next(from int) (int, bool) {
+	marks := pr.t.prioLW
+	for q := from; q <= 255; q++ {
+		if bytes.Equal(marks[q], endSuffix) {
+			continue
+		}
+		if marks[q] == nil {
+			pr.it.SetBounds(append(slices.Clip(pr.pre), byte(q)), prefixEnd(pr.pre))
+			if !pr.it.First() {
+				for r := q; r <= 255; r++ {
+					marks[r] = endSuffix
+				}
+				return 0, false
+			}
+			k := pr.it.Key()
+			kp := int(k[len(k)-17])
+			for r := q; r < kp; r++ {
+				marks[r] = endSuffix
+			}
+			q = kp
+			if marks[q] == nil {
+				marks[q] = bytes.Clone(k[len(k)-16:])
+			}
+		}
+		lo := append(append(slices.Clip(pr.pre), byte(q)), marks[q]...)
+		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q)))
+		pr.it.SetBounds(lo, hi)
+		if pr.it.First() {
+			return q, true
+		}
+		marks[q] = endSuffix
+	}
+	return 0, false
+}
 
 // globalCand is one entry of a global index (l/ or a/).
 type globalCand struct {

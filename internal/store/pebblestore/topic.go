@@ -38,28 +38,27 @@ func (s *Store) oldestReady(t *topic) (int64, error) {
 		return oldest, err
 	}
 	found := !bytes.Equal(t.lw[ixReady], endSuffix)
-	it, err := s.indexIter(t, ixReadyPrio, nil)
+	pr, err := s.newPrioIter(t)
 	if err != nil {
 		return 0, err
 	}
-	pre := topicPrefix(pfxReadyPrio, t.name)
-	first, seek := []byte(nil), []byte(nil)
-	for valid := it.First(); valid; {
-		k := it.Key()
+	defer pr.close()
+	var first []byte
+	for q := 1; q <= 255; q++ {
+		var ok bool
+		if q, ok = pr.next(q); !ok {
+			break
+		}
+		k := pr.it.Key()
 		if first == nil {
 			first = bytes.Clone(k[len(k)-17:])
 		}
 		if due, _, _ := parseIndexSuffix(k); !found || due < oldest {
 			oldest, found = due, true
 		}
-		prio := k[len(k)-17]
-		if prio == 255 {
-			break
-		}
-		seek = append(append(seek[:0], pre...), prio+1)
-		valid = it.SeekGE(seek)
+		t.prioLW[q] = bytes.Clone(k[len(k)-16:])
 	}
-	if err := it.Close(); err != nil {
+	if err := pr.it.Error(); err != nil {
 		return 0, classify("seek index", err)
 	}
 	if first == nil {
