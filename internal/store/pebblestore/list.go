@@ -181,6 +181,13 @@ func (l *lister) prio(after *store.ListPosition) error {
 		if bytes.Compare(k, lo) < 0 {
 			k = lo
 		}
+		// Past the priority's own tombstones (an empty one's mark is
+		// endSuffix: the seek lands on the next priority).
+		if t.prioLW != nil && t.prioLW[prio] != nil && !disableLowWater {
+			if m := append(append(slices.Clip(pre), prio), t.prioLW[prio]...); bytes.Compare(k, m) < 0 {
+				k = m
+			}
+		}
 		return it.SeekGE(k)
 	}
 	prio := uint8(1)
