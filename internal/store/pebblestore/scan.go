@@ -302,13 +302,13 @@ func (s *Store) leasePrio(x *txn, t *topic, p *store.MessageLeaseParams, out []*
 		}
 		t.prioLW[q] = left
 		if firstLeft == nil && !bytes.Equal(left, endSuffix) {
-			firstLeft = append([]byte{byte(q)}, left...)
+			firstLeft = append([]byte{byte(q)}, left...) // #nosec G115 -- q is a priority, 1..255
 		}
 	}
 	switch {
 	case firstLeft != nil:
 	case q <= 255: // stopped at Max before priority q: it and later ones may hold keys
-		firstLeft = append([]byte{byte(q)}, make([]byte, 16)...)
+		firstLeft = append([]byte{byte(q)}, make([]byte, 16)...) // #nosec G115 -- q is a priority, 1..255
 	default:
 		firstLeft = endPrioSuffix
 	}
@@ -347,7 +347,7 @@ func (pr *prioIter) next(from int) (int, bool) {
 			continue
 		}
 		if marks[q] == nil {
-			pr.it.SetBounds(append(slices.Clip(pr.pre), byte(q)), prefixEnd(pr.pre))
+			pr.it.SetBounds(append(slices.Clip(pr.pre), byte(q)), prefixEnd(pr.pre)) // #nosec G115 -- q is a priority, 1..255
 			if !pr.it.First() {
 				for r := q; r <= 255; r++ {
 					marks[r] = endSuffix
@@ -364,8 +364,8 @@ func (pr *prioIter) next(from int) (int, bool) {
 				marks[q] = bytes.Clone(k[len(k)-16:])
 			}
 		}
-		lo := append(append(slices.Clip(pr.pre), byte(q)), marks[q]...)
-		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q)))
+		lo := append(append(slices.Clip(pr.pre), byte(q)), marks[q]...) // #nosec G115 -- q is a priority, 1..255
+		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q))) // #nosec G115 -- q is a priority, 1..255
 		pr.it.SetBounds(lo, hi)
 		if pr.it.First() {
 			return q, true
