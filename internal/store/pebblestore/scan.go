@@ -365,7 +365,7 @@ func (pr *prioIter) next(from int) (int, bool) {
 			}
 		}
 		lo := append(append(slices.Clip(pr.pre), byte(q)), marks[q]...) // #nosec G115 -- q is a priority, 1..255
-		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q))) // #nosec G115 -- q is a priority, 1..255
+		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q)))           // #nosec G115 -- q is a priority, 1..255
 		pr.it.SetBounds(lo, hi)
 		if pr.it.First() {
 			return q, true
