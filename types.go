@@ -118,6 +118,7 @@ const (
 	MaxHeaderBytes    = domain.MaxHeaderBytes
 	MaxWait           = domain.MaxWait
 	DefaultMaxPayload = domain.DefaultMaxPayload
+	MaxPriority       = domain.MaxPriority // the least urgent message priority (0 is the most)
 )
 
 // Sentinel errors shared by every Queue implementation (engines and the
@@ -158,6 +159,13 @@ func WithHeaders(h map[string]string) SendOption { return domain.WithHeaders(h) 
 
 // WithMaxAttempts overrides the topic's max attempts for this message.
 func WithMaxAttempts(n int) SendOption { return domain.WithMaxAttempts(n) }
+
+// WithPriority sets the message's priority within its topic, 0 to
+// MaxPriority: among the topic's due messages, lower is leased first, and
+// 0 (the default) is the most urgent. Priority never makes a message due
+// earlier. Weights across topics are WorkerConfig.SharedConcurrency and
+// HandlerWeight.
+func WithPriority(n int) SendOption { return domain.WithPriority(n) }
 
 // NewSendRequest builds a SendRequest from a payload and options.
 func NewSendRequest(payload []byte, opts ...SendOption) SendRequest {

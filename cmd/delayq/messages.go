@@ -83,9 +83,9 @@ func runMessages(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return c.printJSON(wire.MessagePage{Messages: toWireMessages(page.Messages), Next: page.Next})
 		}
 		tw := table(stdout)
-		fmt.Fprintln(tw, "ID\tSTATE\tDUE\tATTEMPTS\tFAILURES")
+		fmt.Fprintln(tw, "ID\tSTATE\tDUE\tPRIORITY\tATTEMPTS\tFAILURES")
 		for _, m := range page.Messages {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", m.ID, m.State, when(m.DeliverAt), m.Attempt, m.Failures)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", m.ID, m.State, when(m.DeliverAt), m.Priority, m.Attempt, m.Failures)
 		}
 		_ = tw.Flush()
 		if page.Next != "" {

@@ -21,7 +21,7 @@ func TestCLIMessagesAndTopicPause(t *testing.T) {
 	b.run(t, "send", "jobs", "now", "--id", "r1").ok(t)
 
 	r := b.run(t, "messages", "list", "jobs", "--state", "scheduled").ok(t)
-	if !regexp.MustCompile(`^ID +STATE +DUE +ATTEMPTS +FAILURES\nm2 +scheduled .*\nm3 .*\nm1 .*\nm4 .*\n$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`^ID +STATE +DUE +PRIORITY +ATTEMPTS +FAILURES\nm2 +scheduled .*\nm3 .*\nm1 .*\nm4 .*\n$`).MatchString(r.stdout) {
 		t.Fatalf("messages list:\n%s", r.stdout)
 	}
 	r = b.run(t, "messages", "list", "jobs", "--state", "scheduled", "--limit", "2", "--json").ok(t)

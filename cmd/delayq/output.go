@@ -138,6 +138,7 @@ func printMessage(w io.Writer, m *delayq.Message) {
 	fmt.Fprintf(tw, "deliver at\t%s\n", when(m.DeliverAt))
 	fmt.Fprintf(tw, "attempt\t%d\n", m.Attempt)
 	fmt.Fprintf(tw, "failures\t%d of %d\n", m.Failures, m.MaxAttempts)
+	fmt.Fprintf(tw, "priority\t%d\n", m.Priority)
 	fmt.Fprintf(tw, "last error\t%s\n", dashIfEmpty(m.LastError))
 	if !m.LeaseExpiresAt.IsZero() {
 		fmt.Fprintf(tw, "lease expires\t%s\n", when(m.LeaseExpiresAt))

@@ -16,7 +16,7 @@ func init() {
 
 // scheduleSynopsis is one line: usage errors quote it. CRON is 5 fields
 // ("30 2 * * *"), a descriptor (@daily) or "@every 10m".
-const scheduleSynopsis = `schedule set NAME TOPIC CRON [PAYLOAD|-] [--timezone ZONE] [--delay D] [--header k=v]... [--max-attempts N] [--missed fire-once|skip] [--paused] | list | get NAME | delete NAME | pause NAME | resume NAME`
+const scheduleSynopsis = `schedule set NAME TOPIC CRON [PAYLOAD|-] [--timezone ZONE] [--delay D] [--header k=v]... [--max-attempts N] [--priority N] [--missed fire-once|skip] [--paused] | list | get NAME | delete NAME | pause NAME | resume NAME`
 
 // runSchedule: delayq schedule ACTION [args]. set replaces the whole
 // schedule (PUT); pause and resume change only the paused flag (PATCH).
@@ -27,6 +27,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	headers := headerFlag{}
 	c.fs.Var(headers, "header", "set: message header `key=value` (repeatable)")
 	maxAttempts := c.fs.Int("max-attempts", 0, "set: failures before a message goes dead (default: the topic's)")
+	priority := c.fs.Int("priority", 0, "set: each message's priority, 0 (the most urgent, default) to 255")
 	missed := c.fs.String("missed", "", "set: ticks missed while no server ran: fire-once (default) or skip")
 	paused := c.fs.Bool("paused", false, "set: create the schedule paused")
 	pos, code, ok := c.parse(args, 1, 5)
@@ -48,7 +49,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var s delayq.Schedule
 	if action == "set" {
 		s = delayq.Schedule{Name: pos[1], Topic: pos[2], Cron: pos[3], Timezone: *tz, Delay: *delay,
-			MaxAttempts: *maxAttempts, Missed: delayq.MissedPolicy(*missed), Paused: *paused}
+			MaxAttempts: *maxAttempts, Priority: *priority, Missed: delayq.MissedPolicy(*missed), Paused: *paused}
 		if len(headers) > 0 {
 			s.Headers = headers
 		}
@@ -137,6 +138,9 @@ func printSchedule(w io.Writer, s *delayq.Schedule) {
 	}
 	if s.MaxAttempts > 0 {
 		fmt.Fprintf(tw, "max attempts\t%d\n", s.MaxAttempts)
+	}
+	if s.Priority > 0 {
+		fmt.Fprintf(tw, "priority\t%d\n", s.Priority)
 	}
 	if len(s.Headers) > 0 {
 		fmt.Fprintf(tw, "headers\t%s\n", headersText(s.Headers))

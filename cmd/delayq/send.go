@@ -13,16 +13,17 @@ func init() {
 }
 
 // runSend: delayq send TOPIC [PAYLOAD|-] [--delay D | --at T] [--id ID]
-// [--header k=v]... [--max-attempts N]. No PAYLOAD sends an empty one;
+// [--header k=v]... [--max-attempts N] [--priority N]. No PAYLOAD sends an empty one;
 // "-" reads it from standard input.
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCLI("send", "send TOPIC [PAYLOAD|-] [--delay 30m | --at RFC3339] [--id ID] [--header k=v]... [--max-attempts N]", stdout, stderr)
+	c := newCLI("send", "send TOPIC [PAYLOAD|-] [--delay 30m | --at RFC3339] [--id ID] [--header k=v]... [--max-attempts N] [--priority N]", stdout, stderr)
 	var wf whenFlags
 	wf.register(c.fs)
 	id := c.fs.String("id", "", "message `id`; makes the send idempotent (default: a new time-sortable id)")
 	headers := headerFlag{}
 	c.fs.Var(headers, "header", "header `key=value` (repeatable)")
 	maxAttempts := c.fs.Int("max-attempts", 0, "failures before the message goes dead (default: the topic's)")
+	priority := c.fs.Int("priority", 0, "0 (the most urgent) to 255: among the topic's due messages, lower is leased first")
 	pos, code, ok := c.parse(args, 1, 2)
 	if !ok {
 		return code
@@ -44,7 +45,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	req := delayq.SendRequest{ID: *id, Payload: payload, When: w, MaxAttempts: *maxAttempts}
+	req := delayq.SendRequest{ID: *id, Payload: payload, When: w, MaxAttempts: *maxAttempts, Priority: *priority}
 	if len(headers) > 0 {
 		req.Headers = headers
 	}

@@ -62,7 +62,7 @@ func (l Limits) CheckWhen(w When) error {
 
 // CheckSend applies the rules of a send that need neither a clock nor the
 // topic's settings: a valid id when one is given, the payload limit, the
-// header rules and CheckWhen. The engine applies it to every send, then
+// header rules, the priority's range and CheckWhen. The engine applies it to every send, then
 // the rules that do (deliver_at bounds, max_attempts).
 func (l Limits) CheckSend(r SendRequest) error {
 	if r.ID != "" {
@@ -76,7 +76,21 @@ func (l Limits) CheckSend(r SendRequest) error {
 	if err := ValidateHeaders(r.Headers); err != nil {
 		return err
 	}
+	if err := CheckPriority(r.Priority); err != nil {
+		return err
+	}
 	return l.CheckWhen(r.When)
+}
+
+// MaxPriority is the largest message priority (the least urgent).
+const MaxPriority = 255
+
+// CheckPriority rejects a priority outside 0..MaxPriority.
+func CheckPriority(p int) error {
+	if p < 0 || p > MaxPriority {
+		return Invalid("priority", "must be an integer from 0 to %d (lower is leased first; 0, the default, is the most urgent), not %d", MaxPriority, p)
+	}
+	return nil
 }
 
 // SizeError is a value over a size limit: it matches ErrTooLarge and names

@@ -38,6 +38,9 @@ type Message struct {
 	Failures    int
 	MaxAttempts int
 	LastError   string
+	// Priority orders the message among the topic's due ones (lower
+	// first; 0, the default, is the most urgent).
+	Priority int
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

@@ -76,6 +76,10 @@ type SendRequest struct {
 	Headers     map[string]string
 	When        When
 	MaxAttempts int // 0: the topic's setting
+	// Priority orders the message among the topic's due ones: 0 (the
+	// default, the most urgent) to MaxPriority, lower first. It never
+	// makes a message due earlier.
+	Priority int
 }
 
 // SendResult is one item of a batch answer.
@@ -149,6 +153,11 @@ func WithHeaders(h map[string]string) SendOption { return func(r *SendRequest) {
 
 // WithMaxAttempts overrides the topic's max attempts for this message.
 func WithMaxAttempts(n int) SendOption { return func(r *SendRequest) { r.MaxAttempts = n } }
+
+// WithPriority sets the message's priority within its topic: 0 (the
+// default, the most urgent) to MaxPriority; among due messages, lower is
+// leased first. It never makes a message due earlier.
+func WithPriority(n int) SendOption { return func(r *SendRequest) { r.Priority = n } }
 
 // NewSendRequest builds a SendRequest from a payload and options.
 func NewSendRequest(payload []byte, opts ...SendOption) SendRequest {

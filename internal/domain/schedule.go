@@ -67,6 +67,7 @@ type Schedule struct {
 	Headers     map[string]string
 	MaxAttempts int           // 0: the topic's setting
 	Delay       time.Duration // deliver this long after the tick
+	Priority    int           // each message's priority (see SendRequest.Priority)
 
 	Paused bool
 	Missed MissedPolicy // empty: MissedFireOnce

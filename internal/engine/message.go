@@ -86,6 +86,7 @@ func toMessage(r *store.Record, now int64) *domain.Message {
 		Failures:    int(r.Failures),
 		MaxAttempts: int(r.MaxAttempts),
 		LastError:   r.LastError,
+		Priority:    int(r.Priority),
 		CreatedAt:   msTime(r.CreatedAt),
 		UpdatedAt:   msTime(r.UpdatedAt),
 	}

@@ -43,6 +43,7 @@ type storedSchedule struct {
 	Payload     []byte            `json:"payload,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	MaxAttempts int               `json:"max_attempts,omitempty"`
+	Priority    int               `json:"priority,omitempty"`
 	DelayMS     int64             `json:"delay_ms,omitempty"`
 	Paused      bool              `json:"paused,omitempty"`
 	Missed      string            `json:"missed,omitempty"`
@@ -109,6 +110,9 @@ func (e *Engine) checkSchedule(s *domain.Schedule) (*storedSchedule, *cronSpec, 
 	if err := e.limits.CheckDelay(s.Delay, "delay"); err != nil {
 		return nil, nil, err
 	}
+	if err := domain.CheckPriority(s.Priority); err != nil {
+		return nil, nil, err
+	}
 	if s.Missed != "" && s.Missed != domain.MissedFireOnce && s.Missed != domain.MissedSkip {
 		return nil, nil, domain.Invalid("missed", "must be %q or %q", domain.MissedFireOnce, domain.MissedSkip)
 	}
@@ -117,7 +121,7 @@ func (e *Engine) checkSchedule(s *domain.Schedule) (*storedSchedule, *cronSpec, 
 	}
 	return &storedSchedule{
 		Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone,
-		Payload: s.Payload, Headers: s.Headers, MaxAttempts: s.MaxAttempts,
+		Payload: s.Payload, Headers: s.Headers, MaxAttempts: s.MaxAttempts, Priority: s.Priority,
 		DelayMS: (s.Delay + time.Millisecond - 1).Milliseconds(), Paused: s.Paused, Missed: string(s.Missed),
 	}, cs, nil
 }
@@ -146,7 +150,7 @@ func loadSchedule(rec *store.Schedule) (*storedSchedule, *cronSpec, error) {
 func toSchedule(rec *store.Schedule, sp *storedSchedule, cs *cronSpec) *domain.Schedule {
 	out := &domain.Schedule{
 		Name: rec.Name, Topic: sp.Topic, Cron: sp.Cron, Timezone: sp.Timezone,
-		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
+		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts, Priority: sp.Priority,
 		Delay: time.Duration(sp.DelayMS) * time.Millisecond, Paused: sp.Paused,
 		Missed:    domain.MissedPolicy(cmp.Or(sp.Missed, string(domain.MissedFireOnce))),
 		CreatedAt: msTime(rec.CreatedAt), UpdatedAt: msTime(rec.UpdatedAt),
@@ -344,7 +348,7 @@ func (e *Engine) sendTick(ctx context.Context, name string, sp *storedSchedule, 
 	}
 	req := domain.SendRequest{
 		ID:      domain.ScheduleMessageID(name, msTime(tick)),
-		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts,
+		Payload: sp.Payload, Headers: sp.Headers, MaxAttempts: sp.MaxAttempts, Priority: sp.Priority,
 		When: domain.When{DeliverAt: msTime(tick + sp.DelayMS)},
 	}
 	res, err := e.sendBatch(ctx, sp.Topic, []domain.SendRequest{req}, false) // no topic limit: an admin on "*" made the schedule

@@ -144,7 +144,8 @@ func (e *Engine) prepare(r domain.SendRequest, now int64, set domain.TopicSettin
 		return m, domain.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
 	}
 	// #nosec G115 -- attempts is in [1, MaxMaxAttempts] here: checked above, or a validated topic setting
-	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due.at, Relative: due.relative, Delay: due.delay, MaxAttempts: int32(attempts), Generated: generated}, nil
+	return store.InsertMessage{ID: id, Payload: r.Payload, Headers: r.Headers, DueAt: due.at, Relative: due.relative, Delay: due.delay, MaxAttempts: int32(attempts), Generated: generated,
+		Priority: uint8(r.Priority)}, nil // #nosec G115 -- in [0, 255]: Limits.CheckSend checked it
 }
 
 // dueTime is a validated due time: absolute (deliver_at) or a delay that the

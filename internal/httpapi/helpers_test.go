@@ -43,12 +43,15 @@ func setup(t *testing.T, mod func(*Config), subs ...engine.Subscription) *bundle
 	return setupEngine(t, engine.Config{Subscriptions: subs}, mod)
 }
 
-// setupEngine is setup with the engine configured by ecfg (its store is
-// always a fresh memstore); the server gets the engine's limits.
+// setupEngine is setup with the engine configured by ecfg (its store is a
+// fresh memstore unless ecfg gives one, which the bundle closes); the
+// server gets the engine's limits.
 func setupEngine(t *testing.T, ecfg engine.Config, mod func(*Config)) *bundle {
 	t.Helper()
-	st := memstore.New()
-	ecfg.Store = st
+	if ecfg.Store == nil {
+		ecfg.Store = memstore.New()
+	}
+	st := ecfg.Store
 	eng, err := engine.Open(context.Background(), ecfg)
 	if err != nil {
 		t.Fatal(err)

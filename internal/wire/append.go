@@ -107,6 +107,10 @@ func appendDomainSendRequest(b []byte, r *domain.SendRequest) ([]byte, error) {
 		b = append(b, `,"max_attempts":`...)
 		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
 	}
+	if r.Priority != 0 {
+		b = append(b, `,"priority":`...)
+		b = strconv.AppendInt(b, int64(r.Priority), 10)
+	}
 	return append(b, '}'), nil
 }
 
@@ -159,6 +163,10 @@ func AppendSendRequest(b []byte, m *SendRequest) ([]byte, bool) {
 	if m.MaxAttempts != nil {
 		field("max_attempts")
 		b = strconv.AppendInt(b, int64(*m.MaxAttempts), 10)
+	}
+	if m.Priority != nil {
+		field("priority")
+		b = strconv.AppendInt(b, int64(*m.Priority), 10)
 	}
 	return append(b, '}'), true
 }
@@ -229,6 +237,8 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(m.Failures), 10)
 	b = append(b, `,"max_attempts":`...)
 	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(m.Priority), 10)
 	if m.LastError != "" {
 		b = append(b, `,"last_error":`...)
 		b = AppendString(b, m.LastError)

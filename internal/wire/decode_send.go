@@ -63,7 +63,7 @@ func decodeSendFast(raw []byte, in *SendRequest) bool {
 func decodeSendField(key, v []byte, in *SendRequest) bool {
 	if string(v) == "null" {
 		switch string(key) {
-		case "id", "payload", "payload_base64", "payload_json", "headers", "delay", "delay_ms", "deliver_at", "max_attempts":
+		case "id", "payload", "payload_base64", "payload_json", "headers", "delay", "delay_ms", "deliver_at", "max_attempts", "priority":
 			return true
 		}
 		return false
@@ -121,6 +121,14 @@ func decodeSendField(key, v []byte, in *SendRequest) bool {
 		}
 		m := int(n)
 		in.MaxAttempts = &m
+		return true
+	case "priority":
+		n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
+		if err != nil {
+			return false
+		}
+		m := int(n)
+		in.Priority = &m
 		return true
 	}
 	return false

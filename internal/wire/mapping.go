@@ -188,7 +188,7 @@ func fromMessageNoPayload(m *domain.Message) *Message {
 	return &Message{
 		ID: m.ID, Topic: m.Topic, Headers: h,
 		DeliverAt: answerTime(m.DeliverAt), State: string(m.State),
-		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts,
+		Attempt: m.Attempt, Failures: m.Failures, MaxAttempts: m.MaxAttempts, Priority: m.Priority,
 		LastError: m.LastError, CreatedAt: answerTime(m.CreatedAt), UpdatedAt: answerTime(m.UpdatedAt),
 		Receipt: m.Receipt, LeaseExpiresAt: optTime(m.LeaseExpiresAt), Duplicate: m.Duplicate,
 	}
@@ -208,7 +208,7 @@ func (w *Message) ToDomain() *domain.Message {
 	return &domain.Message{
 		Topic: w.Topic, ID: w.ID, Payload: payload, Headers: headers,
 		DeliverAt: w.DeliverAt, State: domain.State(w.State),
-		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, LastError: w.LastError,
+		Attempt: w.Attempt, Failures: w.Failures, MaxAttempts: w.MaxAttempts, Priority: w.Priority, LastError: w.LastError,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 		Receipt: w.Receipt, LeaseExpiresAt: fromOptTime(w.LeaseExpiresAt), Duplicate: w.Duplicate,
 	}
@@ -241,6 +241,10 @@ func FromSendRequest(r domain.SendRequest) (*SendRequest, error) {
 	if r.MaxAttempts != 0 {
 		n := r.MaxAttempts
 		w.MaxAttempts = &n
+	}
+	if r.Priority != 0 {
+		n := r.Priority
+		w.Priority = &n
 	}
 	return w, nil
 }
@@ -340,6 +344,9 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")
 		}
 		out.MaxAttempts = *in.MaxAttempts
+	}
+	if in.Priority != nil {
+		out.Priority = *in.Priority // its range: domain.Limits.CheckSend
 	}
 	return out, nil
 }
@@ -695,7 +702,7 @@ func (w *Topic) ToDomain(now time.Time) domain.TopicInfo {
 func FromSchedule(s *domain.Schedule) *Schedule {
 	w := &Schedule{
 		Name: s.Name, Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone, Headers: s.Headers,
-		MaxAttempts: s.MaxAttempts, Paused: s.Paused, Missed: string(s.Missed),
+		MaxAttempts: s.MaxAttempts, Priority: s.Priority, Paused: s.Paused, Missed: string(s.Missed),
 		LastTick: optTime(s.LastTick), NextTick: optTime(s.NextTick),
 		CreatedAt: optTime(s.CreatedAt), UpdatedAt: optTime(s.UpdatedAt),
 	}
@@ -712,7 +719,7 @@ func (w *Schedule) ToDomain() *domain.Schedule {
 	s := &domain.Schedule{
 		Name: w.Name, Topic: w.Topic, Cron: w.Cron, Timezone: w.Timezone,
 		Payload: answerPayload(w.Payload, w.PayloadBase64), Headers: w.Headers,
-		MaxAttempts: w.MaxAttempts, Paused: w.Paused, Missed: domain.MissedPolicy(w.Missed),
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, Paused: w.Paused, Missed: domain.MissedPolicy(w.Missed),
 		LastTick: fromOptTime(w.LastTick), NextTick: fromOptTime(w.NextTick),
 		CreatedAt: fromOptTime(w.CreatedAt), UpdatedAt: fromOptTime(w.UpdatedAt),
 	}
@@ -733,6 +740,9 @@ func NewScheduleRequest(s domain.Schedule) *ScheduleRequest {
 	w.Payload, w.PayloadBase64 = EncodePayload(s.Payload)
 	if s.MaxAttempts != 0 {
 		w.MaxAttempts = &s.MaxAttempts
+	}
+	if s.Priority != 0 {
+		w.Priority = &s.Priority
 	}
 	return w
 }
@@ -757,6 +767,9 @@ func (in *ScheduleRequest) ToDomain(name string) (domain.Schedule, error) {
 			return out, domain.Invalid("max_attempts", "must be at least 1 (omit it for the topic's setting)")
 		}
 		out.MaxAttempts = *in.MaxAttempts
+	}
+	if in.Priority != nil {
+		out.Priority = *in.Priority // its range: the engine
 	}
 	if in.Delay != nil {
 		out.Delay = time.Duration(*in.Delay)

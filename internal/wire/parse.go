@@ -321,6 +321,9 @@ func (p *parser) message(m *Message) bool {
 		case "duplicate":
 			bit = 1 << 15
 			m.Duplicate, ok = p.boolean()
+		case "priority":
+			bit = 1 << 16
+			m.Priority, ok = p.num()
 		}
 		if bit == 0 || seen&bit != 0 || !ok {
 			return false

@@ -67,6 +67,9 @@ type SendRequest struct {
 	DelayMS     *int64            `json:"delay_ms,omitempty"`
 	DeliverAt   *time.Time        `json:"deliver_at,omitempty"`
 	MaxAttempts *int              `json:"max_attempts,omitempty"`
+	// Priority: 0 (absent, the most urgent) to 255; lower first among
+	// the topic's due messages.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
@@ -107,6 +110,7 @@ type Message struct {
 	Attempt        int               `json:"attempt"`
 	Failures       int               `json:"failures"`
 	MaxAttempts    int               `json:"max_attempts"`
+	Priority       int               `json:"priority"`
 	LastError      string            `json:"last_error,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"`
 	UpdatedAt      time.Time         `json:"updated_at"`
@@ -318,6 +322,7 @@ type Schedule struct {
 	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   int               `json:"max_attempts,omitempty"`
+	Priority      int               `json:"priority,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
 	DelayMS       *int64            `json:"delay_ms,omitempty"` // Delay in whole milliseconds
 	Paused        bool              `json:"paused"`
@@ -340,6 +345,7 @@ type ScheduleRequest struct {
 	PayloadJSON   json.RawMessage   `json:"payload_json,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	MaxAttempts   *int              `json:"max_attempts,omitempty"`
+	Priority      *int              `json:"priority,omitempty"`
 	Delay         *Duration         `json:"delay,omitempty"`
 	Paused        *bool             `json:"paused,omitempty"`
 	Missed        string            `json:"missed,omitempty"`

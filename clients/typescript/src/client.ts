@@ -60,6 +60,11 @@ export interface SendOptions {
   deliverAt?: Date | string;
   /** Failures before the message goes dead (default: the topic's setting). */
   maxAttempts?: number;
+  /**
+   * 0 (the default, the most urgent) to 255: among the topic's due messages, lower is
+   * leased first. It never makes a message due earlier.
+   */
+  priority?: number;
 }
 
 export interface LeaseOptions {
@@ -86,6 +91,8 @@ export interface ScheduleOptions {
   timezone?: string;
   headers?: Record<string, string>;
   maxAttempts?: number;
+  /** Each message's priority, 0 (the default, the most urgent) to 255. */
+  priority?: number;
   /** Each message is due this long after its tick. */
   delayMs?: number;
   paused?: boolean;
@@ -246,6 +253,7 @@ export class Client {
     if (s.timezone !== undefined) body.timezone = s.timezone;
     if (s.headers !== undefined) body.headers = s.headers;
     if (s.maxAttempts !== undefined) body.max_attempts = s.maxAttempts;
+    if (s.priority !== undefined) body.priority = s.priority;
     if (s.delayMs !== undefined) body.delay = duration(s.delayMs);
     if (s.paused !== undefined) body.paused = s.paused;
     if (s.missed !== undefined) body.missed = s.missed;
@@ -301,6 +309,7 @@ function sendRequest(payload: Payload, o: SendOptions): Schemas["SendRequest"] {
   if (o.delayMs !== undefined) r.delay_ms = millis(o.delayMs);
   if (o.deliverAt !== undefined) r.deliver_at = time(o.deliverAt);
   if (o.maxAttempts !== undefined) r.max_attempts = o.maxAttempts;
+  if (o.priority !== undefined) r.priority = o.priority;
   return r;
 }
 

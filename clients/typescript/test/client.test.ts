@@ -101,6 +101,20 @@ test("lease, extend, ack, nack, batch ack", async () => {
   assert.deepEqual(await c.lease(topic, { waitMs: 50 }), []); // nothing due: the long-poll ends empty
 });
 
+test("priority: due messages are leased lowest first; out of range is refused", async () => {
+  const topic = `${run}.prio`;
+  await c.send(topic, "later", { id: "later", delayMs: 3_600_000 }); // priority 0, not due: never leased early
+  await c.send(topic, "low", { id: "low", priority: 9 });
+  await c.send(topic, "default", { id: "default" });
+  const p3 = await c.send(topic, "mid", { id: "mid", priority: 3 });
+  assert.equal(p3.priority, 3);
+  assert.equal((await c.get(topic, "default")).priority, 0);
+  const msgs = await c.lease(topic, { max: 10 });
+  assert.deepEqual(msgs.map((m) => [m.id, m.priority]), [["default", 0], ["mid", 3], ["low", 9]]);
+  await refused(c.send(topic, "x", { priority: 256 }), 400, "invalid_argument", "priority");
+  await refused(c.sendBatch(topic, [{ payload: "ok" }, { payload: "x", priority: -1 }]), 400, "invalid_argument", "messages[1].priority");
+});
+
 test("a long-poll wakes on a send", async () => {
   const topic = `${run}.poll`;
   const polled = c.lease(topic, { waitMs: 20_000 });

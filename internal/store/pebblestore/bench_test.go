@@ -177,7 +177,14 @@ func BenchmarkLeaseAfterAcks(b *testing.B) {
 // 10k msgs/s: promote the 10 messages due, lease them, ack them. In
 // memory and NoSync, so the figures are the time each call holds the
 // topic lock (the fsync of the ack is awaited after the lock is released).
-func BenchmarkReleaseStep(b *testing.B) {
+func BenchmarkReleaseStep(b *testing.B) { releaseStep(b, 1) }
+
+// BenchmarkReleaseStepPriorities is BenchmarkReleaseStep with the messages
+// spread over priorities 0-3 (three of them in p/), to compare with the
+// priority-0 case.
+func BenchmarkReleaseStepPriorities(b *testing.B) { releaseStep(b, 4) }
+
+func releaseStep(b *testing.B, priorities int) {
 	s, err := Open("db", Options{FS: vfs.NewMem(), Logger: quietLogger(), BallastSize: -1, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
@@ -188,7 +195,8 @@ func BenchmarkReleaseStep(b *testing.B) {
 	for i := 0; i < n; i += 1000 {
 		ms := make([]store.InsertMessage, 0, 1000)
 		for j := i; j < min(n, i+1000); j++ {
-			ms = append(ms, store.InsertMessage{ID: fmt.Sprintf("01JDQ7ZK0000000000%08d", j), Payload: payload256, DueAt: int64(1e12 + j/perMS), MaxAttempts: 3})
+			ms = append(ms, store.InsertMessage{ID: fmt.Sprintf("01JDQ7ZK0000000000%08d", j), Payload: payload256, DueAt: int64(1e12 + j/perMS), MaxAttempts: 3,
+				Priority: uint8(j % priorities)}) // #nosec G115 -- < 4
 		}
 		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "bench-topic-r0", Now: 1, Messages: ms}); err != nil {
 			b.Fatal(err)

@@ -11,13 +11,17 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Record value format (version 1). Topic and ID are not stored: they are
-// in the key.
+// Record value format (versions 1 and 2). Topic and ID are not stored:
+// they are in the key.
 //
-//	+---------+-------+------------------------------------------+--------+
-//	| version | state | fields (varints, length-prefixed bytes)  | crc32c |
-//	|  1 byte | 1 byte|                                          | 4 B LE |
-//	+---------+-------+------------------------------------------+--------+
+//	+---------+-------+----------+------------------------------------------+--------+
+//	| version | state | priority | fields (varints, length-prefixed bytes)  | crc32c |
+//	|  1 byte | 1 byte| v2: 1 B  |                                          | 4 B LE |
+//	+---------+-------+----------+------------------------------------------+--------+
+//
+// Version 2 is written for a priority other than 0 only: a priority-0
+// record is written as version 1 (priority byte absent), byte for byte
+// what format 1 of the store wrote, so the common case costs nothing.
 //
 // fields, in order: seq (uvarint); dueAt, createdAt, updatedAt (varint);
 // deliveries, failures, maxAttempts (varint); leaseUntil, deadAt, ackedAt
@@ -26,7 +30,10 @@ import (
 // The CRC32C (Castagnoli) covers every byte before it. A state of
 // "scheduled" means scheduled or ready: promotion does not rewrite the
 // record (see the package doc and Store.resolve).
-const recordVersion = 1
+const (
+	recordVersion         = 1
+	recordVersionPriority = 2
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -36,7 +43,11 @@ var errBadRecord = errors.New("bad record")
 // encodeRecord appends r's value encoding to dst.
 func encodeRecord(dst []byte, r *store.Record) []byte {
 	start := len(dst)
-	dst = append(dst, recordVersion, byte(r.State))
+	if r.Priority == 0 {
+		dst = append(dst, recordVersion, byte(r.State))
+	} else {
+		dst = append(dst, recordVersionPriority, byte(r.State), r.Priority)
+	}
 	dst = binary.AppendUvarint(dst, r.Seq)
 	for _, v := range [...]int64{r.DueAt, r.CreatedAt, r.UpdatedAt,
 		int64(r.Deliveries), int64(r.Failures), int64(r.MaxAttempts),
@@ -82,14 +93,28 @@ func decodeRecord(data []byte, topic, id string) (*store.Record, error) {
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errBadRecord, sum, got)
 	}
-	if body[0] != recordVersion {
+	fields := 2
+	switch body[0] {
+	case recordVersion:
+	case recordVersionPriority:
+		fields = 3
+	default:
 		return nil, fmt.Errorf("%w: unknown version %d", errBadRecord, body[0])
+	}
+	if len(body) < fields {
+		return nil, fmt.Errorf("%w: %d bytes is too short", errBadRecord, len(data))
 	}
 	r := &store.Record{Topic: topic, ID: id, State: store.State(body[1])}
 	if r.State < store.StateScheduled || r.State > store.StateAcked {
 		return nil, fmt.Errorf("%w: invalid state %d", errBadRecord, body[1])
 	}
-	d := decoder{buf: body[2:]}
+	if fields == 3 {
+		// Only written for a priority other than 0: 0 here is damage.
+		if r.Priority = body[2]; r.Priority == 0 {
+			return nil, fmt.Errorf("%w: version 2 with priority 0", errBadRecord)
+		}
+	}
+	d := decoder{buf: body[fields:]}
 	r.Seq = d.uvarint()
 	r.DueAt, r.CreatedAt, r.UpdatedAt = d.varint(), d.varint(), d.varint()
 	r.Deliveries, r.Failures, r.MaxAttempts = d.int32(), d.int32(), d.int32()

@@ -20,6 +20,30 @@ func sampleRecords() []*store.Record {
 			LastError: "boom", Receipt: "tok-1", LeaseUntil: 99},
 		{Topic: "t", ID: "d", State: store.StateDead, DeadAt: 7, LastError: "x"},
 		{Topic: "t", ID: "k", State: store.StateAcked, AckedAt: 1 << 50},
+		{Topic: "t", ID: "p", Seq: 9, State: store.StateScheduled, DueAt: 5, Priority: 1},
+		{Topic: "t", ID: "q", Seq: 10, State: store.StateInflight, DueAt: 6, Priority: 255,
+			Payload: []byte("x"), Receipt: "tok-2", LeaseUntil: 7},
+	}
+}
+
+// A priority-0 record is encoded as version 1, byte for byte what format
+// 1 stores hold; another priority as version 2 with the priority byte.
+func TestRecordCodecPriorityVersions(t *testing.T) {
+	r := &store.Record{Topic: "t", ID: "a", Seq: 1, State: store.StateReady, DueAt: 5, Payload: []byte("p")}
+	v1 := encodeRecord(nil, r)
+	if v1[0] != recordVersion {
+		t.Fatalf("priority 0: version %d, want %d", v1[0], recordVersion)
+	}
+	r.Priority = 7
+	v2 := encodeRecord(nil, r)
+	if v2[0] != recordVersionPriority || v2[2] != 7 || len(v2) != len(v1)+1 {
+		t.Fatalf("priority 7: % x (priority 0: % x)", v2, v1)
+	}
+	// Version 2 with priority 0 is never written: damage, not priority 0.
+	bad := append([]byte{recordVersionPriority, v1[1], 0}, v1[2:len(v1)-4]...)
+	bad = appendChecksum(bad, 0)
+	if _, err := decodeRecord(bad, "t", "a"); !errors.Is(err, errBadRecord) {
+		t.Fatalf("version 2 with priority 0: err = %v", err)
 	}
 }
 

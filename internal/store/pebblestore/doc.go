@@ -11,8 +11,9 @@
 //
 //	key                                              value
 //	m/ topic \x00 id                                 message record (see codec.go)
-//	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq)
-//	r/ topic \x00 dueAt(8) seq(8)                    id    ready, lease order (id \x00 promotedAt(8) when promoted)
+//	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq) (id \x01 prio when prio != 0)
+//	r/ topic \x00 dueAt(8) seq(8)                    id    ready, priority 0, lease order (id \x00 promotedAt(8) when promoted)
+//	p/ topic \x00 prio(1) dueAt(8) seq(8)            id    ready, priority 1-255, lease order (as r/)
 //	i/ topic \x00 leaseUntil(8) seq(8)               id    inflight, per topic (NextLeaseExpiry)
 //	l/ leaseUntil(8) topic \x00 id                   ""    inflight, all topics (LeaseExpire)
 //	d/ topic \x00 deadAt(8) seq(8)                   id    dead, oldest first (DeadList)
@@ -20,11 +21,11 @@
 //	t/ topic                                         settings blob (TopicSettingsPut)
 //	c/ topic                                         counters: 5 × int64 LE, merge operator
 //	k/ name                                          recurring schedule (see schedule.go)
-//	z/format                                         format version (1)
+//	z/format                                         format version (2; see keys.go)
 //	z/seq                                            seq high-water mark, 8 bytes BE
 //
 // A message has its m/ record and exactly the index entries of its state
-// (one of s/ r/ d/; i/ + l/ when inflight; a/ when acked). Every operation
+// (one of s/ r/ p/ d/; i/ + l/ when inflight; a/ when acked). Every operation
 // rewrites the record, moves the index entries and merges the counter
 // delta in ONE batch, so a crash never leaves them out of step; Verify
 // checks that invariant by a full recount.
@@ -40,6 +41,22 @@
 // The next write of the record (lease, reschedule) stores its real state.
 // Layout change of 2026-11-30 (before any release, so no migration): the
 // record alone used to carry the state.
+//
+// Priority (format 2): the lease order is (Priority, DueAt, Seq) among
+// due messages. Priority 0, the default and the common case, keeps the
+// format-1 layout: r/ keys, version-1 records, bare-id s/ values, so a
+// format-1 directory is format-2 data without priorities and Open upgrades
+// it by rewriting z/format alone. Other priorities live in p/, ordered by
+// (prio, due, seq): a lease takes r/ first, then walks p/ from the lowest
+// priority, and within a priority stops at the first entry not yet due
+// and seeks to the next priority (a not-due entry never holds back the
+// priorities after it). Promotion reads the priority from the s/ value,
+// not the record. p/'s low-water mark at its end says "empty": a topic
+// that never had another priority pays no iterator, seek or write for it.
+// Each priority also has its own mark (topic.prioLW, allocated when p/ is
+// first scanned), so leasing priority q starts past q's tombstones, not
+// only past the lowest priority's; BenchmarkReleaseStepPriorities (four
+// priorities) costs about what BenchmarkReleaseStep (priority 0) does.
 //
 // Counters (c/) are merged, never read-modified-written: the merge
 // operator adds int64 deltas per state, so updates commute and cannot be

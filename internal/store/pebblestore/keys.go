@@ -3,6 +3,8 @@ package pebblestore
 import (
 	"bytes"
 	"encoding/binary"
+
+	"github.com/delayq/delayq/internal/store"
 )
 
 // Key prefixes. See doc.go for the layout. Every prefix is one letter and a
@@ -10,7 +12,8 @@ import (
 const (
 	pfxMessage   = 'm' // m/{topic}\x00{id}                       → record
 	pfxScheduled = 's' // s/{topic}\x00{due}{seq}                 → id
-	pfxReady     = 'r' // r/{topic}\x00{due}{seq}                 → id
+	pfxReady     = 'r' // r/{topic}\x00{due}{seq}                 → id (priority 0)
+	pfxReadyPrio = 'p' // p/{topic}\x00{prio}{due}{seq}           → id (priority 1-255)
 	pfxInflight  = 'i' // i/{topic}\x00{leaseUntil}{seq}          → id
 	pfxLease     = 'l' // l/{leaseUntil}{topic}\x00{id}           → ""
 	pfxDead      = 'd' // d/{topic}\x00{deadAt}{seq}              → id
@@ -30,8 +33,15 @@ var (
 	keyFormat       = []byte("z/format")
 )
 
-// formatVersion is written at creation and checked at open.
-const formatVersion = 1
+// formatVersion is written at creation and checked at open. Version 2
+// added message priority: p/ keys, and records and s/ values that carry a
+// priority other than 0. Version 1 data is version 2 data without them, so
+// Open upgrades it by rewriting z/format alone; a binary that knows only
+// version 1 refuses a version 2 directory instead of misreading it.
+const formatVersion = 2
+
+// oldestFormat is the oldest format Open reads (and upgrades).
+const oldestFormat = 1
 
 // orderedTime maps an int64 to a uint64 whose big-endian bytes sort like
 // the int64 (flip the sign bit), so negative times still order correctly.
@@ -57,6 +67,47 @@ func messageKey(topic, id string) []byte {
 func indexKey(p byte, topic string, t int64, seq uint64) []byte {
 	k := topicPrefix(p, topic)
 	return appendTimeSeq(k, t, seq)
+}
+
+// readyKey is where a ready message is indexed: r/ for priority 0, whose
+// keys are those of format 1, p/ with the priority before {due}{seq}
+// otherwise, so that each index iterates in lease order.
+func readyKey(topic string, prio uint8, due int64, seq uint64) []byte {
+	if prio == 0 {
+		return indexKey(pfxReady, topic, due, seq)
+	}
+	k := topicPrefix(pfxReadyPrio, topic)
+	k = append(k, prio)
+	return appendTimeSeq(k, due, seq)
+}
+
+// suffixLen is the length of the part of index ix's keys after the topic
+// prefix: {t}{seq}, and the priority byte before it in p/.
+func suffixLen(ix int) int {
+	if ix == ixReadyPrio {
+		return 17
+	}
+	return 16
+}
+
+// scheduledValue is the value of r's s/ entry: the id, and for a priority
+// other than 0, \x01 (never in an id) and the priority, which promotion
+// reads to place the r/ or p/ key without reading the record.
+func scheduledValue(r *store.Record) []byte {
+	v := make([]byte, 0, len(r.ID)+2)
+	v = append(v, r.ID...)
+	if r.Priority != 0 {
+		v = append(v, 1, r.Priority)
+	}
+	return v
+}
+
+// parseScheduledValue splits an s/ value made by scheduledValue.
+func parseScheduledValue(v []byte) (id []byte, prio uint8) {
+	if n := len(v) - 2; n > 0 && v[n] == 1 {
+		return v[:n], v[n+1]
+	}
+	return v, 0
 }
 
 func appendTimeSeq(k []byte, t int64, seq uint64) []byte {

@@ -128,7 +128,7 @@ func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, fi
 	r := &store.Record{
 		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i), // #nosec G115 -- i is a slice index (≥ 0) within the n seqs allocSeqs reserved
 		State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
-		DueAt: m.Due(p.Now), CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts,
+		DueAt: m.Due(p.Now), CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts, Priority: m.Priority,
 	}
 	if r.DueAt <= p.Now {
 		r.State = store.StateReady

@@ -93,10 +93,11 @@ const (
 	ixReady
 	ixInflight
 	ixDead
+	ixReadyPrio // ready messages of priority 1-255 (p/); ixReady holds priority 0
 	numIx
 )
 
-var ixPrefix = [numIx]byte{pfxScheduled, pfxReady, pfxInflight, pfxDead}
+var ixPrefix = [numIx]byte{pfxScheduled, pfxReady, pfxInflight, pfxDead, pfxReadyPrio}
 
 // topic is the in-memory state of one topic.
 type topic struct {
@@ -109,10 +110,15 @@ type topic struct {
 	deleted  bool    // has an x/ key: TopicDelete forgot it (topic.go)
 	settings []byte  // nil if never set
 	counts   store.Counts
-	// lw[i] is the smallest {t}{seq} suffix that may still exist in index
-	// i (nil: the start of the index). Lowered when a key is added below
+	// lw[i] is the smallest {t}{seq} suffix ({prio}{t}{seq} for p/) that
+	// may still exist in index i (nil: the start of the index). Lowered when a key is added below
 	// it, raised after a scan found the first live key.
 	lw [numIx][]byte
+	// prioLW[q] is the {t}{seq} mark of priority q within p/ (nil: not
+	// known yet; endSuffix: empty), so that each priority's scan starts
+	// past its own tombstones, not only the lowest one's. Allocated when
+	// p/ is first scanned: topics that only use priority 0 never pay it.
+	prioLW *[256][]byte
 }
 
 // lower makes sure lw of index ix is at most suffix.
@@ -120,10 +126,15 @@ func (t *topic) lower(ix int, suffix []byte) {
 	if t.lw[ix] != nil && bytes.Compare(suffix, t.lw[ix]) < 0 {
 		t.lw[ix] = suffix
 	}
+	if ix == ixReadyPrio && t.prioLW != nil {
+		if m := &t.prioLW[suffix[0]]; *m != nil && bytes.Compare(suffix[1:], *m) < 0 {
+			*m = suffix[1:]
+		}
+	}
 }
 
 // lowerKey is lower for a full per-topic index key.
-func (t *topic) lowerKey(ix int, key []byte) { t.lower(ix, key[len(key)-16:]) }
+func (t *topic) lowerKey(ix int, key []byte) { t.lower(ix, key[len(key)-suffixLen(ix):]) }
 
 // lowWater is a low-water mark of a global index, scanned by one goroutine at
 // a time but added to by any topic's operations.
@@ -288,8 +299,18 @@ func (s *Store) load() error {
 		}
 	case err != nil:
 		return err
-	case len(v) != 1 || v[0] != formatVersion:
+	case len(v) == 1 && v[0] > formatVersion:
+		return fmt.Errorf("pebblestore: %s was written by a newer delayq (data format %d; this binary reads formats %d to %d): run that version or a later one: %w",
+			s.dir, v[0], oldestFormat, formatVersion, store.ErrUnavailable)
+	case len(v) != 1 || v[0] < oldestFormat:
 		return fmt.Errorf("pebblestore: key %q: unsupported format %x: %w", keyFormat, v, store.ErrCorrupt)
+	case v[0] < formatVersion:
+		// Older data reads as it is (see formatVersion): record the new
+		// version so that an older binary refuses the directory from now on.
+		if err := s.db.Set(keyFormat, []byte{formatVersion}, pebble.Sync); err != nil {
+			return fmt.Errorf("pebblestore: upgrade format %d to %d: %w: %w", v[0], formatVersion, store.ErrUnavailable, err)
+		}
+		s.log.Info("pebblestore: data format upgraded", "dir", s.dir, "from", v[0], "to", formatVersion)
 	}
 	if v, err := s.get(keySeqHighWater); err == nil {
 		if len(v) != 8 {

@@ -17,8 +17,12 @@ import (
 // by BenchmarkLeaseAfterAcks to show what the marks save.
 var disableLowWater bool
 
-// endSuffix is the low-water mark of an index scanned to its end.
-var endSuffix = bytes.Repeat([]byte{0xff}, 16)
+// endSuffix is the low-water mark of an index scanned to its end;
+// endPrioSuffix that of p/, whose suffixes are one byte longer.
+var (
+	endSuffix     = bytes.Repeat([]byte{0xff}, 16)
+	endPrioSuffix = bytes.Repeat([]byte{0xff}, 17)
+)
 
 // indexIter opens an iterator over index ix of topic t, starting at the
 // topic's low-water mark: the keys below it were deleted (promoted, leased,
@@ -102,19 +106,35 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	x := s.newTxn()
 	next := endSuffix
-	pre := topicPrefix(pfxReady, t.name)
+	pre, prePrio := topicPrefix(pfxReady, t.name), []byte(nil)
 	var k, v []byte // scratch: the batch copies keys and values
+	// s/ is in (due, seq) order: the first key promoted into r/, and into
+	// each priority of p/, is the smallest there; it lowers that mark.
+	var lowered [256]bool
 	for it.First(); it.Valid(); it.Next() {
 		due, _, _ := parseIndexSuffix(it.Key())
 		if due > p.Now || res.Promoted >= p.Max {
 			res.NextDue, next = due, suffix(it.Key())
 			break
 		}
-		k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
-		if res.Promoted == 0 { // the smallest key promoted: lower r/'s mark to it
-			x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
+		id, prio := parseScheduledValue(it.Value())
+		if prio == 0 {
+			k = append(append(k[:0], pre...), it.Key()[len(it.Key())-16:]...)
+			if !lowered[0] {
+				x.lows = append(x.lows, lowKey{t, ixReady, bytes.Clone(k)})
+				lowered[0] = true
+			}
+		} else {
+			if prePrio == nil {
+				prePrio = topicPrefix(pfxReadyPrio, t.name)
+			}
+			k = append(append(append(k[:0], prePrio...), prio), it.Key()[len(it.Key())-16:]...)
+			if !lowered[prio] {
+				x.lows = append(x.lows, lowKey{t, ixReadyPrio, bytes.Clone(k)})
+				lowered[prio] = true
+			}
 		}
-		v = appendReadyValue(v[:0], it.Value(), p.Now)
+		v = appendReadyValue(v[:0], id, p.Now)
 		_ = x.b.Delete(it.Key(), nil)
 		_ = x.b.Set(k, v, nil)
 		res.Promoted++
@@ -161,7 +181,7 @@ func (s *Store) resolve(r *store.Record) error {
 	if r.State != store.StateScheduled {
 		return nil
 	}
-	v, err := s.get(indexKey(pfxReady, r.Topic, r.DueAt, r.Seq))
+	v, err := s.get(readyKey(r.Topic, r.Priority, r.DueAt, r.Seq))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
@@ -202,7 +222,8 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	for it.First(); it.Valid(); it.Next() {
 		// Stop at a message due after Now: a promotion by a caller with a
 		// later reading of the clock may have raced this lease, and handing
-		// it out would be early by this lease's own time.
+		// it out would be early by this lease's own time. r/ holds
+		// priority 0 alone, in due order, so nothing after it is due.
 		if due, _, _ := parseIndexSuffix(it.Key()); len(out) >= p.Max || due > p.Now {
 			next = suffix(it.Key())
 			break
@@ -222,13 +243,136 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := it.Close(); err != nil {
 		return nil, classify("scan ready", err)
 	}
+	// Then priorities 1-255 (p/), unless p/ is known to be empty: a topic
+	// that only ever had priority 0 pays no iterator here.
+	nextPrio := t.lw[ixReadyPrio]
+	if len(out) < p.Max && !bytes.Equal(nextPrio, endPrioSuffix) {
+		if out, nextPrio, err = s.leasePrio(x, t, p, out); err != nil {
+			return nil, err
+		}
+	}
 	if err := x.apply(false); err != nil {
 		return nil, err
 	}
 	// gofail: var pebbleLeaseBeforeReply bool
 	// if pebbleLeaseBeforeReply { go func() { panic("gofail: pebbleLeaseBeforeReply") }(); select {} }
 	t.lw[ixReady] = next
+	t.lw[ixReadyPrio] = nextPrio
 	return out, x.wait(false)
+}
+
+// leasePrio is MessageLease's walk of p/, from the lowest priority:
+// within a priority entries are in due order, so the first not due ends
+// that priority and the walk goes on with the next one. Each priority is
+// scanned from its own mark (topic.prioLW). It returns the first key it
+// left in place (or the end), for p/'s low-water mark.
+func (s *Store) leasePrio(x *txn, t *topic, p *store.MessageLeaseParams, out []*store.Record) ([]*store.Record, []byte, error) {
+	pr, err := s.newPrioIter(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pr.close()
+	var firstLeft []byte
+	q := 1
+	for ; q <= 255 && len(out) < p.Max; q++ {
+		var ok bool
+		if q, ok = pr.next(q); !ok {
+			q = 256
+			break
+		}
+		left := endSuffix
+		for valid := true; valid; valid = pr.it.Next() {
+			k := pr.it.Key()
+			if due, _, _ := parseIndexSuffix(k); len(out) >= p.Max || due > p.Now {
+				left = bytes.Clone(k[len(k)-16:])
+				break
+			}
+			r, err := s.indexed(x, t, k, pr.it.Value(), store.StateReady)
+			if err != nil {
+				return nil, nil, err
+			}
+			if r != nil {
+				nw := leaseRecord(r, p)
+				x.put(t, r, nw)
+				out = append(out, nw)
+			}
+		}
+		if err := pr.it.Error(); err != nil {
+			return nil, nil, classify("scan ready", err)
+		}
+		t.prioLW[q] = left
+		if firstLeft == nil && !bytes.Equal(left, endSuffix) {
+			firstLeft = append([]byte{byte(q)}, left...) // #nosec G115 -- q is a priority, 1..255
+		}
+	}
+	switch {
+	case firstLeft != nil:
+	case q <= 255: // stopped at Max before priority q: it and later ones may hold keys
+		firstLeft = append([]byte{byte(q)}, make([]byte, 16)...) // #nosec G115 -- q is a priority, 1..255
+	default:
+		firstLeft = endPrioSuffix
+	}
+	return out, firstLeft, nil
+}
+
+// prioIter walks p/ one priority at a time, each from its mark.
+type prioIter struct {
+	t   *topic
+	it  *pebble.Iterator
+	pre []byte
+}
+
+func (s *Store) newPrioIter(t *topic) (*prioIter, error) {
+	if t.prioLW == nil {
+		t.prioLW = new([256][]byte)
+	}
+	pre := topicPrefix(pfxReadyPrio, t.name)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: pre, UpperBound: prefixEnd(pre)})
+	if err != nil {
+		return nil, classify("scan index", err)
+	}
+	return &prioIter{t: t, it: it, pre: pre}, nil
+}
+
+func (pr *prioIter) close() { _ = pr.it.Close() }
+
+// next positions the iterator at the first key of the lowest priority >=
+// from (1..255) that has one, bounded to that priority, and returns it;
+// false if none has. Priorities known empty cost nothing; one of unknown
+// state costs a seek over the rest of p/ (once after Open).
+func (pr *prioIter) next(from int) (int, bool) {
+	marks := pr.t.prioLW
+	for q := from; q <= 255; q++ {
+		if bytes.Equal(marks[q], endSuffix) {
+			continue
+		}
+		if marks[q] == nil {
+			pr.it.SetBounds(append(slices.Clip(pr.pre), byte(q)), prefixEnd(pr.pre)) // #nosec G115 -- q is a priority, 1..255
+			if !pr.it.First() {
+				for r := q; r <= 255; r++ {
+					marks[r] = endSuffix
+				}
+				return 0, false
+			}
+			k := pr.it.Key()
+			kp := int(k[len(k)-17])
+			for r := q; r < kp; r++ {
+				marks[r] = endSuffix
+			}
+			q = kp
+			if marks[q] == nil {
+				marks[q] = bytes.Clone(k[len(k)-16:])
+			}
+		}
+		lo := append(append(slices.Clip(pr.pre), byte(q)), marks[q]...) // #nosec G115 -- q is a priority, 1..255
+		hi := prefixEnd(append(slices.Clip(pr.pre), byte(q)))           // #nosec G115 -- q is a priority, 1..255
+		pr.it.SetBounds(lo, hi)
+		if pr.it.First() {
+			return q, true
+		}
+		marks[q] = endSuffix
+	}
+	return 0, false
 }
 
 // globalCand is one entry of a global index (l/ or a/).

@@ -29,8 +29,48 @@ func (s *Store) firstIndexTime(t *topic, ix int) (int64, error) {
 	return tm, it.Close()
 }
 
+// oldestReady is the least due time among ready messages (0 if none):
+// the first r/ entry, and the first entry of each priority in p/, one
+// seek per priority present. p/ known to be empty costs nothing. The
+// caller holds t.mu.
+func (s *Store) oldestReady(t *topic) (int64, error) {
+	oldest, err := s.firstIndexTime(t, ixReady)
+	if err != nil || bytes.Equal(t.lw[ixReadyPrio], endPrioSuffix) {
+		return oldest, err
+	}
+	found := !bytes.Equal(t.lw[ixReady], endSuffix)
+	pr, err := s.newPrioIter(t)
+	if err != nil {
+		return 0, err
+	}
+	defer pr.close()
+	var first []byte
+	for q := 1; q <= 255; q++ {
+		var ok bool
+		if q, ok = pr.next(q); !ok {
+			break
+		}
+		k := pr.it.Key()
+		if first == nil {
+			first = bytes.Clone(k[len(k)-17:])
+		}
+		if due, _, _ := parseIndexSuffix(k); !found || due < oldest {
+			oldest, found = due, true
+		}
+		t.prioLW[q] = bytes.Clone(k[len(k)-16:])
+	}
+	if err := pr.it.Error(); err != nil {
+		return 0, classify("seek index", err)
+	}
+	if first == nil {
+		first = endPrioSuffix
+	}
+	t.lw[ixReadyPrio] = first
+	return oldest, nil
+}
+
 // TopicGet implements store.Store. It reads in-memory counters and seeks
-// three indexes; it never scans.
+// three indexes (and p/ once per priority present); it never scans.
 func (s *Store) TopicGet(ctx context.Context, name string) (*store.TopicRecord, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -55,7 +95,7 @@ func (s *Store) topicGet(name string) (*store.TopicRecord, error) {
 	if tr.NextDue, err = s.firstIndexTime(t, ixScheduled); err != nil {
 		return nil, err
 	}
-	if tr.OldestReady, err = s.firstIndexTime(t, ixReady); err != nil {
+	if tr.OldestReady, err = s.oldestReady(t); err != nil {
 		return nil, err
 	}
 	if tr.NextLeaseExpiry, err = s.firstIndexTime(t, ixInflight); err != nil {

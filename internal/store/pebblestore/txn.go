@@ -56,7 +56,11 @@ func entryOf(r *store.Record) indexEntry {
 	case store.StateScheduled:
 		return indexEntry{ix: ixScheduled, key: indexKey(pfxScheduled, r.Topic, r.DueAt, r.Seq)}
 	case store.StateReady:
-		return indexEntry{ix: ixReady, key: indexKey(pfxReady, r.Topic, r.DueAt, r.Seq)}
+		ix := ixReady
+		if r.Priority != 0 {
+			ix = ixReadyPrio
+		}
+		return indexEntry{ix: ix, key: readyKey(r.Topic, r.Priority, r.DueAt, r.Seq)}
 	case store.StateInflight:
 		return indexEntry{ix: ixInflight, key: indexKey(pfxInflight, r.Topic, r.LeaseUntil, r.Seq),
 			global: globalKey(pfxLease, r.LeaseUntil, r.Topic, r.ID)}
@@ -86,7 +90,11 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		_ = x.b.Set(messageKey(nw.Topic, nw.ID), encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
 		e := entryOf(nw)
 		if e.key != nil {
-			_ = x.b.Set(e.key, []byte(nw.ID), nil)
+			v := []byte(nw.ID)
+			if nw.State == store.StateScheduled {
+				v = scheduledValue(nw)
+			}
+			_ = x.b.Set(e.key, v, nil)
 			x.lows = append(x.lows, lowKey{t, e.ix, e.key})
 		}
 		if e.global != nil {

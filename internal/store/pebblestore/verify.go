@@ -81,7 +81,7 @@ func (s *Store) Verify() error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	for _, p := range []byte{pfxScheduled, pfxReady, pfxInflight, pfxDead, pfxLease, pfxAcked} {
+	for _, p := range []byte{pfxScheduled, pfxReady, pfxReadyPrio, pfxInflight, pfxDead, pfxLease, pfxAcked} {
 		lo := []byte{p, '/'}
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
