@@ -26,8 +26,9 @@ vulncheck: ## govulncheck on a local copy of the vulnerability database
 gosec: ## gosec security analyser (pinned; fails on any finding not #nosec'd)
 	./scripts/gosec.sh
 
-fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the current code
-	$(GO) test -count=1 -run TestUpgradeV0 ./test/upgrade -update
+VERSION ?= v0
+fixtures: ## write testdata/stores/$(VERSION), the upgrade fixture of a release (VERSION=vX.Y.Z; v0 only before the first)
+	$(GO) test -count=1 -run TestUpgrade ./test/upgrade -update -fixture-version $(VERSION)
 
 bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000

@@ -98,7 +98,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	m := metrics.New()
 	var err error
 	if s.st, s.where, err = openStore(ctx, cfg, s.log); err != nil {
-		return err
+		return explainNewerFormat(err)
 	}
 	subs := []engine.Subscription{m.Subscription()}
 	var rec *dashboard.Recorder

@@ -287,6 +287,9 @@ func (s *Store) load() error {
 		}
 	case err != nil:
 		return err
+	case len(v) == 1 && v[0] > formatVersion:
+		// Before any write (the sequence reservation below is one).
+		return fmt.Errorf("pebblestore: %s is in store format %d, this build reads format %d: %w", s.dir, v[0], formatVersion, store.ErrNewerFormat)
 	case len(v) != 1 || v[0] != formatVersion:
 		return fmt.Errorf("pebblestore: key %q: unsupported format %x: %w", keyFormat, v, store.ErrCorrupt)
 	}
