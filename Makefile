@@ -37,13 +37,14 @@ build: ## build bin/delayq with the release toolchain (stamped with the VCS revi
 	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -buildvcs=true -o bin/delayq ./cmd/delayq
 
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-release: ## static binaries for $(PLATFORMS) in dist/, with dist/SHA256SUMS
-	rm -rf dist && mkdir -p dist
+DIST ?= dist
+release: ## static binaries for $(PLATFORMS) in $(DIST)/, with $(DIST)/SHA256SUMS
+	rm -rf $(DIST) && mkdir -p $(DIST)
 	set -e; for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) \
-	    $(GO) build -buildvcs=true -trimpath -ldflags='-s -w' -o dist/delayq-$$os-$$arch ./cmd/delayq; \
+	    $(GO) build -buildvcs=true -trimpath -ldflags='-s -w' -o $(DIST)/delayq-$$os-$$arch ./cmd/delayq; \
 	done
-	cd dist && sha256sum delayq-* > SHA256SUMS && cat SHA256SUMS
+	cd $(DIST) && sha256sum delayq-* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: help serve test test/short lint vulncheck gosec fixtures bench/wheel build release
