@@ -26,8 +26,9 @@ vulncheck: ## govulncheck on a local copy of the vulnerability database
 gosec: ## gosec security analyser (pinned; fails on any finding not #nosec'd)
 	./scripts/gosec.sh
 
-fixtures: ## regenerate testdata/stores/v0 (the S29 upgrade fixture) with the current code
-	$(GO) test -count=1 -run TestUpgradeV0 ./test/upgrade -update
+VERSION ?= v0
+fixtures: ## write testdata/stores/$(VERSION), the upgrade fixture of a release (VERSION=vX.Y.Z; v0 only before the first)
+	$(GO) test -count=1 -run TestUpgrade ./test/upgrade -update -fixture-version $(VERSION)
 
 bench/wheel: ## our wheel vs time.AfterFunc vs container/heap, side by side
 	$(GO) run ./internal/bench/wheelbench/cmd/wheelbench -sizes 100000,1000000 -long 1000000
@@ -36,13 +37,14 @@ build: ## build bin/delayq with the release toolchain (stamped with the VCS revi
 	GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(GO) build -buildvcs=true -o bin/delayq ./cmd/delayq
 
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-release: ## static binaries for $(PLATFORMS) in dist/, with dist/SHA256SUMS
-	rm -rf dist && mkdir -p dist
+DIST ?= dist
+release: ## static binaries for $(PLATFORMS) in $(DIST)/, with $(DIST)/SHA256SUMS
+	rm -rf $(DIST) && mkdir -p $(DIST)
 	set -e; for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) \
-	    $(GO) build -buildvcs=true -trimpath -ldflags='-s -w' -o dist/delayq-$$os-$$arch ./cmd/delayq; \
+	    $(GO) build -buildvcs=true -trimpath -ldflags='-s -w' -o $(DIST)/delayq-$$os-$$arch ./cmd/delayq; \
 	done
-	cd dist && sha256sum delayq-* > SHA256SUMS && cat SHA256SUMS
+	cd $(DIST) && sha256sum delayq-* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: help serve test test/short lint vulncheck gosec fixtures bench/wheel build release

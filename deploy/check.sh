@@ -10,6 +10,8 @@
 #  c. the systemd unit: systemd-analyze verify and security, when present;
 #  d. the Grafana dashboard: valid JSON, every query valid PromQL (promtool),
 #     every metric it names exported by delayq;
+#  r. the release: `make release` for linux/amd64, SHA256SUMS verified, the
+#     binary static and naming its revision (the checks below run it);
 #  e. the delayq binary as the image runs it: a non-root user, a read-only
 #     root file system with only the data directory writable (bubblewrap):
 #     serve until /readyz is 200, send a message, run the image's health
@@ -39,6 +41,7 @@ command -v bwrap >/dev/null 2>&1 || need_pkgs+=(bubblewrap)
 command -v setpriv >/dev/null 2>&1 || need_pkgs+=(util-linux)
 command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
+command -v file >/dev/null 2>&1 || need_pkgs+=(file)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -93,9 +96,31 @@ cleanup() {
 trap cleanup EXIT
 chmod 0755 "$work" # the sandboxed server (another user) runs the binary from here
 
-# The binary the image ships: static, trimmed, as the Dockerfile builds it.
-CGO_ENABLED=0 go build -trimpath -o "$work/delayq" ./cmd/delayq
-dq="$work/delayq"
+# The release binary, built by `make release` as a release is (the
+# Dockerfile builds the same way): its checksum must verify, it must be
+# static, and it must name its version and revision. The checks below run
+# this binary. One platform: the others are the same build, cross-compiled.
+release_start=$(date +%s)
+make --no-print-directory release PLATFORMS=linux/amd64 DIST="$work/dist" >"$work/release.log" 2>&1 ||
+  fail "make release: $(tail -20 "$work/release.log")"
+(cd "$work/dist" && sha256sum -c --strict SHA256SUMS >/dev/null) || fail "make release: SHA256SUMS does not verify"
+dq="$work/dist/delayq-linux-amd64"
+file_out="$(file -b "$dq")"
+[[ "$file_out" == *"statically linked"* ]] || fail "$dq is not static: $file_out"
+version_out="$("$dq" version)" || fail "$dq version failed"
+release_go="$(sed -nE 's/^RELEASE_TOOLCHAIN \?= (go[0-9.]+)$/\1/p' Makefile)"
+# "delayq VERSION (REVISION[+dirty], TIME, GO)": stamped from git, built by
+# the release toolchain. Go stamps only in a clone whose .git is a
+# directory (not a git worktree, not a tarball).
+if [ -d .git ]; then
+  [[ "$version_out" =~ ^delayq\ [^\ ]+\ \([0-9a-f]{12}(\+dirty)?,\ .*,\ ${release_go}\)$ ]] ||
+    fail "$dq version prints '$version_out'; want the version, the git revision and $release_go"
+else
+  [[ "$version_out" =~ ^delayq\ [^\ ]+\ \(.*${release_go}\)$ ]] ||
+    fail "$dq version prints '$version_out'; want the version and $release_go"
+  say "release: not a git clone (.git is no directory): the revision stamp is not checked"
+fi
+say "release: make release (linux/amd64) in $(($(date +%s) - release_start))s, SHA256SUMS verify, static, $version_out"
 
 # Flags of `delayq serve`, and so the DELAYQ_* names it reads.
 serve_help="$("$dq" serve -h)"

@@ -62,6 +62,14 @@ type Config struct {
 	TLSCertFile, TLSKeyFile string
 	// NoDashboard turns off the web dashboard at /ui/.
 	NoDashboard bool
+	// DashboardSessionKeys sign the dashboard's session cookies and form
+	// (CSRF) tokens, each at least 32 bytes. The first signs, all verify:
+	// to rotate, put the new key first and drop the old one a session
+	// lifetime (8 h) later. Servers behind one load balancer need the same
+	// keys (and tokens) to accept each other's logins. Default: a random
+	// key per process, so a login works only on the server that made it,
+	// until it restarts (logged at start).
+	DashboardSessionKeys []string
 	// DebugAddr serves Go's profiling endpoints (/debug/pprof/) on this
 	// loopback address, on a listener of their own; "" (the default): off.
 	DebugAddr string

@@ -76,6 +76,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	for i, k := range cfg.DashboardSessionKeys {
+		// Checked here too, before the store is opened.
+		if len(k) < dashboard.MinSessionKeyBytes {
+			return nil, fmt.Errorf("server: dashboard session key %d of %d is %d bytes; want at least %d (e.g. openssl rand -base64 32)",
+				i+1, len(cfg.DashboardSessionKeys), len(k), dashboard.MinSessionKeyBytes)
+		}
+	}
 	s := &Server{cfg: cfg, log: log, authOn: tokens.Enabled(), stopDebug: func() {}}
 	s.serveCtx, s.stopServing = context.WithCancel(context.Background()) // #nosec G118 -- server-lifetime context; Shutdown cancels it
 	if err := s.start(ctx, tokens); err != nil {
@@ -91,7 +98,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	m := metrics.New()
 	var err error
 	if s.st, s.where, err = openStore(ctx, cfg, s.log); err != nil {
-		return err
+		return explainNewerFormat(err)
 	}
 	subs := []engine.Subscription{m.Subscription()}
 	var rec *dashboard.Recorder
@@ -126,7 +133,14 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	s.deliverer.Start()
 	var dash http.Handler
 	if rec != nil {
-		if dash, err = dashboard.New(dashboard.Config{Queue: s.eng, Recorder: rec, Upcoming: s.eng, Tokens: tokens, Logger: s.log}); err != nil {
+		keys := make([][]byte, len(cfg.DashboardSessionKeys))
+		for i, k := range cfg.DashboardSessionKeys {
+			keys[i] = []byte(k)
+		}
+		if len(keys) == 0 {
+			s.log.Info("dashboard sessions are per process: no dashboard session key is set, so a login and its forms work only on this server until it restarts; give every server the same --dashboard-session-key to share them")
+		}
+		if dash, err = dashboard.New(dashboard.Config{Queue: s.eng, Recorder: rec, Upcoming: s.eng, Tokens: tokens, Logger: s.log, SessionKeys: keys}); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/pebblestore"
@@ -63,6 +65,18 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store,
 		return nil, "", fmt.Errorf("open data directory %s: %w", cfg.DataDir, err)
 	}
 	return st, "data " + cfg.DataDir, nil
+}
+
+// explainNewerFormat adds, to a store's refusal of a format newer than
+// this build's (a rollback), which build refused and what to do.
+func explainNewerFormat(err error) error {
+	if !errors.Is(err, store.ErrNewerFormat) {
+		return err
+	}
+	bi := buildinfo.Get()
+	return fmt.Errorf("%w; this is delayq %s (revision %s), which cannot read it and changed nothing: "+
+		"run the delayq version that wrote it (or a later one), or restore the backup taken before the upgrade "+
+		"(docs/operations.md, \"Upgrade and rollback\")", err, bi.Version, cmp.Or(bi.Short(), "unknown"))
 }
 
 // slogRedis routes go-redis's own log lines (reconnects, pool errors)

@@ -71,6 +71,7 @@ type serveOpts struct {
 	mysql, mysqlPrefix             string
 	mysqlMigrate                   bool
 	insecure, noDashboard          bool
+	dashboardSessionKey            string
 	tokens                         serveTokenList
 	tokensFile, tlsCert, tlsKey    string
 	logFormat, logLevel            string
@@ -110,6 +111,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")
 	fs.BoolVar(&o.noDashboard, "no-dashboard", false, "do not serve the web dashboard at /ui/")
+	fs.StringVar(&o.dashboardSessionKey, "dashboard-session-key", "", "`keys` (comma-separated, each 32+ bytes: openssl rand -base64 32) that sign dashboard logins; the first signs, all verify (rotation). Servers behind one load balancer need the same. Default: random per process (logins work only on this server until it restarts). Prefer DELAYQ_DASHBOARD_SESSION_KEY: flags show in ps")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiling endpoints (/debug/pprof/) on this loopback `address`; off by default")
 	fs.Var(&o.tokens, "token", "bearer token `NAME:SECRET:SCOPES:PATTERNS` (repeatable)")
 	fs.StringVar(&o.tokensFile, "tokens-file", "", "`file` of tokens, one per line")
@@ -356,7 +358,7 @@ func serveConfig(o *serveOpts, log *slog.Logger) server.Config {
 		NoMigrate: (o.postgres != "" && !o.postgresMigrate) || (o.mysql != "" && !o.mysqlMigrate),
 		Addr:      o.addr, Tokens: o.tokens, TokensFile: o.tokensFile, Insecure: o.insecure,
 		AllowedHosts: splitHostList(o.allowedHosts), TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
-		NoDashboard: o.noDashboard, DebugAddr: o.debugAddr, Logger: log,
+		NoDashboard: o.noDashboard, DashboardSessionKeys: splitKeyList(o.dashboardSessionKey), DebugAddr: o.debugAddr, Logger: log,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,
 		DefaultLease: o.defaultLease, DefaultMaxAttempts: o.defaultMaxAttempts, MaxTopics: o.maxTopics,
 		MaxConns: o.maxConns, MaxConnsPerIP: o.maxConnsPerIP, MaxBodyMemory: o.maxBodyMemory, DrainTimeout: o.drainTimeout,
@@ -372,6 +374,12 @@ func serveConfig(o *serveOpts, log *slog.Logger) server.Config {
 // splitHostList splits --allowed-hosts at commas and spaces (a config
 // file's array arrives space-separated).
 func splitHostList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+}
+
+// splitKeyList splits --dashboard-session-key at commas (base64 holds
+// none) and spaces (a config file's array arrives space-separated).
+func splitKeyList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 }
 

@@ -54,6 +54,13 @@ func TestServeFlagPrecedence(t *testing.T) {
 	if !o.insecure {
 		t.Error("insecure from the file was not applied")
 	}
+	env["DELAYQ_DASHBOARD_SESSION_KEY"] = "new-key-0123456789abcdef0123456789,old-key-0123456789abcdef0123456789"
+	if o, err = parseServe(nil, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if keys := serveConfig(o, nil).DashboardSessionKeys; len(keys) != 2 || keys[0] != "new-key-0123456789abcdef0123456789" {
+		t.Errorf("DELAYQ_DASHBOARD_SESSION_KEY: keys %q, want the two, new first", keys)
+	}
 	env["DELAYQ_SERVE_TOKENS"] = "b:0123456789abcdef1:produce:x c:0123456789abcdef2:consume:y"
 	if o, err = parseServe(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
@@ -84,6 +91,7 @@ func TestServeBadInputs(t *testing.T) {
 		{"debug listener not on loopback", []string{"--debug-addr", "0.0.0.0:6060", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"0.0.0.0:6060\": must be a loopback address"},
 		{"debug listener without port", []string{"--debug-addr", "127.0.0.1", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"127.0.0.1\""},
 		{"bad allowed host", []string{"--allowed-hosts", "queue.example,http://x", "--data", filepath.Join(dir, "never")}, nil, 1, `--allowed-hosts: allowed host "http://x"`},
+		{"short dashboard session key", []string{"--data", filepath.Join(dir, "never")}, map[string]string{"DELAYQ_DASHBOARD_SESSION_KEY": "0123456789abcdef0123456789abcdef0,short"}, 1, "dashboard session key 2 of 2 is 5 bytes; want at least 32"},
 		{"bad allowed host in env", []string{"--data", filepath.Join(dir, "never")}, map[string]string{"DELAYQ_ALLOWED_HOSTS": "a/b"}, 1, `--allowed-hosts: allowed host "a/b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

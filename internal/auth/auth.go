@@ -86,6 +86,12 @@ type Token struct {
 	hash     [sha256.Size]byte
 }
 
+// SecretDigest is the SHA-256 of the token's secret. Credentials derived
+// from a login (the dashboard's signed session cookies) fold it into
+// their signature, so changing a token's secret ends them. It must not
+// leave the server.
+func (t *Token) SecretDigest() [sha256.Size]byte { return t.hash }
+
 // Allows reports whether the token grants any scope of want on topic.
 // Admin implies Produce and Consume.
 func (t *Token) Allows(want Scope, topic string) bool {
@@ -221,6 +227,19 @@ func NewSet(tokens []*Token) (*Set, error) {
 
 // Enabled reports whether any token is configured.
 func (s *Set) Enabled() bool { return s != nil && len(s.tokens) > 0 }
+
+// Lookup returns the token named name, or nil.
+func (s *Set) Lookup(name string) *Token {
+	if s == nil {
+		return nil
+	}
+	for _, t := range s.tokens {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
 
 // Authenticate finds the token of a request's Authorization header. It
 // compares SHA-256 hashes (equal length, so the secret's length does not

@@ -278,17 +278,19 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request, v *viewer) err
 		d.render(w, http.StatusUnauthorized, "login", &page{Title: "Log in", V: v, Data: "That token is not configured on this server."})
 		return nil
 	}
-	if v.session != "" {
-		d.sessions.delete(v.session) // a fresh id at every login
+	if v.session != nil {
+		d.sessions.revoke(v.session) // a fresh session at every login
 	}
-	sid := d.sessions.create(tok)
-	setCookie(w, r, sessionCookie, sid, int(d.cfg.SessionTTL/time.Second))
+	value, expires := d.sessions.issue(tok)
+	setCookie(w, r, sessionCookie, value, int(expires.Sub(d.cfg.Now())/time.Second))
 	return redirect(w, r, "/ui/")
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, v *viewer) error {
-	if v.session != "" {
-		d.sessions.delete(v.session)
+	// The browser forgets the cookie, and this server refuses it until it
+	// expires; other servers would still accept a copy until then.
+	if v.session != nil {
+		d.sessions.revoke(v.session)
 	}
 	setCookie(w, r, sessionCookie, "", -1)
 	return redirect(w, r, "/ui/login")

@@ -95,7 +95,8 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 
 // seedDemo fills the queue with a plausible day of traffic, through the
 // API: scheduled messages over the next hour and week, deliveries (for
-// lateness) and dead letters with their errors.
+// lateness), dead letters with their errors, a push topic, a Kafka
+// delivery topic and a paused topic (what the screenshots show).
 func seedDemo(t *testing.T, b *bundle) {
 	t.Helper()
 	ctx := context.Background()
@@ -133,6 +134,24 @@ func seedDemo(t *testing.T, b *bundle) {
 		}
 		got += len(ms)
 	}
+	// A topic pushed to a webhook and one delivered into Kafka (no
+	// pusher or broker runs here: their messages wait, and the pages show
+	// the targets), and a paused topic.
+	if _, err := b.api.SetTopicSettings(ctx, "partner.webhooks", domain.TopicSettings{
+		Push: &domain.PushSettings{URL: "https://partner.example/hooks/delayq"}}); err != nil {
+		t.Fatal(err)
+	}
+	batch("partner.webhooks", 60, func(i int) time.Duration { return time.Duration(i+1) * 3 * time.Minute })
+	batch("partner.webhooks", 15, func(int) time.Duration { return 0 }) // ready: nobody pushes here
+	if _, err := b.api.SetTopicSettings(ctx, "orders.events", domain.TopicSettings{Deliver: &domain.DeliverSettings{
+		Kafka: &domain.KafkaTarget{Brokers: []string{"kafka.internal:9092"}, Topic: "orders-due"}}}); err != nil {
+		t.Fatal(err)
+	}
+	batch("orders.events", 90, func(i int) time.Duration { return time.Duration(i+1) * 40 * time.Second })
+	// On the engine: this test server's API has no admin routes.
+	if _, err := b.eng.PauseTopic(ctx, "reminders.email", true); err != nil {
+		t.Fatal(err)
+	}
 	for i, reason := range []string{
 		"POST https://partner.example/hooks: 503 Service Unavailable",
 		"card declined (insufficient funds)",
@@ -157,8 +176,9 @@ func TestBrowser(t *testing.T) {
 	do(t, ctx, "open dashboard", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible("#token"))
 	screenshot(t, ctx, "login")
 	do(t, ctx, "log in", chromedp.SendKeys("#token", opsSecret), chromedp.Click("#login"), chromedp.WaitVisible("#topics"))
-	if s := text(t, ctx, "#topics"); !strings.Contains(s, "orders.close") || !strings.Contains(s, "reminders.email") {
-		t.Fatalf("topics table: %s", s)
+	if s := text(t, ctx, "#topics"); !strings.Contains(s, "orders.close") || !strings.Contains(s, "reminders.email paused") ||
+		!strings.Contains(s, "kafka → orders-due") || !strings.Contains(s, "push") {
+		t.Fatalf("topics table (want every topic, reminders.email paused, a kafka and a push target): %s", s)
 	}
 	screenshot(t, ctx, "topics")
 

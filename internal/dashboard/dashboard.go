@@ -20,9 +20,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL          = 8 * time.Hour
-	DefaultMaxSessions         = 10000
-	DefaultMaxSessionsPerToken = 100
+	DefaultSessionTTL         = 8 * time.Hour
+	DefaultMaxRevokedSessions = 10000
 	// formBodyBytes bounds a form post (settings are the largest).
 	formBodyBytes = 64 << 10
 )
@@ -57,15 +56,17 @@ type Config struct {
 	Now func() time.Time
 	// SessionTTL is how long a login lasts. Default 8 h.
 	SessionTTL time.Duration
-	// MaxSessions bounds live sessions; when full, the oldest session of
-	// the token with the most sessions is dropped. Default 10000.
-	MaxSessions int
-	// MaxSessionsPerToken bounds the live sessions of one token (by
-	// name): a login beyond it ends that token's oldest session, never
-	// another token's. Default 100.
-	MaxSessionsPerToken int
-	// Key signs CSRF tokens. Default: 32 random bytes per process.
-	Key []byte
+	// SessionKeys sign session cookies and CSRF tokens (HMAC-SHA256),
+	// each at least MinSessionKeyBytes long. The first signs; all verify,
+	// so a rotation lists the new key first and keeps the old one until
+	// its sessions have expired (SessionTTL). Servers with the same keys
+	// and tokens accept each other's logins and forms. Default: one
+	// random key per process (a login works only on the server that made
+	// it, and only until it restarts).
+	SessionKeys [][]byte
+	// MaxRevokedSessions bounds the logged-out sessions this server
+	// remembers until they expire. Default 10000.
+	MaxRevokedSessions int
 }
 
 // Dashboard is the operator web UI, an http.Handler for paths under /ui/.
@@ -80,7 +81,7 @@ type Dashboard struct {
 	browse   MessageBrowser // nil: no list of upcoming messages
 	pauser   Pauser         // nil: no pause and resume
 	deleter  TopicDeleter   // nil: topics cannot be deleted
-	sessions *sessionStore
+	sessions *sessionSigner
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	static   http.Handler
@@ -96,15 +97,20 @@ func New(cfg Config) (*Dashboard, error) {
 		cfg.Now = time.Now
 	}
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
-	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
-	cfg.MaxSessionsPerToken = cmp.Or(cfg.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
-	if len(cfg.Key) == 0 {
-		cfg.Key = []byte(randomID())
+	cfg.MaxRevokedSessions = cmp.Or(cfg.MaxRevokedSessions, DefaultMaxRevokedSessions)
+	for i, k := range cfg.SessionKeys {
+		if len(k) < MinSessionKeyBytes {
+			return nil, fmt.Errorf("dashboard: session key %d is %d bytes; want at least %d (e.g. openssl rand -base64 32)", i+1, len(k), MinSessionKeyBytes)
+		}
+	}
+	if len(cfg.SessionKeys) == 0 {
+		cfg.SessionKeys = [][]byte{[]byte(randomID())}
 	}
 	d := &Dashboard{
 		cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
 		q: cfg.Queue, rec: cfg.Recorder,
-		sessions: newSessionStore(cfg.Now, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken),
+		sessions: &sessionSigner{keys: cfg.SessionKeys, tokens: cfg.Tokens, now: cfg.Now, ttl: cfg.SessionTTL,
+			revoked: newRevokedSet(cfg.MaxRevokedSessions)},
 	}
 	d.upcoming, d.fallback = findUpcoming(cfg)
 	d.browse = cfg.Browse
@@ -204,21 +210,22 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // itself (a redirect), and an error when the request must be refused.
 // Everything before a successful return reveals and changes nothing.
 func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request) (*viewer, error) {
-	visitor := cookieValue(r, visitorCookie)
+	visitor := cookieValue(r, visitorCookie, 64)
 	if visitor == "" {
 		visitor = randomID()
 		setCookie(w, r, visitorCookie, visitor, 0)
 	}
 	v := &viewer{authOff: !d.cfg.Tokens.Enabled()}
-	v.csrf = csrfToken(d.cfg.Key, "visitor", visitor)
+	csrfKind, csrfID := "visitor", visitor
 	if !v.authOff {
-		if sid := cookieValue(r, sessionCookie); sid != "" {
-			if s := d.sessions.get(sid); s != nil {
-				v.token, v.session, v.expires = s.token, sid, s.expires
-				v.csrf = csrfToken(d.cfg.Key, "session", sid)
+		if sid := cookieValue(r, sessionCookie, sessionCookieMax); sid != "" {
+			if s := d.sessions.verify(sid); s != nil {
+				v.token, v.session, v.expires = s.token, s, s.expires
+				csrfKind, csrfID = "session", sid
 			}
 		}
 	}
+	v.csrf = csrfToken(d.cfg.SessionKeys[0], csrfKind, csrfID)
 	loginPath := r.URL.Path == "/ui/login"
 	if r.Method == http.MethodPost {
 		if !sameOrigin(r) {
@@ -232,7 +239,7 @@ func (d *Dashboard) gate(w http.ResponseWriter, r *http.Request) (*viewer, error
 			}
 			return v, fmt.Errorf("%w: %v", domain.ErrInvalid, err)
 		}
-		if !csrfOK(v.csrf, r.PostForm.Get(csrfField)) {
+		if !csrfValid(d.cfg.SessionKeys, csrfKind, csrfID, r.PostForm.Get(csrfField)) {
 			return v, errCSRF
 		}
 	}

@@ -28,12 +28,15 @@
 //
 // The dashboard uses the API's tokens and scopes (package auth), but not
 // the API's bearer header: a browser logs in once with a token, and the
-// dashboard keeps a random 256-bit session id in a cookie (HttpOnly,
-// SameSite=Strict, Path /ui/, Secure over TLS). The server maps the id's
-// SHA-256 to the token's identity and an expiry (Config.SessionTTL); the
-// secret is never stored. Sessions are bounded per token
-// (Config.MaxSessionsPerToken: a token's logins beyond it end its own
-// oldest sessions, never another token's) and in all (Config.MaxSessions).
+// dashboard gives it a signed session cookie (HttpOnly, SameSite=Strict,
+// Path /ui/, Secure over TLS): the token's name, an expiry
+// (Config.SessionTTL) and a nonce, with an HMAC-SHA256 over them and the
+// token secret's digest under Config.SessionKeys. Nothing is kept on the
+// server, so every server with the same keys and tokens accepts it (no
+// sticky sessions behind a load balancer), and a changed or removed token
+// ends its sessions. Logout revokes a session on the answering server
+// only (Config.MaxRevokedSessions of them until they expire); other
+// servers accept a copy of the cookie until it expires.
 //
 // Reading needs the scope the API needs for the same data: consume for
 // topic stats, upcoming, timeliness and dead letters; produce or consume
@@ -45,8 +48,9 @@
 //
 // Every POST, login included, must come from this host (Sec-Fetch-Site,
 // Origin or Referer, whichever the browser sends) and carry a CSRF token:
-// HMAC-SHA256 over the session id (or, before login and when auth is
-// off, over a random per-browser visitor id), compared in constant time.
+// HMAC-SHA256 under the session key over the session cookie (or, before
+// login and when auth is off, over a random per-browser visitor id),
+// compared in constant time against every configured key.
 // With no tokens configured the dashboard is open, like the API, but
 // still CSRF-protected.
 //

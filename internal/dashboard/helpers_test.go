@@ -75,8 +75,8 @@ type setupOpts struct {
 	// plainQueue gives the dashboard no Upcoming source, as with a
 	// remote queue, to test the Recorder's fallback.
 	plainQueue bool
-	// maxSessions is Config.MaxSessions (0: the default).
-	maxSessions int
+	// sessionKeys is Config.SessionKeys (nil: a random key).
+	sessionKeys [][]byte
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -96,7 +96,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if !o.noAuth {
 		tokens = testTokens(t)
 	}
-	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: upcoming, MaxSessions: o.maxSessions})
+	b.dash, err = dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Tokens: tokens, Upcoming: upcoming, SessionKeys: o.sessionKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

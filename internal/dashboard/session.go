@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,142 +19,146 @@ import (
 // Cookie names. Both are HttpOnly, SameSite=Strict, Path /ui/, and Secure
 // when the request came over TLS.
 const (
-	// sessionCookie holds a random session id; the server maps its
-	// SHA-256 to the token's identity and an expiry. The token's secret
-	// is never stored in a cookie or in memory after login.
+	// sessionCookie holds a signed session: the token's name, an expiry
+	// and a random nonce, with an HMAC-SHA256 over them and the token
+	// secret's digest (sessionSigner). Any server with the same keys and
+	// the same token accepts it; the secret itself is never in it.
 	sessionCookie = "delayq_session"
 	// visitorCookie holds a random id given to every browser, so forms
 	// shown before login (the login form itself) and every form when auth
 	// is off carry a CSRF token bound to this browser.
 	visitorCookie = "delayq_visitor"
 	csrfField     = "csrf"
+
+	// sessionFormat is the first field of a session cookie: a later
+	// format gets a new one, and cookies of another are no session.
+	sessionFormat = "v1"
+	// sessionCookieMax bounds what is parsed: the format, a Unix time,
+	// a 128-bit nonce, a 256-bit MAC and a token name of up to 64 bytes.
+	sessionCookieMax = 200
+	// MinSessionKeyBytes is the shortest key Config.SessionKeys accepts.
+	MinSessionKeyBytes = 32
 )
 
 // session is a logged-in browser.
 type session struct {
 	token   *auth.Token
 	expires time.Time
+	nonce   string
 }
 
-type sessionKey = [sha256.Size]byte
-
-// sessionStore maps hashed session ids to sessions. It holds at most
-// perToken sessions per token (by name): a login beyond that ends the
-// token's oldest session, never another token's, so one token holder
-// logging in over and over cannot log everybody else out. It holds at
-// most max sessions in all: when full, expired ones are dropped, then the
-// oldest session of the token holding the most. Safe for concurrent use.
-type sessionStore struct {
-	now      func() time.Time
-	ttl      time.Duration
-	max      int
-	perToken int
-
-	mu      sync.Mutex
-	m       map[sessionKey]*session
-	byToken map[string][]sessionKey // oldest first (one TTL for all: expiry order)
+// sessionSigner issues and checks signed session cookies. It keeps no
+// sessions: a cookie is valid while it is unexpired, its MAC verifies
+// under one of keys, and its token is still configured with the same
+// secret. keys[0] signs; the others only verify (key rotation).
+//
+// Logging out revokes a cookie on this server only (revoked), so a copy
+// of the cookie stays valid on other servers until it expires.
+type sessionSigner struct {
+	keys    [][]byte
+	tokens  *auth.Set
+	now     func() time.Time
+	ttl     time.Duration
+	revoked *revokedSet
 }
 
-func newSessionStore(now func() time.Time, ttl time.Duration, max, perToken int) *sessionStore {
-	return &sessionStore{
-		now: now, ttl: ttl, max: max, perToken: perToken,
-		m: make(map[sessionKey]*session), byToken: make(map[string][]sessionKey),
+func sessionMAC(key []byte, exp, nonce, name string, digest [sha256.Size]byte) []byte {
+	m := hmac.New(sha256.New, key)
+	// Domain-separated from the CSRF tokens (csrfToken), which use the
+	// same keys.
+	m.Write([]byte("delayq-session\x00" + sessionFormat + "\x00" + exp + "\x00" + nonce + "\x00" + name + "\x00"))
+	m.Write(digest[:])
+	return m.Sum(nil)
+}
+
+// issue returns a new cookie value for tok.
+func (s *sessionSigner) issue(tok *auth.Token) (string, time.Time) {
+	expires := s.now().Add(s.ttl).Truncate(time.Second)
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	nb := make([]byte, 16)
+	rand.Read(nb) // never fails (crypto/rand panics rather than return short)
+	nonce := base64.RawURLEncoding.EncodeToString(nb)
+	mac := base64.RawURLEncoding.EncodeToString(sessionMAC(s.keys[0], exp, nonce, tok.Name, tok.SecretDigest()))
+	// The name goes last: it may hold dots, the separator.
+	return sessionFormat + "." + exp + "." + nonce + "." + mac + "." + tok.Name, expires
+}
+
+// verify returns the session of a cookie value, or nil.
+func (s *sessionSigner) verify(value string) *session {
+	parts := strings.SplitN(value, ".", 5)
+	if len(parts) != 5 || parts[0] != sessionFormat {
+		return nil
 	}
+	exp, nonce, name := parts[1], parts[2], parts[4]
+	unix, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil {
+		return nil
+	}
+	got, err := base64.RawURLEncoding.DecodeString(parts[3])
+	if err != nil || len(got) != sha256.Size {
+		return nil
+	}
+	tok := s.tokens.Lookup(name)
+	if tok == nil {
+		return nil // the token was removed: its sessions end
+	}
+	ok := false
+	for _, k := range s.keys {
+		// hmac.Equal compares in constant time.
+		if hmac.Equal(got, sessionMAC(k, exp, nonce, name, tok.SecretDigest())) {
+			ok = true
+		}
+	}
+	expires := time.Unix(unix, 0)
+	if !ok || !s.now().Before(expires) || s.revoked.has(nonce, s.now()) {
+		return nil
+	}
+	return &session{token: tok, expires: expires, nonce: nonce}
 }
 
-// create starts a session for tok and returns its id.
-func (s *sessionStore) create(tok *auth.Token) string {
-	id := randomID()
-	k := sha256.Sum256([]byte(id))
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if own := s.byToken[tok.Name]; len(own) > 0 && len(own) >= s.perToken {
-		s.remove(own[0])
-	}
-	if len(s.m) >= s.max {
-		s.evict(now)
-	}
-	s.m[k] = &session{token: tok, expires: now.Add(s.ttl)}
-	s.byToken[tok.Name] = append(s.byToken[tok.Name], k)
-	return id
+// revoke ends a session on this server (logout, or a new login).
+func (s *sessionSigner) revoke(ss *session) { s.revoked.add(ss.nonce, ss.expires, s.now()) }
+
+// revokedSet holds the nonces of sessions logged out on this server until
+// they expire, at most max of them: beyond that the one expiring soonest
+// is forgotten (its cookie, if someone kept a copy, works again until it
+// expires). Safe for concurrent use.
+type revokedSet struct {
+	max   int
+	mu    sync.Mutex
+	m     map[string]time.Time
+	order []string // insertion order (one TTL: about expiry order)
 }
 
-// remove forgets a session. s.mu held.
-func (s *sessionStore) remove(k sessionKey) {
-	ss := s.m[k]
-	if ss == nil {
+func newRevokedSet(max int) *revokedSet {
+	return &revokedSet{max: max, m: make(map[string]time.Time)}
+}
+
+func (r *revokedSet) add(nonce string, expires, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[nonce]; ok {
 		return
 	}
-	delete(s.m, k)
-	name := ss.token.Name
-	own := s.byToken[name]
-	for i, o := range own {
-		if o == k {
-			own = append(own[:i], own[i+1:]...)
-			break
-		}
+	for len(r.order) > 0 && (len(r.order) >= r.max || !now.Before(r.m[r.order[0]])) {
+		delete(r.m, r.order[0])
+		r.order = r.order[1:]
 	}
-	if len(own) == 0 {
-		delete(s.byToken, name) // names of tokens nobody uses cost nothing
-	} else {
-		s.byToken[name] = own
-	}
+	r.m[nonce] = expires
+	r.order = append(r.order, nonce)
 }
 
-// evict drops expired sessions, and if none was, the oldest session of
-// the token holding the most. s.mu held.
-func (s *sessionStore) evict(now time.Time) {
-	n := len(s.m)
-	for k, v := range s.m {
-		if !now.Before(v.expires) {
-			s.remove(k)
-		}
-	}
-	if len(s.m) < n {
-		return
-	}
-	var most []sessionKey
-	for _, own := range s.byToken {
-		if len(own) > len(most) {
-			most = own
-		}
-	}
-	if len(most) > 0 {
-		s.remove(most[0])
-	}
+func (r *revokedSet) has(nonce string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	exp, ok := r.m[nonce]
+	return ok && now.Before(exp)
 }
 
-// get returns the live session of id, or nil. The lookup is by the id's
-// hash, so map timing reveals nothing about stored ids.
-func (s *sessionStore) get(id string) *session {
-	if id == "" {
-		return nil
-	}
-	k := sha256.Sum256([]byte(id))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.m[k]
-	if ss == nil {
-		return nil
-	}
-	if !s.now().Before(ss.expires) {
-		s.remove(k)
-		return nil
-	}
-	return ss
-}
-
-func (s *sessionStore) delete(id string) {
-	s.mu.Lock()
-	s.remove(sha256.Sum256([]byte(id)))
-	s.mu.Unlock()
-}
-
-func (s *sessionStore) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
+func (r *revokedSet) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
 }
 
 // randomID is 256 random bits, URL-safe.
@@ -174,6 +180,18 @@ func csrfToken(key []byte, kind, id string) string {
 // csrfOK compares a submitted token in constant time.
 func csrfOK(want, got string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
+}
+
+// csrfValid checks a submitted token against every key, so forms shown
+// before a key rotation still post.
+func csrfValid(keys [][]byte, kind, id, got string) bool {
+	ok := false
+	for _, k := range keys {
+		if csrfOK(csrfToken(k, kind, id), got) {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // sameOrigin is the Origin check of every POST: a browser's
@@ -208,9 +226,9 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAg
 	})
 }
 
-func cookieValue(r *http.Request, name string) string {
+func cookieValue(r *http.Request, name string, max int) string {
 	c, err := r.Cookie(name)
-	if err != nil || len(c.Value) > 64 {
+	if err != nil || len(c.Value) > max {
 		return ""
 	}
 	return c.Value

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,33 +137,10 @@ func TestDueBuckets(t *testing.T) {
 	}
 }
 
-func TestSessions(t *testing.T) {
-	sim := clock.NewSim(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	tok, _ := auth.ParseToken("ops:ops-secret-0123456789abcdef:admin:*")
-	s := newSessionStore(sim.Now, time.Hour, 2, 10)
-	a := s.create(tok)
-	sim.Advance(time.Minute)
-	b := s.create(tok)
-	if s.get(a) == nil || s.get(b) == nil || a == b {
-		t.Fatal("fresh sessions must be found and distinct")
-	}
-	c := s.create(tok) // full: the soonest-expiring (a) goes
-	if s.get(a) != nil || s.get(c) == nil || s.len() != 2 {
-		t.Errorf("eviction: a=%v c=%v len=%d", s.get(a), s.get(c), s.len())
-	}
-	sim.Advance(time.Hour)
-	if s.get(b) != nil {
-		t.Error("expired session still valid")
-	}
-	if s.get("") != nil {
-		t.Error("empty id is no session")
-	}
-}
-
-// TestSessionsPerToken: a token's logins beyond its cap end its own
-// oldest sessions; when the table is full, the token holding the most
-// loses its oldest; logout and expiry keep the bookkeeping exact.
-func TestSessionsPerToken(t *testing.T) {
+// TestSessionSigner: a cookie verifies under any configured key until it
+// expires, and not once tampered with, signed with another key, revoked,
+// or when its token was removed or given a new secret.
+func TestSessionSigner(t *testing.T) {
 	sim := clock.NewSim(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	tok := func(spec string) *auth.Token {
 		tk, err := auth.ParseToken(spec)
@@ -171,48 +149,94 @@ func TestSessionsPerToken(t *testing.T) {
 		}
 		return tk
 	}
-	ops, flood, third := tok("ops:ops-secret-0123456789abcdef:admin:*"), tok("flood:flood-secret-0123456789ab:produce:*"), tok("third:third-secret-0123456789ab:consume:*")
-	s := newSessionStore(sim.Now, time.Hour, 7, 3)
-	victim := s.create(ops)
-	var ids []string
-	for range 50 {
-		sim.Advance(time.Second)
-		ids = append(ids, s.create(flood))
+	set := func(toks ...*auth.Token) *auth.Set {
+		s, err := auth.NewSet(toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	if s.get(victim) == nil {
-		t.Fatal("another token's logins ended ops's session")
+	ops, viewer := tok("ops.eu:ops-secret-0123456789abcdef:admin:*"), tok("viewer:viewer-secret-0123456789ab:consume:*")
+	tokens := set(ops, viewer)
+	oldKey, newKey := []byte("old-key-0123456789abcdef0123456789"), []byte("new-key-0123456789abcdef0123456789")
+	signer := func(tokens *auth.Set, keys ...[]byte) *sessionSigner {
+		return &sessionSigner{keys: keys, tokens: tokens, now: sim.Now, ttl: time.Hour, revoked: newRevokedSet(3)}
 	}
-	for i, id := range ids {
-		if live := s.get(id) != nil; live != (i >= len(ids)-3) {
-			t.Errorf("flood session %d live=%v; want only the newest 3", i, live)
+	a := signer(tokens, oldKey)
+	value, expires := a.issue(ops)
+	if len(value) > sessionCookieMax || strings.Contains(value, "ops-secret") {
+		t.Fatalf("cookie %q: too long or holds the secret", value)
+	}
+	if !expires.Equal(sim.Now().Add(time.Hour)) {
+		t.Errorf("expires %v, want an hour from now", expires)
+	}
+	// Another server with the same key, and one that rotated to newKey.
+	for name, s := range map[string]*sessionSigner{"same key": signer(tokens, oldKey), "rotated": signer(tokens, newKey, oldKey)} {
+		ss := s.verify(value)
+		if ss == nil || ss.token.Name != "ops.eu" || !ss.expires.Equal(expires) {
+			t.Errorf("%s: verify = %+v, want ops.eu's session", name, ss)
 		}
 	}
-	if s.len() != 4 || len(s.byToken["flood"]) != 3 {
-		t.Fatalf("len %d, flood holds %d; want 4 and 3", s.len(), len(s.byToken["flood"]))
+	if rotated, _ := signer(tokens, newKey, oldKey).issue(viewer); a.verify(rotated) != nil || signer(tokens, newKey).verify(rotated) == nil {
+		t.Error("a cookie signed with the new key must verify only where the new key is configured")
 	}
-	// Full table (7): the token with the most sessions gives one up.
-	a, b := s.create(ops), s.create(third)
-	c := s.create(third) // 7 sessions now: ops 2, flood 3, third 2
-	d := s.create(third) // full: flood, holding the most, loses its oldest
-	if s.len() != 7 || s.get(ids[len(ids)-3]) != nil || len(s.byToken["flood"]) != 2 {
-		t.Errorf("full table: len %d, flood's oldest live %v, flood holds %d", s.len(), s.get(ids[len(ids)-3]) != nil, len(s.byToken["flood"]))
+	if signer(tokens, newKey).verify(value) != nil {
+		t.Error("a server with another key accepted the cookie")
 	}
-	for _, id := range []string{victim, a, b, c, d} {
-		if s.get(id) == nil {
-			t.Error("a session of a token holding fewer was evicted")
+	// Tampering: each field changed, and the name swapped for another token's.
+	parts := strings.SplitN(value, ".", 5)
+	for i, bad := range []string{"v2", "9999999999", "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "viewer"} {
+		p := append([]string(nil), parts...)
+		p[i] = bad
+		if a.verify(strings.Join(p, ".")) != nil {
+			t.Errorf("field %d changed to %q: still verifies", i, bad)
 		}
 	}
-	s.delete(victim)
-	s.delete(a)
-	if _, ok := s.byToken["ops"]; ok {
-		t.Error("a token without sessions still has an entry")
+	for _, bad := range []string{"", "v1", "v1....", value + "x", value[:len(value)-1]} {
+		if a.verify(bad) != nil {
+			t.Errorf("%q verifies", bad)
+		}
 	}
-	sim.Advance(2 * time.Hour)
-	for _, id := range append(ids, b, c, d) {
-		s.get(id)
+	// The token removed, or its secret changed: its sessions end.
+	if signer(set(viewer), oldKey).verify(value) != nil {
+		t.Error("a removed token's session still verifies")
 	}
-	if s.len() != 0 || len(s.byToken) != 0 {
-		t.Errorf("after expiry: len %d, byToken %v", s.len(), s.byToken)
+	if signer(set(tok("ops.eu:another-secret-0123456789abc:admin:*")), oldKey).verify(value) != nil {
+		t.Error("a session survived its token's new secret")
+	}
+	// Expiry.
+	sim.Advance(time.Hour - time.Second)
+	if a.verify(value) == nil {
+		t.Fatal("expired early")
+	}
+	sim.Advance(time.Second)
+	if a.verify(value) != nil {
+		t.Error("an expired session verifies")
+	}
+	// Revocation, bounded: the oldest revoked is forgotten first.
+	var live []*session
+	for range 4 {
+		v, _ := a.issue(viewer)
+		ss := a.verify(v)
+		if ss == nil {
+			t.Fatal("fresh session refused")
+		}
+		a.revoke(ss)
+		if a.verify(v) != nil {
+			t.Error("a revoked session verifies")
+		}
+		live = append(live, ss)
+	}
+	if n := a.revoked.len(); n != 3 {
+		t.Errorf("revoked holds %d, want its bound 3", n)
+	}
+	if a.revoked.has(live[0].nonce, sim.Now()) || !a.revoked.has(live[3].nonce, sim.Now()) {
+		t.Error("the bound must forget the oldest revocation first")
+	}
+	sim.Advance(time.Hour)
+	a.revoke(&session{nonce: "n", expires: sim.Now().Add(time.Hour)})
+	if n := a.revoked.len(); n != 1 {
+		t.Errorf("expired revocations kept: %d entries, want 1", n)
 	}
 }
 
@@ -222,6 +246,9 @@ func TestCSRFToken(t *testing.T) {
 	if !csrfOK(a, a) || csrfOK(a, csrfToken(key, "session", "id-2")) || csrfOK(a, csrfToken(key, "visitor", "id-1")) ||
 		csrfOK(a, csrfToken([]byte("other"), "session", "id-1")) || csrfOK("", "") {
 		t.Error("CSRF tokens must be bound to key, kind and id")
+	}
+	if !csrfValid([][]byte{[]byte("new"), key}, "session", "id-1", a) || csrfValid([][]byte{[]byte("new")}, "session", "id-1", a) {
+		t.Error("csrfValid must accept a token of any configured key, and only those")
 	}
 }
 

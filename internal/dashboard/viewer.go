@@ -15,7 +15,7 @@ import (
 type viewer struct {
 	authOff bool
 	token   *auth.Token // nil when auth is off or not logged in
-	session string
+	session *session    // nil when not logged in
 	expires time.Time
 	csrf    string // the token every form must carry
 }

@@ -15,6 +15,11 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrCorrupt: the stored data failed a check; the store refuses to open.
 	ErrCorrupt = errors.New("store corrupt")
+	// ErrNewerFormat: the store was written in a format (or schema
+	// version) newer than this build reads, by a newer delayq; Open
+	// refuses it before writing anything. Run the newer delayq, or restore
+	// the backup taken before the upgrade.
+	ErrNewerFormat = errors.New("written by a newer delayq")
 	// ErrBadCursor: a paging cursor this store did not make (the caller's
 	// input is wrong, not the store).
 	ErrBadCursor = errors.New("invalid cursor")

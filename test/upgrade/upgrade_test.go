@@ -1,18 +1,21 @@
 // Package upgrade is scenario S29 of docs/reliability.md: data directories written by
-// earlier versions of delayq, kept under testdata/stores/vN, must open with
-// the current code and read back as they were written.
+// earlier versions of delayq, kept under testdata/stores/<version>, must
+// open with the current code and read back as they were written.
+// TestUpgrade checks every fixture directory there, so a release's
+// fixture is checked by every later build without a new test.
 //
-// testdata/stores/v0 is written by this test with -update, through the
-// same engine and Pebble store the `delayq serve` binary runs, on a
-// simulated clock so that what the fixture holds (a lease that has not
-// expired, an ack still inside its dedup window) stays true whenever the
-// check runs:
+// A fixture is written by this test with -update, through the same
+// engine and Pebble store the `delayq serve` binary runs, on a simulated
+// clock so that what the fixture holds (a lease that has not expired, an
+// ack still inside its dedup window) stays true whenever the check runs:
 //
-//	go test ./test/upgrade -run TestUpgradeV0 -update   # or: make fixtures
+//	make fixtures VERSION=v0.2.0   # at a release: testdata/stores/v0.2.0
+//	make fixtures                  # before the first release: rewrites v0
 //
-// Regenerate v0 only while no release has shipped: once one has, its
-// directory is frozen and a new layout gets testdata/stores/v1 (and this
-// test a check for it) instead.
+// A released version's directory is frozen: -update refuses to rewrite
+// it. v0 (the layout before the first release) may be rewritten only
+// while it is the only fixture. write must keep writing the same content
+// (the checks expect it of every fixture).
 package upgrade
 
 import (
@@ -26,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -39,12 +43,15 @@ import (
 	"github.com/delayq/delayq/internal/store/pebblestore"
 )
 
-var update = flag.Bool("update", false, "regenerate testdata/stores/v0 with the current code")
+var (
+	update         = flag.Bool("update", false, "write the fixture of -fixture-version with the current code")
+	fixtureVersion = flag.String("fixture-version", "v0", "the version -update writes a fixture for: testdata/stores/<version>")
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
-	v0Dir        = "../../testdata/stores/v0"
+	storesDir    = "../../testdata/stores"
 	dataSubdir   = "data"          // the Pebble directory, as --data
 	manifestName = "manifest.json" // what the writer read back, to compare
 )
@@ -108,7 +115,7 @@ var (
 )
 
 // write fills dir the way a user of this version would, at genTime.
-func write(t *testing.T, dir string) manifest {
+func write(t *testing.T, dir, version string) manifest {
 	ctx := context.Background()
 	clk := clock.NewSim(genTime)
 	// No ballast file in the fixture; a tiny memtable so that most of the
@@ -122,7 +129,7 @@ func write(t *testing.T, dir string) manifest {
 			t.Fatal(err)
 		}
 	}
-	man := manifest{Version: "v0", Written: genTime, Receipts: map[string]string{}, Acked: map[string][]string{}, Settings: settings}
+	man := manifest{Version: version, Written: genTime, Receipts: map[string]string{}, Acked: map[string][]string{}, Settings: settings}
 	send := func(topic, id string, payload []byte, hdr map[string]string, w delayq.When, maxAttempts int) {
 		t.Helper()
 		_, err := eng.Send(ctx, topic, delayq.SendRequest{ID: id, Payload: payload, Headers: hdr, When: w, MaxAttempts: maxAttempts})
@@ -202,10 +209,30 @@ func write(t *testing.T, dir string) manifest {
 	return man
 }
 
-// regenerate writes a fresh fixture into v0Dir, replacing the old one.
-func regenerate(t *testing.T) {
-	tmp := filepath.Join(t.TempDir(), "v0")
-	man := write(t, filepath.Join(tmp, dataSubdir))
+// fixtureVersionRe is what a fixture directory may be called: v0, or a
+// release tag.
+var fixtureVersionRe = regexp.MustCompile(`^v[0-9]+(\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)?$`)
+
+// regenerate writes the fixture of version with the current code.
+// Released versions' fixtures are frozen; v0 may be rewritten only while
+// no release has one.
+func regenerate(t *testing.T, version string) {
+	if !fixtureVersionRe.MatchString(version) {
+		t.Fatalf("-fixture-version %q: want v0 or a release tag such as v0.2.0", version)
+	}
+	dir := filepath.Join(storesDir, version)
+	existing, err := fixtureVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case version != "v0" && slices.Contains(existing, version):
+		t.Fatalf("%s exists: a released version's fixture is frozen (remove it by hand only if that release never shipped)", dir)
+	case version == "v0" && slices.ContainsFunc(existing, func(v string) bool { return v != "v0" }):
+		t.Fatalf("v0 is frozen once a release has a fixture (%v): write one for the new release instead (-fixture-version)", existing)
+	}
+	tmp := filepath.Join(t.TempDir(), version)
+	man := write(t, filepath.Join(tmp, dataSubdir), version)
 	b, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -213,30 +240,57 @@ func regenerate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, manifestName), append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(v0Dir); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Dir(v0Dir), 0o755); err != nil {
+	if err := os.MkdirAll(storesDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.CopyFS(v0Dir, os.DirFS(tmp)); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(tmp)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote %s", v0Dir)
+	t.Logf("wrote %s", dir)
 }
 
-// TestUpgradeV0 opens a copy of the v0 fixture with the current code and
-// checks, through the engine, that it holds what v0 wrote: per-state
-// counts, every message's fields, the dead letters, the settings and the
-// schedule; that the live lease's receipt still acks; that the acked ids
-// still dedup; and that ready messages are delivered.
-func TestUpgradeV0(t *testing.T) {
-	if *update {
-		regenerate(t)
-	}
-	raw, err := os.ReadFile(filepath.Join(v0Dir, manifestName))
+// fixtureVersions lists the fixture directories (those with a manifest).
+func fixtureVersions() ([]string, error) {
+	ms, err := filepath.Glob(filepath.Join(storesDir, "*", manifestName))
 	if err != nil {
-		t.Fatalf("%v (generate the fixture with: go test ./test/upgrade -run TestUpgradeV0 -update)", err)
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, filepath.Base(filepath.Dir(m)))
+	}
+	return out, nil
+}
+
+// TestUpgrade opens a copy of every fixture with the current code.
+func TestUpgrade(t *testing.T) {
+	if *update {
+		regenerate(t, *fixtureVersion)
+	}
+	versions, err := fixtureVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) == 0 {
+		t.Fatalf("no fixture in %s (write one with: make fixtures)", storesDir)
+	}
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) { checkFixture(t, filepath.Join(storesDir, v)) })
+	}
+}
+
+// checkFixture checks, through the engine, that a copy of the fixture in
+// fixtureDir holds what its version wrote: per-state counts, every
+// message's fields, the dead letters, the settings and the schedule; that
+// the live lease's receipt still acks; that the acked ids still dedup;
+// and that ready messages are delivered.
+func checkFixture(t *testing.T, fixtureDir string) {
+	raw, err := os.ReadFile(filepath.Join(fixtureDir, manifestName))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var man manifest
 	if err := json.Unmarshal(raw, &man); err != nil {
@@ -244,7 +298,7 @@ func TestUpgradeV0(t *testing.T) {
 	}
 	// The store writes to its directory on open: work on a copy.
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join(v0Dir, dataSubdir))); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(fixtureDir, dataSubdir))); err != nil {
 		t.Fatal(err)
 	}
 	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -260,7 +314,7 @@ func TestUpgradeV0(t *testing.T) {
 	eng, closeAll := openEngine(t, dir, clk, pebblestore.Options{}) // the binary's defaults, ballast included
 	defer closeAll()
 
-	// Counts per state, hard-coded (what the writer put in), and as v0 read them.
+	// Counts per state, hard-coded (what the writer put in), and as the fixture's version read them.
 	wantCounts := delayq.TopicCounts{Scheduled: 3, Ready: 2, Inflight: 1, Dead: 1}
 	infos, err := eng.Topics(ctx)
 	if err != nil {
@@ -279,10 +333,10 @@ func TestUpgradeV0(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(normTopics(infos), normTopics(man.Topics)) {
-		t.Errorf("topics now:\n%+v\nv0 read:\n%+v", infos, man.Topics)
+		t.Errorf("topics now:\n%+v\n%s read:\n%+v", infos, man.Version, man.Topics)
 	}
 
-	// Every live message, field by field, as v0 read it back.
+	// Every live message, field by field, as the fixture's version read it back.
 	if len(man.Messages) != 12 {
 		t.Fatalf("manifest has %d live messages, want 12", len(man.Messages))
 	}
@@ -293,7 +347,7 @@ func TestUpgradeV0(t *testing.T) {
 			continue
 		}
 		if !sameMessage(got, want) {
-			t.Errorf("%s/%s now:\n%+v\nv0 read:\n%+v", want.Topic, want.ID, got, want)
+			t.Errorf("%s/%s now:\n%+v\n%s read:\n%+v", want.Topic, want.ID, got, man.Version, want)
 		}
 	}
 	// One message spelled out, so a change in the manifest itself shows.
@@ -325,7 +379,7 @@ func TestUpgradeV0(t *testing.T) {
 		page, _ := eng.DeadList(ctx, want.Topic, delayq.DeadListRequest{Limit: 100})
 		i := slices.IndexFunc(page.Messages, func(m *delayq.Message) bool { return m.ID == want.ID })
 		if i < 0 || !sameMessage(page.Messages[i], want) {
-			t.Errorf("dead %s/%s changed since v0", want.Topic, want.ID)
+			t.Errorf("dead %s/%s changed since %s", want.Topic, want.ID, man.Version)
 		}
 	}
 
@@ -335,7 +389,7 @@ func TestUpgradeV0(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(normSchedules(scheds), normSchedules(man.Schedules)) || len(scheds) != 1 || !scheds[0].Paused {
-		t.Errorf("schedules now:\n%+v\nv0 read:\n%+v", scheds, man.Schedules)
+		t.Errorf("schedules now:\n%+v\n%s read:\n%+v", scheds, man.Version, man.Schedules)
 	}
 
 	// Acked ids still dedup: a resend is a duplicate and creates nothing.
@@ -347,12 +401,12 @@ func TestUpgradeV0(t *testing.T) {
 			}
 		}
 	}
-	// The lease v0 handed out still fences: its receipt acks.
+	// The lease the fixture's version handed out still fences: its receipt acks.
 	for key, receipt := range man.Receipts {
 		i := strings.LastIndexByte(key, '/')
 		topic, id := key[:i], key[i+1:]
 		if err := eng.Ack(ctx, topic, id, receipt); err != nil {
-			t.Errorf("ack %s with the receipt v0 handed out: %v", key, err)
+			t.Errorf("ack %s with the receipt %s handed out: %v", key, man.Version, err)
 		}
 	}
 	// Ready messages are delivered, in order, with their payloads.

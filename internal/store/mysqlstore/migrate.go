@@ -98,7 +98,7 @@ func (s *Store) migrate(ctx context.Context) (from, to int, err error) {
 	}
 	ms := migrations(s.p)
 	if cur > len(ms) {
-		return cur, cur, fmt.Errorf("mysqlstore: schema version %d is newer than this build's %d", cur, len(ms))
+		return cur, cur, tooNew(s.p, cur)
 	}
 	for _, m := range ms[cur:] {
 		for _, st := range m.stmts {
@@ -130,8 +130,14 @@ func (s *Store) checkVersion(ctx context.Context) error {
 		}
 		return err
 	}
-	if want := SchemaVersion(); v != want {
+	if want := SchemaVersion(); v > want {
+		return tooNew(s.p, v)
+	} else if v != want {
 		return fmt.Errorf("mysqlstore: schema version %d, this build needs %d: run `delayq migrate`", v, want)
 	}
 	return nil
+}
+
+func tooNew(prefix string, v int) error {
+	return fmt.Errorf("mysqlstore: schema with prefix %q is at version %d, newer than this build's %d: %w", prefix, v, SchemaVersion(), store.ErrNewerFormat)
 }

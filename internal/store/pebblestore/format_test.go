@@ -1,12 +1,10 @@
 package pebblestore
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -136,20 +134,6 @@ func TestUpgradeFixtureV0(t *testing.T) {
 		t.Fatal("the fixture has no ready message to lease: nothing was checked")
 	}
 	mustVerify(t, s)
-}
-
-// A directory written by a newer delayq is refused, saying so.
-func TestNewerFormatRefused(t *testing.T) {
-	fs := vfs.NewMem()
-	s := openMem(t, fs)
-	setFormat(t, s, formatVersion+1)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Open("db", Options{FS: fs, Logger: quietLogger(), BallastSize: -1})
-	if err == nil || !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "newer delayq") {
-		t.Fatalf("Open of format %d: %v", formatVersion+1, err)
-	}
 }
 
 // The fast path: a topic that only ever had priority 0 opens no p/

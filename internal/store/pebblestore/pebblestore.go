@@ -300,8 +300,9 @@ func (s *Store) load() error {
 	case err != nil:
 		return err
 	case len(v) == 1 && v[0] > formatVersion:
-		return fmt.Errorf("pebblestore: %s was written by a newer delayq (data format %d; this binary reads formats %d to %d): run that version or a later one: %w",
-			s.dir, v[0], oldestFormat, formatVersion, store.ErrUnavailable)
+		// Before any write (the sequence reservation below is one).
+		return fmt.Errorf("pebblestore: %s is in store format %d, this build reads formats %d to %d: %w",
+			s.dir, v[0], oldestFormat, formatVersion, store.ErrNewerFormat)
 	case len(v) != 1 || v[0] < oldestFormat:
 		return fmt.Errorf("pebblestore: key %q: unsupported format %x: %w", keyFormat, v, store.ErrCorrupt)
 	case v[0] < formatVersion:

@@ -161,7 +161,7 @@
 // starting together migrate once (the others wait, then find it done).
 // With Options.NoMigrate it only checks the version and refuses to open a
 // schema that is missing or older (run `delayq migrate`); a schema newer
-// than the build is refused either way (store.ErrCorrupt).
+// than the build is refused either way (store.ErrNewerFormat).
 //
 // # Durability
 //

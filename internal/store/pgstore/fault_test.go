@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -184,11 +185,26 @@ func TestNoMigrate(t *testing.T) {
 	if _, err := adm.Exec(ctx, "INSERT INTO "+schema+".delayq_schema_version (version, name) VALUES (999, 'future')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := open(); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("newer schema, NoMigrate: %v", err)
+	// A rollback: refused with both versions named, nothing written.
+	snapshot := func() string {
+		var s string
+		if err := adm.QueryRow(ctx, `SELECT string_agg(v, ';' ORDER BY v) FROM (
+			SELECT 'v' || version || ':' || name AS v FROM `+schema+`.delayq_schema_version
+			UNION ALL SELECT 't:' || table_name || ':' || column_name FROM information_schema.columns WHERE table_schema = $1) x`, schema).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	if _, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema}); !errors.Is(err, store.ErrCorrupt) {
+	before := snapshot()
+	newer := fmt.Sprintf("at version 999, newer than this build's %d", pgstore.SchemaVersion())
+	if err := open(); !errors.Is(err, store.ErrNewerFormat) || !strings.Contains(err.Error(), newer) {
+		t.Fatalf("newer schema, NoMigrate: %v; want store.ErrNewerFormat saying %q", err, newer)
+	}
+	if _, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema}); !errors.Is(err, store.ErrNewerFormat) || !strings.Contains(err.Error(), newer) {
 		t.Fatalf("newer schema, migrating: %v", err)
+	}
+	if after := snapshot(); after != before {
+		t.Errorf("the refused Open changed the schema:\nbefore %s\nafter  %s", before, after)
 	}
 	if _, err := adm.Exec(ctx, "DELETE FROM "+schema+".delayq_schema_version"); err != nil {
 		t.Fatal(err)

@@ -204,7 +204,7 @@ func (s *Store) checkVersion(ctx context.Context) (err error) {
 }
 
 func tooNew(schema string, v int) error {
-	return fmt.Errorf("pgstore: schema %q is at version %d, newer than this build's %d: run a newer delayq: %w", schema, v, SchemaVersion(), store.ErrCorrupt)
+	return fmt.Errorf("pgstore: schema %q is at version %d, newer than this build's %d: %w", schema, v, SchemaVersion(), store.ErrNewerFormat)
 }
 
 func migrateErr(op string, err error, cfg *pgx.ConnConfig) error {

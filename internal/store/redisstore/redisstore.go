@@ -421,6 +421,12 @@ func (s *Store) fixPartitions(ctx context.Context, prefix string, want int) (int
 		return 0, fmt.Errorf("redisstore: %s partitions = %v: %w", key, vals[0], store.ErrCorrupt)
 	}
 	if f := fmt.Sprint(vals[1]); f != formatVersion {
+		// HSETNX wrote nothing over an existing format: the keyspace is
+		// untouched.
+		ours, _ := strconv.Atoi(formatVersion)
+		if n, err := strconv.Atoi(f); err == nil && n > ours {
+			return 0, fmt.Errorf("redisstore: %s is in store format %s, this build reads format %s: %w", key, f, formatVersion, store.ErrNewerFormat)
+		}
 		return 0, fmt.Errorf("redisstore: %s format = %q, this build reads format %s: %w", key, f, formatVersion, store.ErrCorrupt)
 	}
 	if want != 0 && want != n {
