@@ -64,7 +64,7 @@ func TestOpenRefusesNewerFormat(t *testing.T) {
 	if !errors.Is(err, store.ErrNewerFormat) {
 		t.Fatalf("Open of a format-%d store: %v; want store.ErrNewerFormat", future, err)
 	}
-	for _, want := range []string{fmt.Sprintf("store format %d", future), fmt.Sprintf("reads format %d", formatVersion), dir} {
+	for _, want := range []string{fmt.Sprintf("store format %d", future), fmt.Sprintf("reads formats %d to %d", oldestFormat, formatVersion), dir} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
