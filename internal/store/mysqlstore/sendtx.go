@@ -56,9 +56,10 @@ func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMes
 		if payload == nil {
 			payload = []byte{}
 		}
+		// #nosec G202 -- only the table prefix, checked against prefixRE above, is concatenated; values are parameters
 		call, args := "CALL `"+prefix+"send`(?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)", []any{topic, id, payload, delay, m.MaxAttempts}
 		if m.Priority != 0 {
-			call = "CALL `" + prefix + "send_priority`(?, ?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)"
+			call = "CALL `" + prefix + "send_priority`(?, ?, ?, ?, ?, ?, @delayq_id, @delayq_dup, @delayq_due)" // #nosec G202 -- as above
 			args = append(args, int(m.Priority))
 		}
 		if _, err := tx.ExecContext(ctx, call, args...); err != nil {

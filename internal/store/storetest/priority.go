@@ -97,7 +97,7 @@ func testPriority(h *harness) {
 	var msgs []store.InsertMessage
 	want := map[uint8][]string{}
 	for i := range 60 {
-		prio := uint8([]int{0, 3, 200, 255}[i%4])
+		prio := []uint8{0, 3, 200, 255}[i%4]
 		id := "m" + strconv.Itoa(i)
 		msgs = append(msgs, p(msg(id, now-int64(100-i)), prio))
 		want[prio] = append(want[prio], id)
