@@ -14,7 +14,7 @@ import (
 // caught, and exchanges that keep it pass. Without this, a validator that
 // accepted everything would make every other test's check worthless.
 func TestCheckCatchesDrift(t *testing.T) {
-	const msg = `{"id":"a","topic":"t","deliver_at":"2030-01-01T00:00:00Z","state":"scheduled","attempt":0,"failures":0,"max_attempts":5,"created_at":"2030-01-01T00:00:00Z","updated_at":"2030-01-01T00:00:00Z"}`
+	const msg = `{"id":"a","topic":"t","deliver_at":"2030-01-01T00:00:00Z","state":"scheduled","attempt":0,"failures":0,"max_attempts":5,"priority":0,"created_at":"2030-01-01T00:00:00Z","updated_at":"2030-01-01T00:00:00Z"}`
 	const errBody = `{"error":{"code":"invalid_argument","message":"m","field":"delay"}}`
 	for _, c := range []struct {
 		name, method, path, body string

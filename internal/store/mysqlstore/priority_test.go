@@ -53,12 +53,12 @@ func TestUpgradeToPriority(t *testing.T) {
 		if round == 1 {
 			// As if the migration stopped before writing its version: it
 			// runs again over the columns and index it already made.
-			if _, err := db.Exec("DELETE FROM `" + prefix + "schema_version` WHERE version = 3"); err != nil {
+			if _, err := db.Exec("DELETE FROM `" + prefix + "schema_version` WHERE version >= 3"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		from, to, err := mysqlstore.Migrate(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
-		if err != nil || from != 2 || to != 3 || mysqlstore.SchemaVersion() != 3 {
+		if err != nil || from != 2 || to != mysqlstore.SchemaVersion() || to < 3 {
 			t.Fatalf("round %d: Migrate %d -> %d, %v; SchemaVersion %d", round, from, to, err, mysqlstore.SchemaVersion())
 		}
 	}
