@@ -228,6 +228,12 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			c.add(r.Topic, r.State, 1)
 			out[i] = store.InsertResult{Record: r}
 		}
+		if len(c) == 0 && len(p.Messages) > 0 {
+			// Duplicates only: no count moves, but a send still makes a
+			// deleted topic again (flushCounts does it otherwise).
+			_, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE name = ? AND deleted = 1", p.Topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			return err
+		}
 		return s.flushCounts(ctx, tx, c)
 	})
 	if err != nil {

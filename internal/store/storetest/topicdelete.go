@@ -67,6 +67,20 @@ func testTopicDelete(h *harness) {
 		t.Errorf("topic after delete and insert: %+v", *tr)
 	}
 
+	// A send of nothing but a duplicate makes a deleted topic again too.
+	noErr(t, "TopicDelete after the insert", func() error {
+		if _, err := h.s.MessageCancel(h.ctx, &store.MessageCancelParams{Topic: "t", ID: "new", Now: now + 300}); err != nil {
+			return err
+		}
+		return h.s.TopicDelete(h.ctx, "t")
+	}())
+	if res := h.insert("t", now+300, msg("sched", now+400)); !res[0].Duplicate {
+		t.Errorf("insert of an acked id after TopicDelete: not a duplicate")
+	}
+	if tr := h.topic("t"); tr.Counts.Live() != 0 || tr.Counts.Acked != 1 {
+		t.Errorf("topic after delete and a duplicate send: %+v", *tr)
+	}
+
 	// Tombstones of a deleted topic are purged as usual.
 	h.insertNew("p", now, msg("x", now))
 	r = h.leaseOne("p", "x", now, now+100)
