@@ -87,9 +87,8 @@ func (s *jetStreamServer) kill() {
 	s.cmd = nil
 }
 
-// createStream makes a file-stored stream capturing subject with a
-// 2-minute duplicate window (longer than any redelivery of the test).
-func createStream(t *testing.T, url, name, subject string) jetstream.Stream {
+// connectJetStream opens a connection to url, closed when t ends.
+func connectJetStream(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -100,6 +99,14 @@ func createStream(t *testing.T, url, name, subject string) jetstream.Stream {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// createStream makes a file-stored stream capturing subject with a
+// 2-minute duplicate window (longer than any redelivery of the test).
+func createStream(t *testing.T, url, name, subject string) jetstream.Stream {
+	t.Helper()
+	js := connectJetStream(t, url)
 	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{subject},
 		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute})
 	if err != nil {
@@ -147,15 +154,7 @@ func jetStreamEntries(t *testing.T, st jetstream.Stream) []brokerEntry {
 // openStream connects anew and opens an existing stream.
 func openStream(t *testing.T, url, name string) jetstream.Stream {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJetStream(t, url)
 	st, err := js.Stream(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
