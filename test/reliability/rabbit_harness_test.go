@@ -86,7 +86,8 @@ func (s *rabbitServer) start() {
 	cmd := exec.Command(filepath.Join(rabbitBin, "rabbitmq-server"))
 	cmd.Dir, cmd.Env = s.dir, s.env
 	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group: the script, beam and epmd's helpers die together.
+	// Its own process group: the script, beam and its helper processes die
+	// together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
