@@ -1,6 +1,7 @@
 package dqtarget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,25 @@ func ForwardFactories(b bench.Brokers, maxInFlight int) ([]bench.Factory, []stri
 		}})
 	}
 	add(b.Redis, "redis-stream", "--redis-target", redisDestination)
-	add(b.RabbitMQ, "rabbitmq", "--rabbitmq", rabbitDestination)
+	if b.RabbitMQ == "" {
+		add("", "rabbitmq", "--rabbitmq", nil)
+	}
+	if b.RabbitMQ != "" {
+		kinds := strings.Split(cmp.Or(b.RabbitMQQueue, "classic"), ",")
+		for _, kind := range kinds {
+			kind = strings.TrimSpace(kind)
+			if kind != "classic" && kind != "quorum" {
+				return nil, nil, fmt.Errorf("--rabbitmq-queue %q: want classic, quorum or classic,quorum", b.RabbitMQQueue)
+			}
+			name := "rabbitmq"
+			if len(kinds) > 1 || kind != "classic" {
+				name = "rabbitmq-" + kind
+			}
+			add(b.RabbitMQ, name, "--rabbitmq", func(addr, name string) (destination, error) {
+				return rabbitDestination(addr, name, kind)
+			})
+		}
+	}
 	add(b.NATS, "nats-jetstream", "--nats", natsDestination)
 	add(b.Kafka, "kafka", "--kafka", kafkaDestination)
 	if b.Redis != "" {
@@ -97,14 +116,21 @@ func redisDestination(addr, name string) (destination, error) {
 	}}, nil
 }
 
-func rabbitDestination(addr, name string) (destination, error) {
+// rabbitDestination declares a durable queue of kind "classic" or
+// "quorum" (RabbitMQ's replicated queue; on one node it still writes a
+// Raft log, and costs the broker about half the CPU per message here).
+func rabbitDestination(addr, name, kind string) (destination, error) {
 	conn, err := amqp.DialConfig(addr, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
 	if err != nil {
 		return destination{}, fmt.Errorf("rabbitmq: %w", err)
 	}
 	ch, err := conn.Channel()
 	if err == nil {
-		_, err = ch.QueueDeclare(name, true, false, false, false, nil)
+		var args amqp.Table
+		if kind == "quorum" {
+			args = amqp.Table{"x-queue-type": "quorum"}
+		}
+		_, err = ch.QueueDeclare(name, true, false, false, false, args)
 	}
 	if err != nil {
 		_ = conn.Close()

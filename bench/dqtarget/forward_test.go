@@ -100,3 +100,18 @@ func TestForwardToKafka(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardRabbitMQQueueTypes: --rabbitmq-queue makes one target per
+// type and refuses an unknown type naming the flag.
+func TestForwardRabbitMQQueueTypes(t *testing.T) {
+	facs, _, err := ForwardFactories(bench.Brokers{RabbitMQ: "amqp://guest:guest@127.0.0.1:1/", RabbitMQQueue: "classic, quorum"}, 40)
+	if err != nil || len(facs) != 2 || facs[0].Name != "rabbitmq-classic" || facs[1].Name != "rabbitmq-quorum" {
+		t.Fatalf("factories %+v, err %v", facs, err)
+	}
+	if facs, _, err = ForwardFactories(bench.Brokers{RabbitMQ: "amqp://guest:guest@127.0.0.1:1/"}, 40); err != nil || len(facs) != 1 || facs[0].Name != "rabbitmq" {
+		t.Fatalf("default: factories %+v, err %v", facs, err)
+	}
+	if _, _, err := ForwardFactories(bench.Brokers{RabbitMQ: "amqp://guest:guest@127.0.0.1:1/", RabbitMQQueue: "stream"}, 40); err == nil || !strings.Contains(err.Error(), "--rabbitmq-queue") {
+		t.Fatalf("unknown queue type: err %v", err)
+	}
+}

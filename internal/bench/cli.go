@@ -53,6 +53,7 @@ func (c CLI) Main(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var brokers Brokers
 	fs.StringVar(&brokers.Redis, "redis-target", "", "forward: publish to a stream on this Redis (redis://[user:pass@]host:port[/db]); empty: skipped")
 	fs.StringVar(&brokers.RabbitMQ, "rabbitmq", "", "forward: publish to a queue the benchmark declares on this RabbitMQ (amqp://user:pass@host:port/vhost); empty: skipped")
+	fs.StringVar(&brokers.RabbitMQQueue, "rabbitmq-queue", "classic", "forward: type of the durable queue declared on --rabbitmq: classic, quorum, or both comma-separated (one target each)")
 	fs.StringVar(&brokers.NATS, "nats", "", "forward: publish to a JetStream stream the benchmark creates on this NATS server (nats://host:port, -js); empty: skipped")
 	fs.StringVar(&brokers.Kafka, "kafka", "", "forward: publish to a topic (3 partitions) the benchmark creates and deletes on these Kafka brokers (host:port,…); empty: skipped")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "forward: the topic's deliver.max_in_flight (default 1000)")

@@ -21,8 +21,11 @@ var BrokerScenarios = []string{ScenarioForward}
 type Brokers struct {
 	Redis    string // redis://[user:pass@]host:port[/db]
 	RabbitMQ string // amqp://user:pass@host:port/vhost
-	NATS     string // nats://host:port (JetStream enabled)
-	Kafka    string // host:port[,host:port…]
+	// RabbitMQQueue is the type of the declared durable queue: "classic",
+	// "quorum", or both comma-separated (one target each); "": classic.
+	RabbitMQQueue string
+	NATS          string // nats://host:port (JetStream enabled)
+	Kafka         string // host:port[,host:port…]
 }
 
 // ForwardResolver makes one forward target per broker given, and names

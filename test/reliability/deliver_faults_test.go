@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/delayq/delayq"
 )
 
@@ -328,23 +330,32 @@ func TestS32DeliverBrokerKillNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := newRand(seed(t))
-	n := pick(2000, 20_000)
+	// A node boots in seconds (more under load), so the sends are spread
+	// over longer than in the other S32s for every kill to hit live load.
+	n := pick(4000, 20_000)
 	kills := pick(3, 10)
-	load := sendDeliverLoad(t, c, topic, rng, n, pick(8*time.Second, 40*time.Second), 2*time.Second)
+	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
+	var sentAtKills []int64
+	var bootMS []float64
 	for range kills {
 		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
+		sentAtKills = append(sentAtKills, load.acked.Load())
 		broker.kill()
 		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
+		booted := time.Now()
 		broker.start()
+		bootMS = append(bootMS, ms(time.Since(booted)))
 	}
 	load.wg.Wait()
 	res := struct {
-		Messages   int `json:"messages"`
-		AckedSends int `json:"acked_sends"`
-		Kills      int `json:"broker_kills"`
+		Messages    int       `json:"messages"`
+		AckedSends  int       `json:"acked_sends"`
+		Kills       int       `json:"broker_kills"`
+		SentAtKills []int64   `json:"acked_sends_at_each_kill"`
+		BootMS      []float64 `json:"boot_ms"`
 		brokerCheck
 		Dead int64 `json:"dead"`
-	}{Messages: n, AckedSends: len(load.due), Kills: kills}
+	}{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
 	res.Dead = drainTopic(t, c, topic, 90*time.Second)
 	// The stream handle is re-opened: the server restarted.
 	res.brokerCheck = check(load.due, jetStreamEntries(t, openStream(t, broker.url, "S32")))
@@ -354,5 +365,90 @@ func TestS32DeliverBrokerKillNATS(t *testing.T) {
 	}
 	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 || res.Duplicated != 0 {
 		t.Errorf("guarantees violated: %+v", res)
+	}
+}
+
+// TestS32DeliverBrokerKillRabbitMQ is S32 on a RabbitMQ target: a node
+// of the test's own (durable classic queue, persistent messages,
+// publisher confirms) is killed with SIGKILL and restarted on its port
+// and data under load. A consumer reads the queue throughout, through the
+// kills. Lost 0; early 0 by the consumer's receive time (later than the
+// broker's store time, so a weaker check than the stream's); nothing dead;
+// duplicates (confirms lost in a kill) at most max_in_flight per kill.
+func TestS32DeliverBrokerKillRabbitMQ(t *testing.T) {
+	broker := startRabbitServer(t)
+	const queue, maxInFlight = "s32", 64
+	consumer := consumeRabbit(broker.url(), queue)
+	// The consumer declares the queue; publish only once it exists.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if conn, err := amqp.Dial(broker.url()); err == nil {
+			ch, err := conn.Channel()
+			if err == nil {
+				_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			}
+			_ = conn.Close()
+			if err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer did not declare the queue within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p := newProc(t)
+	p.start()
+	c := client(t, p.url(), 5*time.Second)
+	const topic = "s32"
+	if _, err := c.SetTopicSettings(context.Background(), topic, delayq.TopicSettings{
+		MaxAttempts: 1000,
+		Backoff:     delayq.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.2},
+		Deliver: &delayq.DeliverSettings{RabbitMQ: &delayq.RabbitMQTarget{URL: broker.url(), RoutingKey: queue},
+			Timeout: time.Second, MaxInFlight: maxInFlight},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rng := newRand(seed(t))
+	// A node boots in seconds (more under load), so the sends are spread
+	// over longer than in the other S32s for every kill to hit live load.
+	n := pick(4000, 20_000)
+	kills := pick(3, 10)
+	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
+	var sentAtKills []int64
+	var bootMS []float64
+	for range kills {
+		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
+		sentAtKills = append(sentAtKills, load.acked.Load())
+		broker.kill()
+		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
+		booted := time.Now()
+		broker.start()
+		bootMS = append(bootMS, ms(time.Since(booted)))
+	}
+	load.wg.Wait()
+	res := struct {
+		Messages    int       `json:"messages"`
+		AckedSends  int       `json:"acked_sends"`
+		Kills       int       `json:"broker_kills"`
+		SentAtKills []int64   `json:"acked_sends_at_each_kill"`
+		BootMS      []float64 `json:"boot_ms"`
+		brokerCheck
+		Dead int64 `json:"dead"`
+	}{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
+	res.Dead = drainTopic(t, c, topic, 120*time.Second)
+	// Everything is confirmed; give the consumer time to read it.
+	for deadline := time.Now().Add(30 * time.Second); consumer.count() < len(load.due) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	res.brokerCheck = check(load.due, consumer.close())
+	writeResults(t, "S32-deliver-broker-kill-rabbitmq", res)
+	if res.AckedSends == 0 || res.Entries == 0 {
+		t.Fatalf("nothing checked: %+v", res)
+	}
+	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 {
+		t.Errorf("guarantees violated: %+v", res)
+	}
+	if res.Duplicated > kills*maxInFlight {
+		t.Errorf("%d duplicates, more than %d (max_in_flight per kill)", res.Duplicated, kills*maxInFlight)
 	}
 }
