@@ -69,7 +69,7 @@ func open(t testing.TB, ts mysqlstore.TimeSource) *mysqlstore.Store {
 			t.Errorf("Close: %v", err)
 		}
 		var b strings.Builder
-		for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic", "schedule", "rate_bucket"} {
+		for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic", "topic_count", "schedule", "rate_bucket"} {
 			b.WriteString("DELETE FROM `" + prefix + table + "`;")
 		}
 		if _, err := adminDB.Exec(b.String()); err != nil {

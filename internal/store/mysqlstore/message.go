@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -90,18 +91,83 @@ func (c counts) add(topic string, st store.State, d int64) {
 	}
 }
 
+// countStripes is the number of topic_count rows of each topic
+// (migration 5), made together by the topic's first count change.
+const countStripes = 8
+
+// flushCounts adds the transaction's count changes to one stripe of each
+// topic's counts: the first stripe no other transaction holds, so that a
+// long transaction (an application's, around a call of the send
+// procedure) holds one stripe and no other operation waits for it. The
+// stripes exist before they are needed: an UPDATE by primary key takes
+// no gap lock, even against an application transaction at REPEATABLE
+// READ, where inserting a stripe could wait on one.
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	for topic, a := range c {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-			"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
-			"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver), "+
-			// A message made scheduled or ready (ver moves) in a deleted
-			// topic is a send (it held none): the topic is made again.
-			"deleted = IF(VALUES(ver) > 0, 0, deleted)", topic, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
+		var stripe int
+		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		if errors.Is(err, sql.ErrNoRows) {
+			// The topic's first change, or every stripe held: make the
+			// stripes (the first time) and wait for one.
+			if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic_count")+" (topic, stripe) "+stripeValues, stripeArgs(topic)...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and a constant are concatenated; values are parameters
+				return err
+			}
+			stripe, err = rand.IntN(countStripes), nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic_count")+" SET scheduled = scheduled + ?, ready = ready + ?, inflight = inflight + ?, "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			"dead = dead + ?, acked = acked + ?, ver = ver + ? WHERE topic = ? AND stripe = ?",
+			a[0], a[1], a[2], a[3], a[4], a[5], topic, stripe); err != nil {
+			return err
+		}
+		// A message made scheduled or ready (ver moves) in a deleted topic
+		// is a send (it held none): the topic is made again.
+		if err := s.topicRow(ctx, tx, topic, a[5] > 0); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stripeValues and stripeArgs make a topic's countStripes rows.
+var stripeValues = "VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?), ", countStripes), ", ")
+
+func stripeArgs(topic string) []any {
+	args := make([]any, 0, 2*countStripes)
+	for i := range countStripes {
+		args = append(args, topic, i)
+	}
+	return args
+}
+
+// topicRow makes topic's row when it has none and, for a send, clears its
+// deletion mark (see TopicDelete), without locking a row that needs
+// neither: the checks are consistent reads. A lock on the row would be
+// held to the end of the transaction, and the send procedure runs in the
+// application's, possibly at REPEATABLE READ, where even an UPDATE that
+// matches nothing keeps its lock. Rows are never deleted, so one seen
+// committed is remembered.
+func (s *Store) topicRow(ctx context.Context, tx *sql.Tx, topic string, send bool) error {
+	if _, ok := s.topics.Load(topic); ok && !send {
+		return nil
+	}
+	var deleted bool
+	err := tx.QueryRowContext(ctx, "SELECT deleted FROM "+s.t("topic")+" WHERE name = ?", topic).Scan(&deleted) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = tx.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic")+" (name) VALUES (?)", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		return err
+	case err != nil:
+		return err
+	}
+	s.topics.Store(topic, struct{}{})
+	if !send || !deleted {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE name = ? AND deleted = 1", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	return err
 }
 
 // addQ and delQ keep a record's row in its state's queue table.
@@ -231,8 +297,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		if len(c) == 0 && len(p.Messages) > 0 {
 			// Duplicates only: no count moves, but a send still makes a
 			// deleted topic again (flushCounts does it otherwise).
-			_, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE name = ? AND deleted = 1", p.Topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-			return err
+			return s.topicRow(ctx, tx, p.Topic, true)
 		}
 		return s.flushCounts(ctx, tx, c)
 	})

@@ -75,6 +75,10 @@ type Store struct {
 	// fakeNow, when set (tests), is what the "database clock" reads.
 	fakeNow atomic.Pointer[func() int64]
 
+	// topics holds the names whose topic row was seen committed (rows
+	// are never deleted): topicRow skips looking for them.
+	topics sync.Map
+
 	closed    atomic.Bool
 	done      chan struct{}
 	closeOnce sync.Once

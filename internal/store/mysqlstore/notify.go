@@ -54,8 +54,10 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 	qctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	// Idle, this one query is all a poll costs: the topic table is small
-	// (one row per topic) and read from its clustered index.
-	rows, err := s.db.QueryContext(qctx, "SELECT name, ver FROM "+s.t("topic")) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	// (one row per topic) and the stripes (at most 64 per topic, most
+	// topics a few) are read in their primary key's order.
+	// ver: the row's (servers before schema 5) plus its count stripes'.
+	rows, err := s.db.QueryContext(qctx, "SELECT t.name, t.ver + COALESCE(SUM(c.ver), 0) FROM "+s.t("topic")+" t LEFT JOIN "+s.t("topic_count")+" c ON c.topic = t.name GROUP BY t.name") // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated
 	if err != nil {
 		return nil, err
 	}

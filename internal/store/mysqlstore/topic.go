@@ -12,7 +12,11 @@ import (
 func (s *Store) topicRec(ctx context.Context, tx *sql.Tx, name string) (*store.TopicRecord, error) {
 	t := &store.TopicRecord{Name: name}
 	var deleted bool
-	err := tx.QueryRowContext(ctx, "SELECT settings, scheduled, ready, inflight, dead, acked, deleted FROM "+s.t("topic")+" WHERE name = ?", name).
+	// The counts are the row's (written by servers before schema 5) plus
+	// its stripes' (see flushCounts).
+	err := tx.QueryRowContext(ctx, "SELECT t.settings, t.scheduled + COALESCE(SUM(c.scheduled), 0), t.ready + COALESCE(SUM(c.ready), 0), "+ // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated; values are parameters
+		"t.inflight + COALESCE(SUM(c.inflight), 0), t.dead + COALESCE(SUM(c.dead), 0), t.acked + COALESCE(SUM(c.acked), 0), t.deleted "+
+		"FROM "+s.t("topic")+" t LEFT JOIN "+s.t("topic_count")+" c ON c.topic = t.name WHERE t.name = ? GROUP BY t.name", name).
 		Scan(&t.Settings, &t.Counts.Scheduled, &t.Counts.Ready, &t.Counts.Inflight, &t.Counts.Dead, &t.Counts.Acked, &deleted)
 	if err == nil && deleted && t.Counts.Live() == 0 {
 		err = sql.ErrNoRows // see TopicDelete
@@ -53,7 +57,8 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 		out = nil
 		// A deleted topic that a send through the SQL procedure made again
 		// (see TopicDelete) loses its mark here.
-		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE deleted = 1 AND scheduled + ready + inflight + dead > 0"); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated
+		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" t SET t.deleted = 0 WHERE t.deleted = 1 AND t.scheduled + t.ready + t.inflight + t.dead + "+ // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated
+			"(SELECT COALESCE(SUM(c.scheduled + c.ready + c.inflight + c.dead), 0) FROM "+s.t("topic_count")+" c WHERE c.topic = t.name) > 0"); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, "SELECT name FROM "+s.t("topic")+" ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
@@ -134,9 +139,10 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 	return out, nil
 }
 
-// TopicDelete implements store.Store: under the topic row's lock, which
-// every send takes too (its counts are in the row), the row is marked
-// deleted and its settings cleared if it counts no live message. The row
+// TopicDelete implements store.Store: under the locks of the topic row
+// and of all its count stripes (a send holds one of them to its commit),
+// the row is marked deleted and its settings cleared if it counts no live
+// message. The row
 // stays for its acked count; reads hide it (topicRec).
 func (s *Store) TopicDelete(ctx context.Context, topic string) error {
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
@@ -144,6 +150,15 @@ func (s *Store) TopicDelete(ctx context.Context, topic string) error {
 		var deleted bool
 		q := "SELECT scheduled + ready + inflight + dead, deleted FROM " + s.t("topic") + " WHERE name = ? FOR UPDATE" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		err := tx.QueryRowContext(ctx, q, topic).Scan(&live, &deleted)
+		if err == nil {
+			// Every stripe, locked: a send in progress holds one (or has
+			// inserted it), so the delete waits for it and then counts it.
+			var striped int64
+			q = "SELECT COALESCE(SUM(scheduled + ready + inflight + dead), 0) FROM " + s.t("topic_count") + " WHERE topic = ? FOR UPDATE" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			if err = tx.QueryRowContext(ctx, q, topic).Scan(&striped); err == nil {
+				live += striped
+			}
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows) || err == nil && deleted && live == 0:
 			return fmt.Errorf("mysqlstore: topic %q: %w", topic, store.ErrNotFound)
