@@ -4,7 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 func buildDelayq(t *testing.T) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "delayq")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/delayq/delayq/cmd/delayq") // #nosec G204 -- test building this repository's binary
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/delayq/delayq/cmd/delayq")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build delayq: %v\n%s", err, out)
 	}
