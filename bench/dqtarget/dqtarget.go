@@ -8,7 +8,12 @@
 //     starts on a free loopback port with a temp data dir (so the pending
 //     scenario can read its RSS and restart it);
 //   - serve-redis[:nopersist][:/path/to/delayq]: a `delayq serve --redis`
-//     subprocess on a redis-server subprocess, both on free loopback ports.
+//     subprocess on a redis-server subprocess, both on free loopback ports;
+//   - serve-postgres:URL[:tx], serve-mysql:URL[:tx]: a `delayq serve
+//     --postgres|--mysql` subprocess on the given database, in a schema or
+//     table prefix of its own that Close drops; with :tx every Send is one
+//     transaction of the application's own straight on the database
+//     (pgtx / mysqltx), while consumers lease over HTTP.
 //
 // The serve targets report the server processes' CPU per message.
 package dqtarget
@@ -36,7 +41,7 @@ import (
 )
 
 // Targets documents the --target words Resolve accepts.
-const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess), serve-redis[:nopersist][:/path/to/delayq] (delayq serve --redis on a redis-server subprocess: appendfsync always, or no persistence with nopersist or --durable=false)"
+const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess), serve-redis[:nopersist][:/path/to/delayq] (delayq serve --redis on a redis-server subprocess: appendfsync always, or no persistence with nopersist or --durable=false), serve-postgres:URL[:tx] and serve-mysql:URL[:tx] (delayq serve on that database in a fresh schema / table prefix; :tx sends one application transaction per send call through pgtx / mysqltx)"
 
 // Resolve maps a --target word to a delayq target.
 func Resolve(spec string) (bench.Factory, bool, error) {
@@ -51,6 +56,13 @@ func Resolve(spec string) (bench.Factory, bool, error) {
 		}
 		return bench.Factory{Name: "delayq@" + strings.TrimPrefix(strings.TrimPrefix(spec, "http://"), "https://"),
 			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) { return openHTTP(ctx, spec, o) }}, true, nil
+	case strings.HasPrefix(spec, "serve-postgres"), strings.HasPrefix(spec, "serve-mysql"):
+		s, ok, err := parseSQLServe(spec)
+		if !ok || err != nil {
+			return bench.Factory{}, ok, err
+		}
+		return bench.Factory{Name: s.name(),
+			Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) { return openSQLServe(ctx, s, o) }}, true, nil
 	case spec == "serve-redis" || strings.HasPrefix(spec, "serve-redis:"):
 		bin, noPersist, err := parseServeRedis(spec)
 		if err != nil {

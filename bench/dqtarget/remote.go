@@ -55,7 +55,11 @@ type serveTarget struct {
 	dir   string
 	cmd   *exec.Cmd
 	done  chan struct{}
-	redis *redisProc // nil: embedded engine
+	redis *redisProc // nil: embedded engine (or engineArgs)
+	// engineArgs, when set, replace --data: the SQL engines' flags.
+	engineArgs []string
+	// engineName is what ServerCPU and RSS say the server runs on.
+	engineName string
 }
 
 // findDelayq locates the delayq binary: the explicit path, $DELAYQ_BIN,
@@ -120,6 +124,9 @@ func (t *serveTarget) start(ctx context.Context) (time.Time, error) {
 	args := []string{"serve", "--addr", t.addr, "--data", t.dir}
 	if t.redis != nil {
 		args = []string{"serve", "--addr", t.addr, "--redis", "redis://" + t.redis.addr + "/0"}
+	}
+	if t.engineArgs != nil {
+		args = append([]string{"serve", "--addr", t.addr}, t.engineArgs...)
 	}
 	cmd := exec.Command(t.bin, args...) // #nosec G204 -- benchmark harness starting the delayq binary it was told to measure
 	cmd.Stdout, cmd.Stderr = nil, os.Stderr
@@ -191,6 +198,9 @@ func (t *serveTarget) ServerCPU() (time.Duration, string, error) {
 		return 0, "", errors.New("delayq serve is not running")
 	}
 	cpu, err := bench.ProcCPU(t.cmd.Process.Pid)
+	if t.engineName != "" {
+		return cpu, "delayq serve only (" + t.engineName + " is a shared server the benchmark did not start)", err
+	}
 	if err != nil || t.redis == nil {
 		return cpu, "delayq serve", err
 	}
