@@ -314,3 +314,48 @@ func TestSendSQLTx(t *testing.T) {
 		t.Fatalf("NUL in a header value: %v", err)
 	}
 }
+
+// TestSendTxNotifiesOnlyWhatIsDueSoon: a transactional send due within a
+// minute notifies at commit; one due later does not (the servers' safety
+// sweep arms it), so its commit does not queue behind other notifying
+// commits. Commits' notifications arrive in commit order, so the first
+// one after the far send's commit must be the near send's.
+func TestSendTxNotifiesOnlyWhatIsDueSoon(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	notes, _, _, _ := subscribe(t, s)
+	conn := appConn(t, srv.URL())
+	commit := func(m pgstore.TxMessage) {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pgstore.SendTx(ctx, tx, s.Schema(), "t", m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(pgstore.TxMessage{ID: "in-2h", Delay: 2 * time.Hour})
+	commit(pgstore.TxMessage{ID: "in-61s", Delay: 61 * time.Second})
+	commit(pgstore.TxMessage{ID: "in-5s", Delay: 5 * time.Second})
+	r, err := s.MessageGet(ctx, "t", "in-5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-notes:
+		if n.topic != "t" || n.due != r.DueAt {
+			t.Fatalf("first notification %+v, want the message due in 5 s (due %d): a later one notified", n, r.DueAt)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification for the message due in 5 s")
+	}
+	for _, id := range []string{"in-2h", "in-61s"} {
+		if _, err := s.MessageGet(ctx, "t", id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
