@@ -91,35 +91,35 @@ func (c counts) add(topic string, st store.State, d int64) {
 	}
 }
 
-// countStripes is the number of topic_count rows of each topic
-// (migration 5), made together by the topic's first count change.
+// countStripes bounds the topic_count rows of each topic (migration 5).
 const countStripes = 8
 
 // flushCounts adds the transaction's count changes to one stripe of each
 // topic's counts: the first stripe no other transaction holds, so that a
 // long transaction (an application's, around a call of the send
-// procedure) holds one stripe and no other operation waits for it. The
-// stripes exist before they are needed: an UPDATE by primary key takes
-// no gap lock, even against an application transaction at REPEATABLE
-// READ, where inserting a stripe could wait on one.
+// procedure) holds one stripe and no other operation waits for it. With
+// none free it upserts a new one (newStripe): an upsert takes the row's
+// exclusive lock at once (INSERT IGNORE would take a shared one first,
+// and two such upgrading to exclusive deadlock).
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	for topic, a := range c {
 		var stripe int
 		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-		if errors.Is(err, sql.ErrNoRows) {
-			// The topic's first change, or every stripe held: make the
-			// stripes (the first time) and wait for one.
-			if _, err := tx.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic_count")+" (topic, stripe) "+stripeValues, stripeArgs(topic)...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and a constant are concatenated; values are parameters
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if stripe, err = s.newStripe(ctx, tx, topic); err != nil {
 				return err
 			}
-			stripe, err = rand.IntN(countStripes), nil
+			_, err = tx.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+				"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
+				"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)",
+				topic, stripe, a[0], a[1], a[2], a[3], a[4], a[5])
+		case err == nil:
+			_, err = tx.ExecContext(ctx, "UPDATE "+s.t("topic_count")+" SET scheduled = scheduled + ?, ready = ready + ?, inflight = inflight + ?, "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+				"dead = dead + ?, acked = acked + ?, ver = ver + ? WHERE topic = ? AND stripe = ?",
+				a[0], a[1], a[2], a[3], a[4], a[5], topic, stripe)
 		}
 		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("topic_count")+" SET scheduled = scheduled + ?, ready = ready + ?, inflight = inflight + ?, "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-			"dead = dead + ?, acked = acked + ?, ver = ver + ? WHERE topic = ? AND stripe = ?",
-			a[0], a[1], a[2], a[3], a[4], a[5], topic, stripe); err != nil {
 			return err
 		}
 		// A message made scheduled or ready (ver moves) in a deleted topic
@@ -131,15 +131,34 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	return nil
 }
 
-// stripeValues and stripeArgs make a topic's countStripes rows.
-var stripeValues = "VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?), ", countStripes), ", ")
-
-func stripeArgs(topic string) []any {
-	args := make([]any, 0, 2*countStripes)
-	for i := range countStripes {
-		args = append(args, topic, i)
+// newStripe picks the stripe to make when none of topic's is free: the
+// lowest number not made yet (a consistent read, so it waits for no
+// holder), or with all countStripes made one at random, to wait for.
+func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ?", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	if err != nil {
+		return 0, err
 	}
-	return args
+	defer rows.Close()
+	var made [countStripes]bool
+	for rows.Next() {
+		var k int
+		if err := rows.Scan(&k); err != nil {
+			return 0, err
+		}
+		if k >= 0 && k < countStripes {
+			made[k] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for k, ok := range made {
+		if !ok {
+			return k, nil
+		}
+	}
+	return rand.IntN(countStripes), nil
 }
 
 // topicRow makes topic's row when it has none and, for a send, clears its

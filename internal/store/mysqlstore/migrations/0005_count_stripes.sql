@@ -32,14 +32,14 @@ CREATE TABLE IF NOT EXISTS {{p}}topic_count (
 ) ENGINE=InnoDB
 --;
 -- count_send counts one message sent to p_topic in state p_state (1
--- scheduled, 2 ready) in a free stripe (the topic's first send makes its
--- 8 stripes; with all 8 held it waits for one), makes the topic's row when
+-- scheduled, 2 ready) in a free stripe (with none free, in a new one, up
+-- to 8), makes the topic's row when
 -- it has none and clears a deletion mark (see TopicDelete), each after a
 -- consistent read, so a row that needs neither is not locked: at
 -- REPEATABLE READ even an UPDATE that matches nothing keeps its lock.
--- The stripes exist before they are needed because the caller's
--- transaction may run at REPEATABLE READ, where an insert can wait on the
--- gap locks of others' locking reads; an UPDATE by primary key cannot.
+-- A topic's stripes are made as contention needs them, at most 8; while
+-- they are being made, an insert can wait on the gap lock of a REPEATABLE
+-- READ transaction's locking read (once all 8 exist, nothing inserts).
 CREATE OR REPLACE PROCEDURE {{p}}count_send(IN p_topic VARBINARY(255), IN p_state TINYINT)
 MODIFIES SQL DATA
 BEGIN
@@ -48,12 +48,22 @@ BEGIN
   DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
   SELECT stripe INTO v_stripe FROM {{p}}topic_count WHERE topic = p_topic LIMIT 1 FOR UPDATE SKIP LOCKED;
   IF v_stripe IS NULL THEN
-    INSERT IGNORE INTO {{p}}topic_count (topic, stripe)
-      VALUES (p_topic, 0), (p_topic, 1), (p_topic, 2), (p_topic, 3), (p_topic, 4), (p_topic, 5), (p_topic, 6), (p_topic, 7);
-    SET v_stripe = FLOOR(RAND() * 8);
+    -- None free: a new one (the lowest number not made yet, by a
+    -- consistent read), or with all 8 made one at random, waiting for it.
+    -- An upsert takes the row's exclusive lock at once (INSERT IGNORE
+    -- would take a shared one first, and two such upgrading to exclusive
+    -- deadlock).
+    SELECT COALESCE(MIN(n.k), FLOOR(RAND() * 8)) INTO v_stripe
+      FROM (SELECT 0 k UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3
+            UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7) n
+     WHERE n.k NOT IN (SELECT c.stripe FROM {{p}}topic_count c WHERE c.topic = p_topic);
+    INSERT INTO {{p}}topic_count (topic, stripe, scheduled, ready, ver)
+      VALUES (p_topic, v_stripe, p_state = 1, p_state = 2, 1)
+      ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), ver = ver + 1;
+  ELSE
+    UPDATE {{p}}topic_count SET scheduled = scheduled + (p_state = 1), ready = ready + (p_state = 2), ver = ver + 1
+      WHERE topic = p_topic AND stripe = v_stripe;
   END IF;
-  UPDATE {{p}}topic_count SET scheduled = scheduled + (p_state = 1), ready = ready + (p_state = 2), ver = ver + 1
-    WHERE topic = p_topic AND stripe = v_stripe;
   SELECT deleted INTO v_deleted FROM {{p}}topic WHERE name = p_topic;
   IF v_deleted IS NULL THEN
     INSERT IGNORE INTO {{p}}topic (name) VALUES (p_topic);
