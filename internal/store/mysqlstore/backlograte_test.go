@@ -26,7 +26,7 @@ func TestBacklogMoveReport(t *testing.T) {
 	}
 	n := envInt(t, "DELAYQ_BACKLOG_N", 100_000)
 	dropPrefix(t, url, "delayq_backlog_")
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: url, Prefix: "delayq_backlog_", TimeSource: mysqlstore.TimeCaller, Timeout: 30 * time.Second})
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: url, Prefix: "delayq_backlog_", TimeSource: mysqlstore.TimeCaller, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +34,9 @@ func TestBacklogMoveReport(t *testing.T) {
 	defer dropPrefix(t, url, "delayq_backlog_")
 	const topic = "backlog"
 	start := time.Now()
-	for b := 0; b < n; b += 1000 {
+	for b := 0; b < n; b += 100 {
 		var msgs []store.InsertMessage
-		for i := b; i < min(b+1000, n); i++ {
+		for i := b; i < min(b+100, n); i++ {
 			msgs = append(msgs, store.InsertMessage{ID: "m" + strconv.Itoa(i), DueAt: 1000, MaxAttempts: 5, Payload: []byte("payload of a backlogged message")})
 		}
 		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: 0, Messages: msgs}); err != nil {

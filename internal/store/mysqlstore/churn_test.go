@@ -183,7 +183,7 @@ func logChurn(t testing.TB, samples []churnSample) {
 // every n/10, and returns the samples (fresh first).
 func runChurn(t testing.TB, url, prefix string, n, workers int, window int64, purgeEvery time.Duration) []churnSample {
 	t.Helper()
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: url, Prefix: prefix, Timeout: 30 * time.Second})
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: url, Prefix: prefix, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

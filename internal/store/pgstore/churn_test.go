@@ -135,7 +135,7 @@ func kib(n int64) string { return strconv.FormatInt(n/1024, 10) + " KiB" }
 // n/10, and returns the samples (fresh first).
 func runChurn(t testing.TB, url, schema string, n, workers int, window int64, purgeEvery time.Duration) []churnSample {
 	t.Helper()
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: url, Schema: schema, Timeout: 30 * time.Second})
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: url, Schema: schema, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
