@@ -62,7 +62,7 @@ func TestBacklogMoveReport(t *testing.T) {
 	t.Logf("promotion: %d messages in %d calls, %s: %.0f messages/s", promoted, calls, d.Round(time.Millisecond), float64(promoted)/d.Seconds())
 
 	for leased := 0; leased < n; {
-		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: 2000, Max: 1000, LeaseFor: 1, Token: "k" + strconv.Itoa(leased)})
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: 2000, Max: 100, LeaseFor: 1, Token: "k" + strconv.Itoa(leased)})
 		if err != nil || len(recs) == 0 {
 			t.Fatalf("lease after %d: %d, %v", leased, len(recs), err)
 		}
