@@ -183,6 +183,13 @@
 //
 // # Operating notes
 //
+// The queue tables rely on autovacuum: between two of its visits a
+// table keeps the churn's dead tuples, and a lease of a drained topic
+// passes the dead index entries (the churn tests, TestChurnBounded and
+// TestChurnReport, measure both). The queue-head functions (op_lease,
+// op_promote, op_expire) carry planner settings (migrations/0004) that
+// keep them on the ordered index scan and a nested loop on message.
+//
 // Long-running transactions anywhere in the database (an idle-in-
 // transaction session, a long report) keep vacuum from removing the dead
 // tuples of the queue tables, and scans of the queue's head slow down
