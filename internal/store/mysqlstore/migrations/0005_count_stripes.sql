@@ -72,64 +72,14 @@ BEGIN
   END IF;
 END
 --;
+-- {{p}}send is {{p}}send_priority at priority 0.
 CREATE OR REPLACE PROCEDURE {{p}}send(
   IN p_topic VARBINARY(255), IN p_id VARBINARY(255), IN p_payload LONGBLOB,
   IN p_delay_ms BIGINT, IN p_max_attempts INT,
   OUT o_id VARBINARY(255), OUT o_duplicate TINYINT, OUT o_due BIGINT)
 MODIFIES SQL DATA
 BEGIN
-  DECLARE v_now BIGINT DEFAULT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED);
-  DECLARE v_due BIGINT;
-  DECLARE v_state TINYINT;
-  DECLARE v_seq BIGINT UNSIGNED;
-  DECLARE v_taken TINYINT DEFAULT 0;
-  -- The id is already a message: the insert below fails with 1062.
-  DECLARE CONTINUE HANDLER FOR 1062 SET v_taken = 1;
-  -- SELECT … INTO found nothing: the variable stays NULL.
-  DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
-  IF p_topic IS NULL OR p_topic = '' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: topic is required';
-  END IF;
-  IF p_id = '' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: id must not be empty (NULL generates one)';
-  END IF;
-  SET o_id = p_id;
-  IF o_id IS NULL THEN
-    SET o_id = CAST(UUID() AS CHAR);
-  END IF;
-  SET o_duplicate = 0;
-  -- Duplicate checks that lock nothing that does not exist (see the top
-  -- of this file): the tombstone read is consistent, and a message with
-  -- this id is found by the insert's own key check, which waits for a
-  -- concurrent send of the same id and then fails if it committed.
-  SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
-  IF v_due IS NOT NULL THEN
-    SET o_duplicate = 1;
-    SET o_due = v_due;
-  ELSE
-    SET v_due = v_now + GREATEST(COALESCE(p_delay_ms, 0), 0);
-    SET v_state = IF(v_due <= v_now, 2, 1);
-    INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts)
-      VALUES (p_topic, o_id, v_state, COALESCE(p_payload, ''), NULL, v_due, v_now, v_now, IF(COALESCE(p_max_attempts, 0) <= 0, 25, p_max_attempts));
-    IF v_taken = 1 THEN
-      SET v_due = NULL;
-      SELECT due INTO v_due FROM {{p}}message WHERE topic = p_topic AND id = o_id LOCK IN SHARE MODE;
-      IF v_due IS NULL THEN -- acked since the insert's check
-        SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
-      END IF;
-      SET o_duplicate = 1;
-      SET o_due = v_due;
-    ELSE
-      SET v_seq = LAST_INSERT_ID();
-      IF v_state = 1 THEN
-        INSERT INTO {{p}}q_scheduled (topic, due, seq, id) VALUES (p_topic, v_due, v_seq, o_id);
-      ELSE
-        INSERT INTO {{p}}q_ready (topic, due, seq, id) VALUES (p_topic, v_due, v_seq, o_id);
-      END IF;
-      CALL {{p}}count_send(p_topic, v_state);
-      SET o_due = v_due;
-    END IF;
-  END IF;
+  CALL {{p}}send_priority(p_topic, p_id, p_payload, p_delay_ms, p_max_attempts, 0, o_id, o_duplicate, o_due);
 END
 --;
 CREATE OR REPLACE PROCEDURE {{p}}send_priority(
