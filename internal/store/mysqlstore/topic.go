@@ -142,8 +142,7 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 // TopicDelete implements store.Store: under the locks of the topic row
 // and of all its count stripes (a send holds one of them to its commit),
 // the row is marked deleted and its settings cleared if it counts no live
-// message. The row
-// stays for its acked count; reads hide it (topicRec).
+// message. The row stays for its acked count; reads hide it (topicRec).
 func (s *Store) TopicDelete(ctx context.Context, topic string) error {
 	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
 		var live int64
