@@ -14,6 +14,23 @@ import (
 	"github.com/delayq/delayq"
 )
 
+// killBroker kills a broker and starts it again, kills times while l's
+// sends run (0.5–3 s apart, down 0.3–1.5 s), then waits for the sends. It
+// returns the acked sends at each kill and each start's boot time.
+func (l *deliverLoad) killBroker(rng *lockedRand, kills int, kill, start func()) (sentAtKills []int64, bootMS []float64) {
+	for range kills {
+		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
+		sentAtKills = append(sentAtKills, l.acked.Load())
+		kill()
+		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
+		booted := time.Now()
+		start()
+		bootMS = append(bootMS, ms(time.Since(booted)))
+	}
+	l.wg.Wait()
+	return sentAtKills, bootMS
+}
+
 // deliverLoad sends n messages with client-made ids and delays of
 // 0–maxDelay, paced over sendFor by 4 senders, each retried (same id, so
 // deduplicated) until answered ok or 60 s passed: a send cut short by a
@@ -335,18 +352,7 @@ func TestS32DeliverBrokerKillNATS(t *testing.T) {
 	n := pick(4000, 20_000)
 	kills := pick(3, 10)
 	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
-	var sentAtKills []int64
-	var bootMS []float64
-	for range kills {
-		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
-		sentAtKills = append(sentAtKills, load.acked.Load())
-		broker.kill()
-		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
-		booted := time.Now()
-		broker.start()
-		bootMS = append(bootMS, ms(time.Since(booted)))
-	}
-	load.wg.Wait()
+	sentAtKills, bootMS := load.killBroker(rng, kills, broker.kill, broker.start)
 	res := struct {
 		Messages    int       `json:"messages"`
 		AckedSends  int       `json:"acked_sends"`
@@ -414,18 +420,7 @@ func TestS32DeliverBrokerKillRabbitMQ(t *testing.T) {
 	n := pick(4000, 20_000)
 	kills := pick(3, 10)
 	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
-	var sentAtKills []int64
-	var bootMS []float64
-	for range kills {
-		time.Sleep(rng.Dur(500*time.Millisecond, 3*time.Second))
-		sentAtKills = append(sentAtKills, load.acked.Load())
-		broker.kill()
-		time.Sleep(rng.Dur(300*time.Millisecond, 1500*time.Millisecond))
-		booted := time.Now()
-		broker.start()
-		bootMS = append(bootMS, ms(time.Since(booted)))
-	}
-	load.wg.Wait()
+	sentAtKills, bootMS := load.killBroker(rng, kills, broker.kill, broker.start)
 	res := struct {
 		Messages    int       `json:"messages"`
 		AckedSends  int       `json:"acked_sends"`
