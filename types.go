@@ -196,6 +196,7 @@ const (
 	PushHeaderMessageID = pushsig.HeaderMessageID
 	PushHeaderAttempt   = pushsig.HeaderAttempt
 	PushHeaderTopic     = pushsig.HeaderTopic
+	PushHeaderPriority  = pushsig.HeaderPriority
 )
 
 // ErrBadSignature is returned by VerifyPushSignature.

@@ -213,7 +213,7 @@ func TestMessagePage(t *testing.T) {
 	wantBody(t, br.get("/ui/message"), `id="lookup"`)
 	p := br.get("/ui/message?topic=orders&id=order-42")
 	wantStatus(t, p, http.StatusOK)
-	wantBody(t, p, `id="state">scheduled<`, "{&#34;order&#34;:42}", "<strong>created</strong>", "<strong>sent</strong>", "due (scheduled)", `id="cancel"`, `id="reschedule"`)
+	wantBody(t, p, `id="state">scheduled<`, "{&#34;order&#34;:42}", "<strong>created</strong>", "<strong>sent</strong>", "due (scheduled)", `id="cancel"`, `id="reschedule"`, "<th>Priority</th><td>0 ")
 
 	r := br.post("/ui/message/reschedule", url.Values{"topic": {"orders"}, "id": {"order-42"}, "delay": {"5m"}})
 	wantStatus(t, r, http.StatusSeeOther)

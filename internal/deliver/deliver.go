@@ -21,7 +21,10 @@ type Message struct {
 	Payload []byte
 	Headers map[string]string
 	Attempt int
-	DueAt   time.Time
+	// Priority is the message's priority, carried as a header (0 is the
+	// most urgent).
+	Priority int
+	DueAt    time.Time
 }
 
 // Target publishes to one broker destination. Implementations are safe

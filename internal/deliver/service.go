@@ -370,7 +370,7 @@ const settleTimeout = 10 * time.Second
 func (l *loop) deliver(t Target, msgs []*domain.Message) int {
 	batch := make([]Message, len(msgs))
 	for i, m := range msgs {
-		batch[i] = Message{Topic: l.topic, ID: m.ID, Payload: m.Payload, Headers: m.Headers, Attempt: m.Attempt, DueAt: m.DeliverAt}
+		batch[i] = Message{Topic: l.topic, ID: m.ID, Payload: m.Payload, Headers: m.Headers, Attempt: m.Attempt, Priority: m.Priority, DueAt: m.DeliverAt}
 	}
 	obs := l.s.cfg.Observer
 	if obs != nil {

@@ -54,19 +54,21 @@ func TLSOf(s *domain.TLSSettings) *TLSConfig {
 // Headers are the headers a target carries for m a target carries for m: the message's own plus
 // the delayq ones, which win over message headers of the same name.
 func Headers(m Message) map[string]string {
-	h := make(map[string]string, len(m.Headers)+3)
+	h := make(map[string]string, len(m.Headers)+4)
 	for k, v := range m.Headers {
 		h[k] = v
 	}
 	h[HeaderID] = m.ID
 	h[HeaderAttempt] = strconv.Itoa(m.Attempt)
 	h[HeaderTopic] = m.Topic
+	h[HeaderPriority] = strconv.Itoa(m.Priority)
 	return h
 }
 
 // The delayq headers targets add (named like the push headers).
 const (
-	HeaderID      = "Delayq-Message-Id"
-	HeaderAttempt = "Delayq-Attempt"
-	HeaderTopic   = "Delayq-Topic"
+	HeaderID       = "Delayq-Message-Id"
+	HeaderAttempt  = "Delayq-Attempt"
+	HeaderTopic    = "Delayq-Topic"
+	HeaderPriority = "Delayq-Priority"
 )

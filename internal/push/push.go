@@ -24,10 +24,11 @@
 //	Delayq-Message-Id: order-42
 //	Delayq-Attempt: 1
 //	Delayq-Topic: orders.close
+//	Delayq-Priority: 0
 //	Delayq-Signature: t=1767225600,v1=<hex HMAC-SHA256(secret, "1767225600." + body)>
 //
 //	{"id":"order-42","topic":"orders.close","payload":"…","headers":{…},
-//	 "attempt":1,"max_attempts":25,"deliver_at":"…","created_at":"…"}
+//	 "attempt":1,"max_attempts":25,"priority":0,"deliver_at":"…","created_at":"…"}
 //
 // The signature is sent when the topic's push settings have a secret;
 // receivers verify it with pushsig.Verify (or any HMAC
@@ -401,6 +402,7 @@ func (p *pusher) push(m *domain.Message) (outcome Outcome, reason, detail string
 	h.Set(pushsig.HeaderMessageID, m.ID)
 	h.Set(pushsig.HeaderAttempt, strconv.Itoa(m.Attempt))
 	h.Set(pushsig.HeaderTopic, p.topic)
+	h.Set(pushsig.HeaderPriority, strconv.Itoa(m.Priority))
 	if p.cfg.Secret != "" {
 		h.Set(pushsig.HeaderSignature, pushsig.Sign(p.cfg.Secret, p.s.cfg.Now(), body))
 	}

@@ -51,6 +51,7 @@ type got struct {
 	body     wire.PushBody
 	sigErr   error
 	topicHdr string
+	priority string
 }
 
 func newReceiver(t *testing.T, respond func(g got) (int, time.Duration)) *receiver {
@@ -64,6 +65,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
 	g := got{id: req.Header.Get(pushsig.HeaderMessageID), topicHdr: req.Header.Get(pushsig.HeaderTopic)}
 	g.attempt, _ = strconv.Atoi(req.Header.Get(pushsig.HeaderAttempt))
+	g.priority = req.Header.Get(pushsig.HeaderPriority)
 	g.sigErr = pushsig.Verify(secret, req.Header.Get(pushsig.HeaderSignature), raw, time.Now(), time.Minute)
 	if err := json.Unmarshal(raw, &g.body); err != nil {
 		r.t.Errorf("push body %q: %v", raw, err)
@@ -178,7 +180,7 @@ func (b *bundle) configure(t *testing.T, topic string, p *domain.PushSettings, m
 
 func (b *bundle) send(t *testing.T, topic, id, payload string) {
 	t.Helper()
-	if _, err := b.e.Send(b.ctx, topic, domain.SendRequest{ID: id, Payload: []byte(payload), Headers: map[string]string{"k": "v"}}); err != nil {
+	if _, err := b.e.Send(b.ctx, topic, domain.SendRequest{ID: id, Payload: []byte(payload), Headers: map[string]string{"k": "v"}, Priority: 7}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -227,10 +229,10 @@ func TestPushRetriesWithBackoffThenAck(t *testing.T) {
 		t.Errorf("observed %q, want %q", got, want)
 	}
 	for i, g := range r.got {
-		if g.attempt != i+1 || g.id != "m1" || g.topicHdr != "hooks" || g.sigErr != nil {
-			t.Errorf("push %d: attempt %d id %q topic %q signature %v", i, g.attempt, g.id, g.topicHdr, g.sigErr)
+		if g.attempt != i+1 || g.id != "m1" || g.topicHdr != "hooks" || g.priority != "7" || g.sigErr != nil {
+			t.Errorf("push %d: attempt %d id %q topic %q priority %q signature %v", i, g.attempt, g.id, g.topicHdr, g.priority, g.sigErr)
 		}
-		if g.body.ID != "m1" || g.body.Payload == nil || *g.body.Payload != `{"order":42}` || g.body.Headers["k"] != "v" || g.body.Attempt != i+1 || g.body.MaxAttempts != 5 {
+		if g.body.ID != "m1" || g.body.Payload == nil || *g.body.Payload != `{"order":42}` || g.body.Headers["k"] != "v" || g.body.Attempt != i+1 || g.body.MaxAttempts != 5 || g.body.Priority != 7 {
 			t.Errorf("push %d body: %+v", i, g.body)
 		}
 	}

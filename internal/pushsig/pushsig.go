@@ -17,6 +17,9 @@ const (
 	HeaderMessageID = "Delayq-Message-Id"
 	HeaderAttempt   = "Delayq-Attempt"
 	HeaderTopic     = "Delayq-Topic"
+	// HeaderPriority carries the message's priority (0, the default, is
+	// the most urgent; 255 the least).
+	HeaderPriority = "Delayq-Priority"
 )
 
 // ErrBadSignature is returned by Verify.

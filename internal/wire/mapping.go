@@ -220,7 +220,7 @@ func NewPushBody(m *domain.Message) *PushBody {
 	w := FromMessage(m)
 	return &PushBody{
 		ID: w.ID, Topic: w.Topic, Payload: w.Payload, PayloadBase64: w.PayloadBase64, PayloadJSON: w.PayloadJSON, Headers: w.Headers,
-		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DeliverAt: w.DeliverAt, CreatedAt: w.CreatedAt,
+		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, Priority: m.Priority, DeliverAt: w.DeliverAt, CreatedAt: w.CreatedAt,
 	}
 }
 

@@ -208,8 +208,9 @@ type Push struct {
 
 // PushBody is the JSON body of a push delivery (POST to a topic's push
 // URL). The payload comes as Payload when it is valid UTF-8, else as
-// PayloadBase64. The message id, attempt and topic are also in the
-// Delayq-Message-Id, Delayq-Attempt and Delayq-Topic headers.
+// PayloadBase64. The message id, attempt, topic and priority are also in
+// the Delayq-Message-Id, Delayq-Attempt, Delayq-Topic and Delayq-Priority
+// headers.
 type PushBody struct {
 	ID            string            `json:"id"`
 	Topic         string            `json:"topic"`
@@ -219,6 +220,7 @@ type PushBody struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	Attempt       int               `json:"attempt"`
 	MaxAttempts   int               `json:"max_attempts"`
+	Priority      int               `json:"priority"`
 	DeliverAt     time.Time         `json:"deliver_at"`
 	CreatedAt     time.Time         `json:"created_at"`
 }

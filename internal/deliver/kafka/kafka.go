@@ -4,7 +4,8 @@
 //
 // Each message becomes one record: key = the message id (or the value of
 // Config.KeyHeader), value = the payload, headers = the message's
-// headers plus Delayq-Message-Id, Delayq-Attempt and Delayq-Topic. Records
+// headers plus Delayq-Message-Id, Delayq-Attempt, Delayq-Topic and
+// Delayq-Priority. Records
 // with the same key go to the same partition, in order.
 package kafka
 

@@ -64,7 +64,7 @@ func msgs(n int) []deliver.Message {
 	out := make([]deliver.Message, n)
 	for i := range out {
 		id := "m-" + strconv.Itoa(i)
-		out[i] = deliver.Message{Topic: "dq", ID: id, Payload: []byte("payload " + id), Attempt: 2,
+		out[i] = deliver.Message{Topic: "dq", ID: id, Payload: []byte("payload " + id), Attempt: 2, Priority: 9,
 			Headers: map[string]string{"tenant": "t" + strconv.Itoa(i%2)}, DueAt: time.Now()}
 	}
 	return out
@@ -89,7 +89,7 @@ func TestPublishConfirmsAndCarriesIdentity(t *testing.T) {
 			h[kv.Key] = string(kv.Value)
 		}
 		id := string(r.Key)
-		if h[deliver.HeaderID] != id || h[deliver.HeaderAttempt] != "2" || h[deliver.HeaderTopic] != "dq" || h["tenant"] == "" {
+		if h[deliver.HeaderID] != id || h[deliver.HeaderAttempt] != "2" || h[deliver.HeaderTopic] != "dq" || h[deliver.HeaderPriority] != "9" || h["tenant"] == "" {
 			t.Errorf("record key %q headers %v", id, h)
 		}
 		if string(r.Value) != "payload "+id {

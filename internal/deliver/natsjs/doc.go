@@ -5,7 +5,7 @@
 // Every message carries Nats-Msg-Id = the delayq message id, so a
 // redelivery inside the stream's duplicate window (2 minutes by default)
 // is dropped by JetStream and acknowledged as a duplicate, which the
-// target treats as delivered. Delayq-Topic, Delayq-Attempt and the
+// target treats as delivered. Delayq-Topic, Delayq-Attempt, Delayq-Priority and the
 // message's own headers are carried too; a user header named Nats-* is
 // not, since JetStream reads those as instructions. A subject no stream
 // captures fails each message with an error saying so.

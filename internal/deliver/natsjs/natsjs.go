@@ -38,8 +38,9 @@ const DefaultTimeout = 10 * time.Second
 
 // Header names carried on every message besides Nats-Msg-Id.
 const (
-	HeaderTopic   = "Delayq-Topic"
-	HeaderAttempt = "Delayq-Attempt"
+	HeaderTopic    = "Delayq-Topic"
+	HeaderAttempt  = "Delayq-Attempt"
+	HeaderPriority = "Delayq-Priority"
 )
 
 // ErrClosed is returned by Publish after Close.
@@ -194,7 +195,7 @@ func (t *Target) Close() error {
 }
 
 func (t *Target) message(m *deliver.Message) *nats.Msg {
-	h := make(nats.Header, len(m.Headers)+3)
+	h := make(nats.Header, len(m.Headers)+4)
 	for k, v := range m.Headers {
 		// Nats-* headers steer JetStream (dedup id, expected stream,
 		// TTL, schedules); a user's header must not change how the
@@ -207,6 +208,7 @@ func (t *Target) message(m *deliver.Message) *nats.Msg {
 	h[jetstream.MsgIDHeader] = []string{m.ID}
 	h[HeaderTopic] = []string{m.Topic}
 	h[HeaderAttempt] = []string{strconv.Itoa(m.Attempt)}
+	h[HeaderPriority] = []string{strconv.Itoa(m.Priority)}
 	return &nats.Msg{Subject: t.cfg.Subject, Header: h, Data: m.Payload}
 }
 

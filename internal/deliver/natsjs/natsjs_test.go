@@ -80,12 +80,13 @@ func batch(prefix string, n, size int) []deliver.Message {
 	msgs := make([]deliver.Message, n)
 	for i := range msgs {
 		msgs[i] = deliver.Message{
-			Topic:   "orders",
-			ID:      fmt.Sprintf("%s-%d", prefix, i),
-			Payload: bytes.Repeat([]byte{byte('a' + i%26)}, size),
-			Headers: map[string]string{"Trace": fmt.Sprintf("t%d", i)},
-			Attempt: i%3 + 1,
-			DueAt:   time.Now(),
+			Topic:    "orders",
+			ID:       fmt.Sprintf("%s-%d", prefix, i),
+			Payload:  bytes.Repeat([]byte{byte('a' + i%26)}, size),
+			Headers:  map[string]string{"Trace": fmt.Sprintf("t%d", i)},
+			Attempt:  i%3 + 1,
+			Priority: i % 5,
+			DueAt:    time.Now(),
 		}
 	}
 	return msgs
@@ -162,6 +163,7 @@ func TestPublishConsume(t *testing.T) {
 		}
 		h := m.Headers()
 		if h.Get(natsjs.HeaderTopic) != "orders" || h.Get(natsjs.HeaderAttempt) != strconv.Itoa(want.Attempt) ||
+			h.Get(natsjs.HeaderPriority) != strconv.Itoa(want.Priority) ||
 			h.Get("Trace") != want.Headers["Trace"] || m.Subject() != subject {
 			t.Errorf("%s: subject %q headers %v", want.ID, m.Subject(), h)
 		}

@@ -8,6 +8,10 @@
 // batch uses its own channel in confirm mode; a lost connection or channel
 // fails the unconfirmed messages of the batch (the runtime retries them)
 // and the next Publish dials again.
+//
+// Properties: message-id = the delayq id, delivery mode persistent,
+// content type application/octet-stream, the message's own headers plus
+// x-delayq-topic, x-delayq-attempt and x-delayq-priority (integers).
 package rabbitmq
 
 import (
@@ -258,12 +262,15 @@ func (t *Target) Close() error {
 }
 
 func publishing(m *deliver.Message) amqp.Publishing {
-	h := make(amqp.Table, len(m.Headers)+2)
+	h := make(amqp.Table, len(m.Headers)+3)
 	for k, v := range m.Headers {
 		h[k] = v
 	}
 	h["x-delayq-topic"] = m.Topic
 	h["x-delayq-attempt"] = int64(m.Attempt)
+	// Not AMQP's own priority field: that one is 0-9 with 9 the most
+	// urgent and needs a priority queue; delayq's is 0-255, 0 first.
+	h["x-delayq-priority"] = int64(m.Priority)
 	return amqp.Publishing{
 		Headers:      h,
 		ContentType:  "application/octet-stream",

@@ -89,12 +89,13 @@ func batch(prefix string, n, size int) []deliver.Message {
 	msgs := make([]deliver.Message, n)
 	for i := range msgs {
 		msgs[i] = deliver.Message{
-			Topic:   "orders",
-			ID:      fmt.Sprintf("%s-%d", prefix, i),
-			Payload: bytes.Repeat([]byte{byte('a' + i%26)}, size),
-			Headers: map[string]string{"trace": fmt.Sprintf("t%d", i)},
-			Attempt: i%3 + 1,
-			DueAt:   time.Now(),
+			Topic:    "orders",
+			ID:       fmt.Sprintf("%s-%d", prefix, i),
+			Payload:  bytes.Repeat([]byte{byte('a' + i%26)}, size),
+			Headers:  map[string]string{"trace": fmt.Sprintf("t%d", i)},
+			Attempt:  i%3 + 1,
+			Priority: i % 5,
+			DueAt:    time.Now(),
 		}
 	}
 	return msgs
@@ -151,6 +152,7 @@ func TestPublishConsume(t *testing.T) {
 			t.Errorf("%s: delivery mode %d content type %q", m.ID, d.DeliveryMode, d.ContentType)
 		}
 		if d.Headers["x-delayq-topic"] != "orders" || d.Headers["x-delayq-attempt"] != int64(m.Attempt) ||
+			d.Headers["x-delayq-priority"] != int64(m.Priority) ||
 			d.Headers["trace"] != m.Headers["trace"] {
 			t.Errorf("%s: headers %v", m.ID, d.Headers)
 		}

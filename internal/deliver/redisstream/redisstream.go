@@ -67,7 +67,7 @@ func Fields(m deliver.Message) []any {
 	if m.Headers == nil {
 		h = []byte("{}")
 	}
-	return []any{"id", m.ID, "topic", m.Topic, "attempt", strconv.Itoa(m.Attempt), "payload", m.Payload, "headers", string(h)}
+	return []any{"id", m.ID, "topic", m.Topic, "attempt", strconv.Itoa(m.Attempt), "priority", strconv.Itoa(m.Priority), "payload", m.Payload, "headers", string(h)}
 }
 
 // Publish XADDs msgs in one pipeline and waits for the answers.

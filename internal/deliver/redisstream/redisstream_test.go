@@ -19,7 +19,7 @@ func msgs(n int) []deliver.Message {
 	out := make([]deliver.Message, n)
 	for i := range out {
 		id := "m-" + strconv.Itoa(i)
-		out[i] = deliver.Message{Topic: "dq", ID: id, Payload: []byte("payload " + id), Attempt: 1, Headers: map[string]string{"k": id}}
+		out[i] = deliver.Message{Topic: "dq", ID: id, Payload: []byte("payload " + id), Attempt: 1, Priority: i % 3, Headers: map[string]string{"k": id}}
 	}
 	return out
 }
@@ -63,7 +63,7 @@ func TestXAddFields(t *testing.T) {
 		if err := json.Unmarshal([]byte(e.Values["headers"].(string)), &h); err != nil || h["k"] != id {
 			t.Errorf("entry %d headers %v (%v)", i, e.Values["headers"], err)
 		}
-		if e.Values["id"] != id || e.Values["topic"] != "dq" || e.Values["attempt"] != "1" || e.Values["payload"] != "payload "+id {
+		if e.Values["id"] != id || e.Values["topic"] != "dq" || e.Values["attempt"] != "1" || e.Values["priority"] != strconv.Itoa(in[i].Priority) || e.Values["payload"] != "payload "+id {
 			t.Errorf("entry %d: %v", i, e.Values)
 		}
 	}
