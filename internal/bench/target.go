@@ -208,3 +208,21 @@ func parseStatCPU(b []byte, pid int) (time.Duration, error) {
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
+
+// ResolveParsed is a target word's factory for targets that parse their
+// word into a spec (parse's ok says the word names this kind of target)
+// and open a run from it.
+func ResolveParsed[S interface{ Name() string }, T Target](spec string, parse func(string) (S, bool, error), open func(context.Context, S, OpenOptions) (T, error)) (Factory, bool, error) {
+	s, ok, err := parse(spec)
+	if !ok || err != nil {
+		return Factory{}, ok, err
+	}
+	return Factory{Name: s.Name(), Open: func(ctx context.Context, o OpenOptions) (Target, error) {
+		t, err := open(ctx, s, o)
+		if err != nil {
+			// not t: a nil *T in a Target is not a nil Target
+			return nil, err
+		}
+		return t, nil
+	}}, true, nil
+}

@@ -103,13 +103,7 @@ func (s Spec) Name() string {
 
 // Resolve maps a delaytable target word to its factory.
 func Resolve(spec string) (bench.Factory, bool, error) {
-	s, ok, err := Parse(spec)
-	if !ok || err != nil {
-		return bench.Factory{}, ok, err
-	}
-	return bench.Factory{Name: s.Name(), Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
-		return Open(ctx, s, o)
-	}}, true, nil
+	return bench.ResolveParsed(spec, Parse, Open)
 }
 
 // Target is one run's delay_messages table.

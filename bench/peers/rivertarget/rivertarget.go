@@ -112,13 +112,7 @@ func (s Spec) Name() string {
 
 // Resolve maps a river target word to its factory.
 func Resolve(spec string) (bench.Factory, bool, error) {
-	s, ok, err := Parse(spec)
-	if !ok || err != nil {
-		return bench.Factory{}, ok, err
-	}
-	return bench.Factory{Name: s.Name(), Open: func(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
-		return Open(ctx, s, o)
-	}}, true, nil
+	return bench.ResolveParsed(spec, Parse, Open)
 }
 
 // jobArgs is the benchmark's job: the payload (JSON, so base64).
