@@ -29,6 +29,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(kfakeEnv); spec != "" {
+		os.Exit(runKfakeBroker(spec))
+	}
 	dir, err := os.MkdirTemp("", "delayq-reliability-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
