@@ -95,6 +95,35 @@ func drainTopic(t *testing.T, c *delayq.Client, topic string, limit time.Duratio
 	}
 }
 
+// brokerKillResult is what an S32 run found: the load, the kills, and
+// what the broker held afterwards.
+type brokerKillResult struct {
+	Messages    int       `json:"messages"`
+	AckedSends  int       `json:"acked_sends"`
+	Kills       int       `json:"broker_kills"`
+	SentAtKills []int64   `json:"acked_sends_at_each_kill"`
+	BootMS      []float64 `json:"boot_ms"`
+	brokerCheck
+	Dead int64 `json:"dead"`
+}
+
+// judge writes the result file and fails t on anything lost, early,
+// unknown or dead, on more than maxDuplicates duplicates, and when
+// nothing was checked.
+func (res brokerKillResult) judge(t *testing.T, name string, maxDuplicates int) {
+	t.Helper()
+	writeResults(t, name, res)
+	if res.AckedSends == 0 || res.Entries == 0 {
+		t.Fatalf("nothing checked: %+v", res)
+	}
+	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 {
+		t.Errorf("guarantees violated: %+v", res)
+	}
+	if res.Duplicated > maxDuplicates {
+		t.Errorf("%d duplicates, more than %d", res.Duplicated, maxDuplicates)
+	}
+}
+
 // brokerCheck is what a broker holds against what was sent.
 type brokerCheck struct {
 	Entries    int `json:"broker_entries"`
@@ -353,25 +382,11 @@ func TestS32DeliverBrokerKillNATS(t *testing.T) {
 	kills := pick(3, 10)
 	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
 	sentAtKills, bootMS := load.killBroker(rng, kills, broker.kill, broker.start)
-	res := struct {
-		Messages    int       `json:"messages"`
-		AckedSends  int       `json:"acked_sends"`
-		Kills       int       `json:"broker_kills"`
-		SentAtKills []int64   `json:"acked_sends_at_each_kill"`
-		BootMS      []float64 `json:"boot_ms"`
-		brokerCheck
-		Dead int64 `json:"dead"`
-	}{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
+	res := brokerKillResult{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
 	res.Dead = drainTopic(t, c, topic, 90*time.Second)
 	// The stream handle is re-opened: the server restarted.
 	res.brokerCheck = check(load.due, jetStreamEntries(t, openStream(t, broker.url, "S32")))
-	writeResults(t, "S32-deliver-broker-kill-nats", res)
-	if res.AckedSends == 0 || res.Entries == 0 {
-		t.Fatalf("nothing checked: %+v", res)
-	}
-	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 || res.Duplicated != 0 {
-		t.Errorf("guarantees violated: %+v", res)
-	}
+	res.judge(t, "S32-deliver-broker-kill-nats", 0)
 }
 
 // TestS32DeliverBrokerKillRabbitMQ is S32 on a RabbitMQ target: a node
@@ -421,31 +436,14 @@ func TestS32DeliverBrokerKillRabbitMQ(t *testing.T) {
 	kills := pick(3, 10)
 	load := sendDeliverLoad(t, c, topic, rng, n, pick(40*time.Second, 120*time.Second), 2*time.Second)
 	sentAtKills, bootMS := load.killBroker(rng, kills, broker.kill, broker.start)
-	res := struct {
-		Messages    int       `json:"messages"`
-		AckedSends  int       `json:"acked_sends"`
-		Kills       int       `json:"broker_kills"`
-		SentAtKills []int64   `json:"acked_sends_at_each_kill"`
-		BootMS      []float64 `json:"boot_ms"`
-		brokerCheck
-		Dead int64 `json:"dead"`
-	}{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
+	res := brokerKillResult{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
 	res.Dead = drainTopic(t, c, topic, 120*time.Second)
 	// Everything is confirmed; give the consumer time to read it.
 	for deadline := time.Now().Add(30 * time.Second); consumer.count() < len(load.due) && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	res.brokerCheck = check(load.due, consumer.close())
-	writeResults(t, "S32-deliver-broker-kill-rabbitmq", res)
-	if res.AckedSends == 0 || res.Entries == 0 {
-		t.Fatalf("nothing checked: %+v", res)
-	}
-	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 {
-		t.Errorf("guarantees violated: %+v", res)
-	}
-	if res.Duplicated > kills*maxInFlight {
-		t.Errorf("%d duplicates, more than %d (max_in_flight per kill)", res.Duplicated, kills*maxInFlight)
-	}
+	res.judge(t, "S32-deliver-broker-kill-rabbitmq", kills*maxInFlight)
 }
 
 // TestS32DeliverBrokerKillKafka is S32 on a Kafka target. No Kafka
@@ -476,25 +474,8 @@ func TestS32DeliverBrokerKillKafka(t *testing.T) {
 	kills := pick(3, 10)
 	load := sendDeliverLoad(t, c, topic, rng, n, pick(30*time.Second, 120*time.Second), 2*time.Second)
 	sentAtKills, bootMS := load.killBroker(rng, kills, broker.kill, broker.start)
-	res := struct {
-		Messages    int       `json:"messages"`
-		AckedSends  int       `json:"acked_sends"`
-		Kills       int       `json:"broker_kills"`
-		SentAtKills []int64   `json:"acked_sends_at_each_kill"`
-		BootMS      []float64 `json:"boot_ms"`
-		brokerCheck
-		Dead int64 `json:"dead"`
-	}{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
+	res := brokerKillResult{Messages: n, AckedSends: len(load.due), Kills: kills, SentAtKills: sentAtKills, BootMS: bootMS}
 	res.Dead = drainTopic(t, c, topic, 120*time.Second)
 	res.brokerCheck = check(load.due, kafkaEntries(t, broker.addr, out, len(load.due)))
-	writeResults(t, "S32-deliver-broker-kill-kafka", res)
-	if res.AckedSends == 0 || res.Entries == 0 {
-		t.Fatalf("nothing checked: %+v", res)
-	}
-	if res.Lost != 0 || res.Early != 0 || res.Unexpected != 0 || res.Dead != 0 {
-		t.Errorf("guarantees violated: %+v", res)
-	}
-	if res.Duplicated > kills*maxInFlight {
-		t.Errorf("%d duplicates, more than %d (max_in_flight per kill)", res.Duplicated, kills*maxInFlight)
-	}
+	res.judge(t, "S32-deliver-broker-kill-kafka", kills*maxInFlight)
 }
