@@ -238,6 +238,42 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	return &res, nil
 }
 
+// MessagePromoteGrace implements store.DueLeaser.
+func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (_ *store.PromoteResult, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	var res store.PromoteResult
+	var promoted int32
+	err = s.pool.QueryRow(ctx, "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace")+"($1, $2, $3, $4)",
+		s.nowArg(p.Now), p.Topic, p.Max, grace).Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
+	if err != nil {
+		return nil, s.fail("promote", err)
+	}
+	res.Promoted = int(promoted)
+	if s.callerNow {
+		res.Now = 0 // "judged by Params.Now"
+	}
+	if res.Promoted > 0 {
+		s.notify(ctx, map[string]int64{p.Topic: 0}) // as MessagePromote
+	}
+	return &res, nil
+}
+
+// MessageLeaseDue implements store.DueLeaser.
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	_, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
+		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
+	return recs, err
+}
+
 // MessageLease implements store.Store.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
