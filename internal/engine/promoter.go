@@ -52,7 +52,7 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 		if res.Promoted > 0 {
 			t.notifyN(res.Promoted)
 		}
-		if res.NextDue == 0 {
+		if res.NextDue == 0 && res.HeldDue == 0 {
 			return
 		}
 		// Sleep by the store's judgement of time when it has its own
