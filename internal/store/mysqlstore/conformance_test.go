@@ -88,11 +88,6 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
 }
 
-// TestLeaseDue: the store.DueLeaser calls.
-func TestLeaseDue(t *testing.T) {
-	storetest.RunDueLeaser(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
-}
-
 func TestDueCounts(t *testing.T) {
 	storetest.RunDueCounts(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
 }

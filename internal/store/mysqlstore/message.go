@@ -2,14 +2,12 @@ package mysqlstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -473,17 +471,6 @@ func (b moveBudget) spent(i int) bool { return i > 0 && time.Now().After(b.until
 
 // MessagePromote implements store.Store.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
-	return s.promote(ctx, p, 0, false)
-}
-
-// MessagePromoteGrace implements store.DueLeaser.
-func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
-	return s.promote(ctx, p, max(grace, 0), true)
-}
-
-// promote promotes the messages due by now − grace; with held, NextDue
-// is the earliest due after now and HeldDue the earliest due by now.
-func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grace int64, held bool) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
 	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		*res = store.PromoteResult{}
@@ -491,7 +478,7 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 			res.Now = now
 		}
 		if p.Max > 0 {
-			keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now-grace, p.Max)
+			keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
 			if err != nil {
 				return err
 			}
@@ -516,14 +503,6 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 			return err
 		}
 		res.NextDue = next.Int64
-		if held && res.NextDue != 0 && res.NextDue <= now {
-			res.HeldDue = res.NextDue
-			next = sql.NullInt64{}
-			if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due > ?", p.Topic, now).Scan(&next); err != nil {
-				return err
-			}
-			res.NextDue = next.Int64
-		}
 		return nil
 	})
 	if err != nil {
@@ -561,64 +540,6 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 			if r == nil || r.State != store.StateReady || r.Seq != k.seq {
 				continue
 			}
-			if err := s.move(ctx, tx, c, r, func() {
-				r.State, r.UpdatedAt = store.StateInflight, now
-				r.Deliveries++
-				r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
-				r.LeaseUntil = now + p.LeaseFor
-			}); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return s.flushCounts(ctx, tx, c)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// MessageLeaseDue implements store.DueLeaser: MessageLease over the
-// ready messages and the scheduled ones due by now, which it moves
-// straight to inflight (one transaction, where a promotion and a lease
-// took two commits). Up to Max in (priority, due, seq) order among the
-// first Max of each queue.
-func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
-	var out []*store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		out = nil
-		if p.Max <= 0 {
-			return nil
-		}
-		ready, err := s.pick(ctx, tx, s.leasePickSQL(), p.Topic, now, p.Max)
-		if err != nil {
-			return err
-		}
-		sched, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
-		if err != nil {
-			return err
-		}
-		var cands []*store.Record
-		for i, k := range append(ready, sched...) {
-			want := store.StateReady
-			if i >= len(ready) {
-				want = store.StateScheduled
-			}
-			r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
-			if err != nil {
-				return err
-			}
-			if r == nil || r.State != want || r.Seq != k.seq || r.DueAt > now {
-				continue
-			}
-			cands = append(cands, r)
-		}
-		slices.SortFunc(cands, func(a, b *store.Record) int {
-			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
-		})
-		c := counts{}
-		for _, r := range cands[:min(len(cands), p.Max)] {
 			if err := s.move(ctx, tx, c, r, func() {
 				r.State, r.UpdatedAt = store.StateInflight, now
 				r.Deliveries++

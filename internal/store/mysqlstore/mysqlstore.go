@@ -85,10 +85,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Notifier  = (*Store)(nil)
-	_ store.DueLeaser = (*Store)(nil)
-	_ store.Clock     = (*Store)(nil)
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Clock    = (*Store)(nil)
 )
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9_]{0,32}$`)
