@@ -230,7 +230,7 @@ func (d *dispatcher) run(id uint64) {
 	case t != nil:
 		// Regions name the engine's steps in an execution trace (delayq
 		// bench --trace, /debug/pprof/trace); free when not tracing.
-		trace.WithRegion(d.ctx, "delayq.promote", func() { d.e.promote(d.ctx, t) })
+		trace.WithRegion(d.ctx, "delayq.promote", func() { d.e.promote(d.ctx, t, true) })
 	case isSched:
 		d.e.fireSchedule(d.ctx, name)
 	}

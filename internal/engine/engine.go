@@ -111,7 +111,8 @@ type Engine struct {
 	ids        domain.IDGenerator
 	dispatcher *dispatcher
 	gate       rateGate
-	skew       storeClock // offset to the store's clock (stores with their own)
+	due        store.DueLeaser // nil: the store leases ready messages only
+	skew       storeClock      // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
@@ -169,6 +170,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.gate = localGate{}
 	if rl, ok := e.st.(store.RateLimiter); ok {
 		e.gate = storeGate{rl: rl, events: &e.events}
+	}
+	if dl, ok := e.st.(store.DueLeaser); ok {
+		e.due = dl
 	}
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
@@ -433,6 +437,19 @@ func (t *topic) wakeLocked(n int) {
 		w.el = nil
 		w.c <- struct{}{} // never blocks: one wake-up per registration
 	}
+}
+
+// wakeOne wakes the oldest waiting long-poll and reports whether there
+// was one. A throttled topic's waiters wait for tokens, not messages: it
+// wakes none.
+func (t *topic) wakeOne() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.waiters.Len() == 0 || t.throttledSince != 0 {
+		return false
+	}
+	t.wakeLocked(1)
+	return true
 }
 
 // throttled reports whether the topic's rate limit holds messages back.

@@ -114,7 +114,11 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	set := fillSettings(own.settings, e.defaults)
 	now := e.now()
 	take := func(k int) ([]*store.Record, error) {
-		return e.st.MessageLease(ctx, &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()})
+		p := &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()}
+		if e.due != nil {
+			return e.due.MessageLeaseDue(ctx, p)
+		}
+		return e.st.MessageLease(ctx, p)
 	}
 	var recs []*store.Record
 	var since int64 // start of the throttled period, 0 if none

@@ -327,6 +327,24 @@ type RateLimiter interface {
 	RateTake(ctx context.Context, p *RateTakeParams) (granted int, retryAfter time.Duration, err error)
 }
 
+// DueLeaser is implemented by stores whose lease can take a scheduled
+// message that is due without its promotion first (PostgreSQL: one
+// transaction and WAL flush between due and lease instead of two). The
+// engine then wakes a topic's waiting long-polls when its timer fires and
+// promotes only what they left unleased for longer than a grace.
+type DueLeaser interface {
+	// MessageLeaseDue is MessageLease over the ready messages due by Now
+	// and the scheduled messages due by Now, as if promoted first: up to
+	// Max in (Priority, DueAt, Seq) order among the first Max of each.
+	MessageLeaseDue(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)
+	// MessagePromoteGrace is MessagePromote of the messages due by
+	// now − grace (ms). HeldDue is the earliest scheduled message due by
+	// now (left to the leases, or held by another transaction; 0: none),
+	// NextDue the earliest due after now (0: none), unless Max cut the
+	// call short; Now is the now it judged by, not shifted by grace.
+	MessagePromoteGrace(ctx context.Context, p *MessagePromoteParams, grace int64) (*PromoteResult, error)
+}
+
 // RateTakeParams are the arguments of RateTake.
 type RateTakeParams struct {
 	Topic     string
@@ -448,6 +466,8 @@ type PromoteResult struct {
 	// backend with its own time source (Redis TIME) reports it, so the
 	// engine sleeps NextDue-Now rather than trusting its own clock.
 	Now int64
+	// HeldDue: see DueLeaser.MessagePromoteGrace (0 from MessagePromote).
+	HeldDue int64
 }
 
 // MessageLeaseParams are the arguments of MessageLease.

@@ -219,10 +219,36 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
+	// op_promote_grace without a grace: op_promote changing its rows by
+	// key (migrations/0007_lease_due.sql); its NextDue is then the earliest
+	// scheduled message, due or not.
+	res, err := s.promoteGrace(ctx, p, 0)
+	if err != nil {
+		return nil, err
+	}
+	if res.HeldDue != 0 {
+		res.NextDue = res.HeldDue
+	}
+	res.HeldDue = 0
+	return res, nil
+}
+
+// MessagePromoteGrace implements store.DueLeaser.
+func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (_ *store.PromoteResult, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	return s.promoteGrace(ctx, p, grace)
+}
+
+// promoteGrace runs op_promote_grace.
+func (s *Store) promoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
 	var res store.PromoteResult
 	var promoted int32
-	err = s.pool.QueryRow(ctx, "SELECT promoted, next_due, now_ms FROM "+s.fn("op_promote")+"($1, $2, $3)",
-		s.nowArg(p.Now), p.Topic, p.Max).Scan(&promoted, &res.NextDue, &res.Now)
+	err := s.pool.QueryRow(ctx, "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace")+"($1, $2, $3, $4)",
+		s.nowArg(p.Now), p.Topic, p.Max, grace).Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
 	if err != nil {
 		return nil, s.fail("promote", err)
 	}
@@ -236,6 +262,18 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		s.notify(ctx, map[string]int64{p.Topic: 0})
 	}
 	return &res, nil
+}
+
+// MessageLeaseDue implements store.DueLeaser.
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	_, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
+		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
+	return recs, err
 }
 
 // MessageLease implements store.Store.

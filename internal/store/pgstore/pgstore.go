@@ -95,6 +95,7 @@ type Store struct {
 var (
 	_ store.Store       = (*Store)(nil)
 	_ store.Notifier    = (*Store)(nil)
+	_ store.DueLeaser   = (*Store)(nil)
 	_ store.Clock       = (*Store)(nil)
 	_ store.RateLimiter = (*Store)(nil)
 )

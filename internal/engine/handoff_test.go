@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/memstore"
+)
+
+// dueStore is a store.DueLeaser over memstore: its lease promotes what is
+// due first, and it counts which promotion the engine called.
+type dueStore struct {
+	store.Store
+	promotes, graces, leaseDues atomic.Int64
+}
+
+func (s *dueStore) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	s.promotes.Add(1)
+	return s.Store.MessagePromote(ctx, p)
+}
+
+func (s *dueStore) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
+	s.graces.Add(1)
+	q := *p
+	q.Now -= grace
+	res, err := s.Store.MessagePromote(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	if res.NextDue != 0 && res.NextDue <= p.Now {
+		res.HeldDue, res.NextDue = res.NextDue, 0 // the tests have no message due after it
+	}
+	return res, nil
+}
+
+func (s *dueStore) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	s.leaseDues.Add(1)
+	if _, err := s.Store.MessagePromote(ctx, &store.MessagePromoteParams{Topic: p.Topic, Now: p.Now, Max: 1000}); err != nil {
+		return nil, err
+	}
+	return s.Store.MessageLease(ctx, p)
+}
+
+// TestDueHandOff: on a store.DueLeaser, a message coming due while a
+// long-poll waits is handed to it (its lease takes the message, no
+// promotion of it first), on time; with nobody waiting it is promoted as
+// before; with a waiter that does not lease it (paused topic) it is
+// promoted once leaseGrace is over; RunDue promotes everything due.
+func TestDueHandOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &dueStore{Store: memstore.New()}
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(ctx)
+		send := func(id string) {
+			t.Helper()
+			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		state := func(id string) store.State {
+			t.Helper()
+			r, err := st.Store.MessageGet(ctx, "t", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.State
+		}
+
+		// A waiter: handed off.
+		got := make(chan []*domain.Message, 1)
+		go func() {
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+			got <- ms
+		}()
+		synctest.Wait()
+		send("m1")
+		start := time.Now()
+		ms := <-got
+		if len(ms) != 1 || ms[0].ID != "m1" {
+			t.Fatalf("leased %v, want m1", ms)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("m1 leased %v after its send, want 1s (due then)", d)
+		}
+		if n, g := st.promotes.Load(), st.graces.Load(); n != 0 || g == 0 {
+			t.Errorf("hand-off: %d promotions, %d with grace; want 0 and some", n, g)
+		}
+
+		// Nobody waiting: promoted when due.
+		send("m2")
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if s := state("m2"); s != store.StateReady {
+			t.Errorf("m2 due with nobody waiting: %v, want ready", s)
+		}
+		if n := st.promotes.Load(); n == 0 {
+			t.Error("m2 due with nobody waiting: no promotion")
+		}
+		if ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10}); err != nil || len(ms) != 1 || ms[0].ID != "m2" {
+			t.Fatalf("lease of m2: %v %v", ms, err)
+		}
+
+		// A waiter on a paused topic never leases: promoted after the grace.
+		if _, err := e.PauseTopic(ctx, "t", true); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+			got <- ms
+		}()
+		synctest.Wait()
+		send("m3")
+		time.Sleep(time.Second + leaseGrace*time.Millisecond/2)
+		synctest.Wait()
+		if s := state("m3"); s != store.StateScheduled {
+			t.Errorf("m3 within its grace: %v, want scheduled (left to the waiter)", s)
+		}
+		time.Sleep(leaseGrace * time.Millisecond)
+		synctest.Wait()
+		if s := state("m3"); s != store.StateReady {
+			t.Errorf("m3 past its grace: %v, want ready (promotes %d, graces %d, leases %d)", s, st.promotes.Load(), st.graces.Load(), st.leaseDues.Load())
+		}
+		if ms := <-got; len(ms) != 0 {
+			t.Errorf("paused topic leased %v", ms)
+		}
+
+		// RunDue promotes everything due, waiter or not.
+		go func() {
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+			got <- ms
+		}()
+		synctest.Wait()
+		send("m4")
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if err := e.RunDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s := state("m4"); s != store.StateReady {
+			t.Errorf("m4 after RunDue: %v, want ready", s)
+		}
+		<-got
+	})
+}

@@ -1,0 +1,116 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// RunDueLeaser checks a store.DueLeaser: MessageLeaseDue takes ready and
+// due scheduled messages in (priority, due, seq) order, never one due
+// after its Now, and counts each move from the state it left (leaving no
+// queue row behind); MessagePromoteGrace promotes only what is due for
+// longer than the grace and says what it left (HeldDue) and what comes
+// next (NextDue). open must give a store judging time by the calls' Nows.
+func RunDueLeaser(t *testing.T, open func(t *testing.T) store.Store) {
+	s := open(t)
+	dl, ok := s.(store.DueLeaser)
+	if !ok {
+		t.Fatalf("%T does not implement store.DueLeaser", s)
+	}
+	ctx := context.Background()
+	const now = int64(1_000_000)
+	ins := func(at int64, id string, due int64, prio uint8) {
+		t.Helper()
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Now: at, Messages: []store.InsertMessage{
+			{ID: id, DueAt: due, MaxAttempts: 3, Priority: prio},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins(now-50, "r-late", now-100, 0)  // ready at insert (due in the past)
+	ins(now-200, "s-old", now-80, 0)   // scheduled, due at now-80
+	ins(now-200, "s-p1", now-90, 1)    // scheduled, priority 1
+	ins(now-200, "s-new", now-10, 0)   // scheduled, due within the grace
+	ins(now-200, "s-next", now+10, 0)  // not due
+	ins(now-200, "s-later", now+20, 0) // not due
+
+	lease := func(at int64, max int) []string {
+		t.Helper()
+		recs, err := dl.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "t", Now: at, Max: max, LeaseFor: 1000, Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range recs {
+			if r.DueAt > at {
+				t.Errorf("leased %s due at %d at %d: early", r.ID, r.DueAt, at)
+			}
+			if r.State != store.StateInflight || r.UpdatedAt != at || r.LeaseUntil != at+1000 || r.Deliveries != 1 {
+				t.Errorf("leased %s: state %v updated %d lease until %d deliveries %d", r.ID, r.State, r.UpdatedAt, r.LeaseUntil, r.Deliveries)
+			}
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	counts := func(want store.Counts) {
+		t.Helper()
+		tr, err := s.TopicGet(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Counts != want {
+			t.Errorf("counts %+v, want %+v", tr.Counts, want)
+		}
+	}
+	counts(store.Counts{Scheduled: 5, Ready: 1})
+
+	// Grace 50 at now: s-old (80 ms overdue) and s-p1 (90) are promoted;
+	// s-new (10) is left to the leases.
+	res, err := dl.MessagePromoteGrace(ctx, &store.MessagePromoteParams{Topic: "t", Now: now, Max: 100}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Promoted != 2 || res.HeldDue != now-10 || res.NextDue != now+10 {
+		t.Errorf("promote with grace: promoted %d held %d next %d, want 2, now-10, now+10", res.Promoted, res.HeldDue-now, res.NextDue-now)
+	}
+	counts(store.Counts{Scheduled: 3, Ready: 3})
+
+	// Priority 0 before 1, then due order, across both queues; s-next is
+	// not due at now and never taken early.
+	if got, want := lease(now, 3), []string{"r-late", "s-old", "s-new"}; !slices.Equal(got, want) {
+		t.Errorf("lease at now: %v, want %v", got, want)
+	}
+	counts(store.Counts{Scheduled: 2, Ready: 1, Inflight: 3})
+	if got := lease(now+9, 10); !slices.Equal(got, []string{"s-p1"}) {
+		t.Errorf("lease at now+9: %v, want [s-p1]", got)
+	}
+	if got := lease(now+10, 10); !slices.Equal(got, []string{"s-next"}) {
+		t.Errorf("lease at now+10: %v, want [s-next]", got)
+	}
+	counts(store.Counts{Scheduled: 1, Inflight: 5})
+
+	// Nothing held: HeldDue 0, NextDue the next one.
+	res, err = dl.MessagePromoteGrace(ctx, &store.MessagePromoteParams{Topic: "t", Now: now + 10, Max: 100}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Promoted != 0 || res.HeldDue != 0 || res.NextDue != now+20 {
+		t.Errorf("promote with grace, nothing due: promoted %d held %d next %d", res.Promoted, res.HeldDue, res.NextDue-now)
+	}
+	// Every leased message left its queue: an ack of each empties the
+	// topic but for s-later, and the queues agree with the counts.
+	if got := lease(now+20, 10); !slices.Equal(got, []string{"s-later"}) {
+		t.Errorf("lease at now+20: %v, want [s-later]", got)
+	}
+	counts(store.Counts{Inflight: 6})
+	tr, err := s.TopicGet(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.NextDue != 0 || tr.OldestReady != 0 {
+		t.Errorf("after leasing all: NextDue %d OldestReady %d, want 0 0 (queue rows left behind)", tr.NextDue, tr.OldestReady)
+	}
+}
