@@ -1,12 +1,10 @@
 package mysqlstore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -58,15 +56,21 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority"
 
 func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
-	r := &store.Record{State: store.StateAcked}
-	var t, i, headers []byte
-	var lastErr sql.NullString
-	err := q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id).
-		Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority)
+	r, err := scanTomb(q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func scanTomb(sc scanner) (*store.Record, error) {
+	r := &store.Record{State: store.StateAcked}
+	var t, i, headers []byte
+	var lastErr sql.NullString
+	if err := sc.Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority); err != nil {
 		return nil, err
 	}
 	r.Topic, r.ID, r.LastError, r.UpdatedAt = string(t), string(i), lastErr.String, r.AckedAt
@@ -256,69 +260,13 @@ func conflict(r *store.Record, why string) error {
 	return fmt.Errorf("mysqlstore: message %q in topic %q is %s (%s): %w", r.ID, r.Topic, r.State, why, store.ErrConflict)
 }
 
-// MessageInsertMany implements store.Store.
+// MessageInsertMany implements store.Store (see insertMany).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
 	var out []store.InsertResult
 	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		out = make([]store.InsertResult, len(p.Messages))
-		c := counts{}
-		for i := range p.Messages {
-			m := &p.Messages[i]
-			ex, err := s.getMsg(ctx, tx, p.Topic, m.ID, true)
-			if err != nil {
-				return err
-			}
-			if ex == nil {
-				if ex, err = s.getTomb(ctx, tx, p.Topic, m.ID); err != nil {
-					return err
-				}
-			}
-			if ex != nil {
-				out[i] = store.InsertResult{Record: ex, Duplicate: true}
-				continue
-			}
-			r := &store.Record{Topic: p.Topic, ID: m.ID, Payload: bytes.Clone(m.Payload), Headers: maps.Clone(m.Headers), DueAt: m.Due(now), CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts, State: store.StateScheduled, Priority: m.Priority}
-			if r.DueAt <= now {
-				r.State = store.StateReady
-			}
-			if r.Payload == nil {
-				r.Payload = []byte{}
-			}
-			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-				r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts, r.Priority)
-			if isDup(err) {
-				// A concurrent insert of the same id committed after the
-				// lookup (read committed locks no gap): the statement
-				// alone failed; the row now exists.
-				if ex, err = s.getMsg(ctx, tx, p.Topic, m.ID, true); err != nil {
-					return err
-				}
-				if ex == nil {
-					return errRetry
-				}
-				out[i] = store.InsertResult{Record: ex, Duplicate: true}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			r.Seq = uint64(seq) // #nosec G115 -- AUTO_INCREMENT is positive
-			if err := s.addQ(ctx, tx, r); err != nil {
-				return err
-			}
-			c.add(r.Topic, r.State, 1)
-			out[i] = store.InsertResult{Record: r}
-		}
-		if len(c) == 0 && len(p.Messages) > 0 {
-			// Duplicates only: no count moves, but a send still makes a
-			// deleted topic again (flushCounts does it otherwise).
-			return s.topicRow(ctx, tx, p.Topic, true)
-		}
-		return s.flushCounts(ctx, tx, c)
+		var err error
+		out, err = s.insertMany(ctx, tx, p, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
