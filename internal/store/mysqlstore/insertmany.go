@@ -165,13 +165,13 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record
 	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES "+tuples(len(recs), 10), args...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
 		return err
 	}
-	args = args[:0]
+	args = append(args[:0], recs[0].Topic) // all of one topic
 	byID := make(map[string]*store.Record, len(recs))
 	for _, r := range recs {
-		args = append(args, r.Topic, r.ID)
+		args = append(args, r.ID)
 		byID[r.ID] = r
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT id, seq FROM "+s.t("message")+" WHERE (topic, id) IN ("+tuples(len(recs), 2)+")", args...) // #nosec G202 -- as above
+	rows, err := tx.QueryContext(ctx, "SELECT id, seq FROM "+s.t("message")+" WHERE topic = ? AND id IN "+tuples(1, len(recs)), args...) // #nosec G202 -- as above
 	if err != nil {
 		return err
 	}

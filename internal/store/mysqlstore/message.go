@@ -95,8 +95,10 @@ func (c counts) add(topic string, st store.State, d int64) {
 	}
 }
 
-// countStripes bounds the topic_count rows of each topic (migration 5).
-const countStripes = 8
+// countStripes bounds the topic_count rows of each topic (migration 6;
+// 8 in migration 5): as many transactions of a topic as there are stripes
+// count at once, each holding its stripe to its commit.
+const countStripes = 64
 
 // flushCounts adds the transaction's count changes to one stripe of each
 // topic's counts: the first stripe no other transaction holds, so that a
@@ -135,34 +137,28 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	return nil
 }
 
-// newStripe picks the stripe to make when none of topic's is free: the
-// lowest number not made yet (a consistent read, so it waits for no
-// holder), or with all countStripes made one at random, to wait for.
+// newStripe picks the stripe to make when none of topic's is free: one
+// of the 8 numbers after the highest made (a consistent read, so it waits
+// for no holder) at random, or with none left there any number at random
+// (made: to wait for). Not the lowest number not made: transactions that
+// find none free at once would all pick the one the first of them is
+// making, and wait for its commit, so the stripes would hardly grow. Not
+// in a hole either: at REPEATABLE READ (an application's transaction
+// around the send procedure) a locking read of a stripe also locks the
+// gap before it.
 func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ?", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-	if err != nil {
+	var high sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(stripe) FROM "+s.t("topic_count")+" WHERE topic = ?", topic).Scan(&high); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return 0, err
 	}
-	defer rows.Close()
-	var made [countStripes]bool
-	for rows.Next() {
-		var k int
-		if err := rows.Scan(&k); err != nil {
-			return 0, err
-		}
-		if k >= 0 && k < countStripes {
-			made[k] = true
-		}
+	next := 0
+	if high.Valid {
+		next = int(high.Int64) + 1
 	}
-	if err := rows.Err(); err != nil {
-		return 0, err
+	if next < countStripes {
+		return next + rand.IntN(min(8, countStripes-next)), nil // #nosec G404 -- spreads lock contention over stripes; nothing depends on it being unpredictable
 	}
-	for k, ok := range made {
-		if !ok {
-			return k, nil
-		}
-	}
-	return rand.IntN(countStripes), nil // #nosec G404 -- spreads lock contention over stripes; nothing depends on it being unpredictable
+	return rand.IntN(countStripes), nil // #nosec G404 -- as above
 }
 
 // topicRow makes topic's row when it has none and, for a send, clears its
@@ -480,23 +476,8 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 			return err
 		}
 		c := counts{}
-		for _, k := range keys {
-			r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
-			if err != nil {
-				return err
-			}
-			if r == nil || r.State != store.StateReady || r.Seq != k.seq {
-				continue
-			}
-			if err := s.move(ctx, tx, c, r, func() {
-				r.State, r.UpdatedAt = store.StateInflight, now
-				r.Deliveries++
-				r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
-				r.LeaseUntil = now + p.LeaseFor
-			}); err != nil {
-				return err
-			}
-			out = append(out, r)
+		if out, err = s.leaseKeys(ctx, tx, c, p, keys, now); err != nil {
+			return err
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
@@ -555,14 +536,10 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
 	var out []error
 	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		out = make([]error, len(p.Items))
 		c := counts{}
-		for i, it := range p.Items {
-			err := s.ack(ctx, tx, c, p.Topic, it.ID, it.Receipt, now)
-			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			out[i] = err
+		var err error
+		if out, err = s.ackMany(ctx, tx, c, p.Topic, p.Items, now); err != nil {
+			return err
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
