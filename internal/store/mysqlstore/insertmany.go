@@ -154,16 +154,27 @@ func newRecord(topic string, m *store.InsertMessage, now int64) *store.Record {
 }
 
 // insertRows inserts the message rows of recs with one statement and sets
-// their Seq, read back: a multi-row insert numbers its rows in order, but
-// consecutively only with innodb_autoinc_lock_mode below 2 and an
-// auto_increment_increment of 1 (Galera sets both otherwise).
+// their Seq: a multi-row insert numbers its rows in order, consecutively
+// from LAST_INSERT_ID() when the server's settings say so (see
+// sessionChecks), else they are read back.
 func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record) error {
 	args := make([]any, 0, 10*len(recs))
 	for _, r := range recs {
 		args = append(args, r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, r.CreatedAt, r.UpdatedAt, r.MaxAttempts, r.Priority)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES "+tuples(len(recs), 10), args...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+	res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES "+tuples(len(recs), 10), args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+	if err != nil {
 		return err
+	}
+	if len(recs) == 1 || s.consecutiveSeq {
+		first, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		for i, r := range recs {
+			r.Seq = uint64(first) + uint64(i) // #nosec G115 -- AUTO_INCREMENT is positive
+		}
+		return nil
 	}
 	args = append(args[:0], recs[0].Topic) // all of one topic
 	byID := make(map[string]*store.Record, len(recs))

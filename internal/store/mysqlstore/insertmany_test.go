@@ -99,7 +99,21 @@ func TestInsertManyConflictFallback(t *testing.T) {
 // of that message, each batch's new messages have increasing seqs, and
 // the counts and queues hold each message once.
 func TestInsertManyConcurrentSharedIDs(t *testing.T) {
-	s := open(t, mysqlstore.TimeCaller)
+	for _, readBack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("readBack=%v", readBack), func(t *testing.T) {
+			s := open(t, mysqlstore.TimeCaller)
+			if rc, consecutive := mysqlstore.SessionSettings(s); !rc || !consecutive {
+				t.Fatalf("the test server's sessions: READ COMMITTED %v, consecutive AUTO_INCREMENT %v; want both", rc, consecutive)
+			}
+			if readBack {
+				mysqlstore.SetReadBackSeq(s)
+			}
+			insertManyConcurrentSharedIDs(t, s)
+		})
+	}
+}
+
+func insertManyConcurrentSharedIDs(t *testing.T, s *mysqlstore.Store) {
 	const topic, workers, rounds, pool, batch = "t", 4, 8, 60, 40
 	type sent struct {
 		id  string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -69,6 +70,11 @@ type Store struct {
 	p         string // table prefix, validated
 	log       *slog.Logger
 	callerNow bool
+	// sessionRC: sessions start at READ COMMITTED (see Open).
+	sessionRC bool
+	// consecutiveSeq: a multi-row insert's AUTO_INCREMENT values are
+	// consecutive (see sessionChecks).
+	consecutiveSeq bool
 	timeout   time.Duration
 	poll      time.Duration
 
@@ -195,6 +201,16 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = s.timeout
 	}
+	// Every session at READ COMMITTED from its start (the driver sets
+	// Params when it connects), so that a transaction is one START
+	// TRANSACTION, not a SET TRANSACTION ISOLATION LEVEL first: one round
+	// trip of the ten a send takes. Checked below; txn sets the level
+	// itself if the session's is not this one.
+	cfg.Params = maps.Clone(cfg.Params)
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: %w", redactErr(err, cfg))
@@ -205,6 +221,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	c, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.db.PingContext(c); err != nil {
+		_ = s.db.Close()
+		return nil, fmt.Errorf("mysqlstore: connect: %w: %w", store.ErrUnavailable, redactErr(err, cfg))
+	}
+	if err := s.sessionChecks(c); err != nil {
 		_ = s.db.Close()
 		return nil, fmt.Errorf("mysqlstore: connect: %w: %w", store.ErrUnavailable, redactErr(err, cfg))
 	}
@@ -288,7 +308,11 @@ func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now 
 }
 
 func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	if s.sessionRC {
+		opts = nil // the session's level (see Open)
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -363,4 +387,22 @@ func (s *Store) SetTestClock(f func() int64) {
 		return
 	}
 	s.fakeNow.Store(&f)
+}
+
+// sessionChecks reads, on one session, whether sessions start at READ
+// COMMITTED (the tx_isolation parameter applied), and whether a
+// multi-row insert numbers its rows consecutively: InnoDB's
+// "consecutive" (1, MariaDB's default) or "traditional" (0) lock mode,
+// and an auto_increment_increment of 1 (Galera sets others). Then the
+// rows of an insert are numbered first, first+1, … in VALUES order, from
+// LAST_INSERT_ID(); otherwise they are read back.
+func (s *Store) sessionChecks(ctx context.Context) error {
+	var iso string
+	var mode, inc sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT @@tx_isolation, @@innodb_autoinc_lock_mode, @@auto_increment_increment").Scan(&iso, &mode, &inc); err != nil {
+		return err
+	}
+	s.sessionRC = iso == "READ-COMMITTED"
+	s.consecutiveSeq = mode.Valid && mode.Int64 <= 1 && inc.Valid && inc.Int64 == 1
+	return nil
 }
