@@ -75,8 +75,8 @@ type Store struct {
 	// consecutiveSeq: a multi-row insert's AUTO_INCREMENT values are
 	// consecutive (see sessionChecks).
 	consecutiveSeq bool
-	timeout   time.Duration
-	poll      time.Duration
+	timeout        time.Duration
+	poll           time.Duration
 
 	// fakeNow, when set (tests), is what the "database clock" reads.
 	fakeNow atomic.Pointer[func() int64]
