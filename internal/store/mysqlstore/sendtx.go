@@ -83,5 +83,5 @@ func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMes
 }
 
 // hexLit is b as an SQL hex literal (X'…'): a binary string, whatever the
-// connection's character set; X” is the empty string.
+// connection's character set (an empty one for no bytes).
 func hexLit(b []byte) string { return "X'" + hex.EncodeToString(b) + "'" }
