@@ -24,7 +24,7 @@ func tuples(n, width int) string {
 	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
 }
 
-// keyRows is "(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …)": a derived
+// keyRows is "(SELECT ? AS a, ? AS b UNION ALL VALUES (?, ?), …)": a derived
 // table of n rows of the named columns, to join the rows a statement acts
 // on by their primary key. A locking statement must reach its rows by
 // point reads: given an IN list, MariaDB may read the whole range of the
@@ -41,8 +41,12 @@ func keyRows(n int, cols ...string) string {
 		}
 		b.WriteString("? AS " + c)
 	}
-	more := " UNION ALL SELECT " + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")
-	b.WriteString(strings.Repeat(more, n-1))
+	if n > 1 {
+		// The other rows as one table value constructor: a UNION of n
+		// SELECTs would be n queries for the server to plan.
+		b.WriteString(" UNION ALL VALUES ")
+		b.WriteString(tuples(n-1, len(cols)))
+	}
 	b.WriteString(")")
 	return b.String()
 }
