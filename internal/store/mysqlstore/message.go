@@ -793,15 +793,27 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 			return err
 		}
 		c := counts{}
-		for _, k := range keys {
-			res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", k.top, k.id) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		// One statement per chunk, by point reads (see keyRows): the
+		// tombstones are locked (picked FOR UPDATE), so each is deleted.
+		// One at a time, a purge of 1,000 was 1,000 statements, slower
+		// than set-based acks make tombstones.
+		for i := 0; i < len(keys); i += moveChunk {
+			chunk := keys[i:min(i+moveChunk, len(keys))]
+			args := make([]any, 0, 2*len(chunk))
+			for _, k := range chunk {
+				args = append(args, []byte(k.top), []byte(k.id))
+			}
+			res, err := tx.ExecContext(ctx, "DELETE t FROM "+keyRows(len(chunk), "topic", "id")+" k STRAIGHT_JOIN "+s.t("tombstone")+" t ON t.topic = k.topic AND t.id = k.id", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
 			if err != nil {
 				return err
 			}
-			if a, _ := res.RowsAffected(); a > 0 {
-				c.add(k.top, store.StateAcked, -1)
-				n++
+			if a, err := res.RowsAffected(); err != nil || a != int64(len(chunk)) {
+				return fmt.Errorf("mysqlstore: dedup purge deleted %d of %d locked tombstones (%v)", a, len(chunk), err)
 			}
+			for _, k := range chunk {
+				c.add(k.top, store.StateAcked, -1)
+			}
+			n += len(chunk)
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
