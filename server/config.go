@@ -35,6 +35,10 @@ type Config struct {
 	MySQLURL string
 	// MySQLPrefix prefixes delayq's tables. Default "delayq_".
 	MySQLPrefix string
+	// SQLTimeout bounds each PostgreSQL or MySQL/MariaDB store call (a
+	// send's transaction, a lease's…): past it the call fails, an API
+	// request with 503. Default: the store's (2 s).
+	SQLTimeout time.Duration
 	// NoMigrate refuses to start unless the PostgreSQL or MySQL schema is
 	// already at this version (made by `delayq migrate`), instead of
 	// creating or upgrading it.

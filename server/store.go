@@ -32,7 +32,7 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store,
 	case n > 1:
 		return nil, "", errors.New("server: give only one of RedisURL, PostgresURL and MySQLURL")
 	case cfg.MySQLURL != "":
-		st, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: cfg.MySQLURL, Prefix: cfg.MySQLPrefix, NoMigrate: cfg.NoMigrate, Logger: log})
+		st, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: cfg.MySQLURL, Prefix: cfg.MySQLPrefix, NoMigrate: cfg.NoMigrate, Timeout: cfg.SQLTimeout, Logger: log})
 		if err != nil {
 			return nil, "", fmt.Errorf("open mysql %s: %w", mysqlstore.RedactURL(cfg.MySQLURL), err)
 		}
@@ -42,7 +42,7 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store,
 		}
 		return st, "mysql " + mysqlstore.RedactURL(cfg.MySQLURL) + " prefix " + prefix, nil
 	case cfg.PostgresURL != "":
-		st, err := pgstore.Open(ctx, pgstore.Options{URL: cfg.PostgresURL, Schema: cfg.PostgresSchema, NoMigrate: cfg.NoMigrate, Logger: log})
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: cfg.PostgresURL, Schema: cfg.PostgresSchema, NoMigrate: cfg.NoMigrate, Timeout: cfg.SQLTimeout, Logger: log})
 		if err != nil {
 			return nil, "", fmt.Errorf("open postgres %s: %w", pgstore.RedactURL(cfg.PostgresURL), err)
 		}

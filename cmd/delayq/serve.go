@@ -70,6 +70,7 @@ type serveOpts struct {
 	postgresMigrate                bool
 	mysql, mysqlPrefix             string
 	mysqlMigrate                   bool
+	sqlTimeout                     time.Duration
 	insecure, noDashboard          bool
 	dashboardSessionKey            string
 	tokens                         serveTokenList
@@ -107,6 +108,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.StringVar(&o.mysql, "mysql", "", "use the MySQL/MariaDB engine at `URL` (mysql://user:pass@host:3306/db?param=value) instead of --data")
 	fs.StringVar(&o.mysqlPrefix, "mysql-prefix", mysqlstore.DefaultPrefix, "`prefix` of delayq's MySQL tables")
 	fs.BoolVar(&o.mysqlMigrate, "mysql-migrate", true, "create or upgrade the MySQL tables at startup (false: refuse to start unless `delayq migrate` did)")
+	durVar(fs, &o.sqlTimeout, "sql-timeout", mysqlstore.DefaultTimeout, "time bound of each PostgreSQL or MySQL store call (a send's transaction, a lease); past it the request gets 503")
 	fs.StringVar(&o.config, "config", "", "JSON config `file`")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback address without tokens")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", "", "Host header `names` the server answers, comma-separated (name, name:port, [IPv6], *.domain, or * for any); loopback names always. Default: loopback names on a loopback --addr; elsewhere any Host with tokens, else also IP literals")
@@ -290,6 +292,9 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if (o.redis != "" && o.postgres != "") || (o.redis != "" && o.mysql != "") || (o.postgres != "" && o.mysql != "") {
 		return errors.New("give one of --redis, --postgres and --mysql")
 	}
+	if o.sqlTimeout <= 0 {
+		return fmt.Errorf("--sql-timeout %s: must be more than 0", o.sqlTimeout)
+	}
 	bi := buildinfo.Get()
 	tr, err := tracing.FromEnv(ctx, bi.Version, stdout, log)
 	if err != nil {
@@ -355,8 +360,8 @@ func serveConfig(o *serveOpts, log *slog.Logger) server.Config {
 	cfg := server.Config{
 		DataDir: o.data, RedisURL: o.redis, RedisPartitions: o.redisPartitions, RedisAllowEviction: o.redisAllowEviction,
 		PostgresURL: o.postgres, PostgresSchema: o.postgresSchema, MySQLURL: o.mysql, MySQLPrefix: o.mysqlPrefix,
-		NoMigrate: (o.postgres != "" && !o.postgresMigrate) || (o.mysql != "" && !o.mysqlMigrate),
-		Addr:      o.addr, Tokens: o.tokens, TokensFile: o.tokensFile, Insecure: o.insecure,
+		NoMigrate: (o.postgres != "" && !o.postgresMigrate) || (o.mysql != "" && !o.mysqlMigrate), SQLTimeout: o.sqlTimeout,
+		Addr: o.addr, Tokens: o.tokens, TokensFile: o.tokensFile, Insecure: o.insecure,
 		AllowedHosts: splitHostList(o.allowedHosts), TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey,
 		NoDashboard: o.noDashboard, DashboardSessionKeys: splitKeyList(o.dashboardSessionKey), DebugAddr: o.debugAddr, Logger: log,
 		MaxPayload: o.maxPayload, MaxDelay: o.maxDelay, DedupWindow: o.dedupWindow,

@@ -44,6 +44,7 @@ func TestServeFlagPrecedence(t *testing.T) {
 		{"log-format (file)", o.logFormat, "json"},
 		{"log-level (default)", o.logLevel, "info"},
 		{"dedup-window (default)", o.dedupWindow.String(), "24h0m0s"},
+		{"sql-timeout (default)", o.sqlTimeout.String(), "2s"},
 		{"tokens (file)", strings.Join(o.tokens, " "), "a:0123456789abcdef0:admin:*"},
 	}
 	for _, c := range checks {
@@ -60,6 +61,13 @@ func TestServeFlagPrecedence(t *testing.T) {
 	}
 	if keys := serveConfig(o, nil).DashboardSessionKeys; len(keys) != 2 || keys[0] != "new-key-0123456789abcdef0123456789" {
 		t.Errorf("DELAYQ_DASHBOARD_SESSION_KEY: keys %q, want the two, new first", keys)
+	}
+	env["DELAYQ_SQL_TIMEOUT"] = "7s"
+	if o, err = parseServe(nil, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if got := serveConfig(o, nil).SQLTimeout; got != 7*time.Second {
+		t.Errorf("DELAYQ_SQL_TIMEOUT=7s: Config.SQLTimeout %s", got)
 	}
 	env["DELAYQ_SERVE_TOKENS"] = "b:0123456789abcdef1:produce:x c:0123456789abcdef2:consume:y"
 	if o, err = parseServe(nil, func(k string) string { return env[k] }); err != nil {
@@ -88,6 +96,7 @@ func TestServeBadInputs(t *testing.T) {
 		{"non-loopback without tokens", []string{"--addr", "0.0.0.0:0", "--data", filepath.Join(dir, "never")}, nil, 1, "--insecure"},
 		{"bad token", []string{"--token", "name:short:admin:*"}, nil, 1, "secret of name"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, 1, "--log-level"},
+		{"zero sql timeout", []string{"--sql-timeout", "0s", "--data", filepath.Join(dir, "never")}, nil, 1, "--sql-timeout 0s: must be more than 0"},
 		{"debug listener not on loopback", []string{"--debug-addr", "0.0.0.0:6060", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"0.0.0.0:6060\": must be a loopback address"},
 		{"debug listener without port", []string{"--debug-addr", "127.0.0.1", "--data", filepath.Join(dir, "never")}, nil, 1, "--debug-addr \"127.0.0.1\""},
 		{"bad allowed host", []string{"--allowed-hosts", "queue.example,http://x", "--data", filepath.Join(dir, "never")}, nil, 1, `--allowed-hosts: allowed host "http://x"`},

@@ -3,3 +3,15 @@ package mysqlstore
 // LeasePickSQL is the lease's scan (arguments: topic, now, max), for the
 // churn test's probe.
 func LeasePickSQL(s *Store) string { return s.leasePickSQL() }
+
+// SetAfterLookup makes MessageInsertMany run f between its lookup of the
+// batch's ids and its insert (nil: nothing).
+func SetAfterLookup(s *Store, f func()) { s.afterLookup = f }
+
+// SetReadBackSeq makes multi-row inserts read their rows' seq back, as on
+// a server whose AUTO_INCREMENT values may not be consecutive.
+func SetReadBackSeq(s *Store) { s.consecutiveSeq = false }
+
+// SessionSettings reports what Open found of the sessions: READ COMMITTED
+// from their start, consecutive AUTO_INCREMENT values.
+func SessionSettings(s *Store) (rc, consecutive bool) { return s.sessionRC, s.consecutiveSeq }

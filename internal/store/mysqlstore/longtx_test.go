@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,5 +122,101 @@ func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel) {
 	}
 	if got, want := tr.Counts, (store.Counts{Scheduled: 2, Ready: 1, Acked: 3}); got != want {
 		t.Fatalf("counts after the commit %+v, want %+v", got, want)
+	}
+}
+
+// Many application transactions sending to one topic at once make count
+// stripes as they need them, up to 64: afterwards as many open ones as
+// there are stripes each hold one, and none waits for another. With 8
+// stripes (schema 5) the ninth waited for a commit, which held concurrent
+// sends to 8 at a time per topic; and new stripes were numbered lowest
+// first, so transactions that found none free all waited for the one the
+// first of them was making.
+func TestManyOpenApplicationTxs(t *testing.T) {
+	srv := mysqltest.Shared(t)
+	prefix := srv.NewPrefix()
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	send := func(c context.Context, tx *sql.Tx, id string) error {
+		_, err := mysqlstore.SendTx(c, tx, prefix, "orders", mysqlstore.TxMessage{ID: id})
+		return err
+	}
+	// Concurrent transactions that each hold their stripe a while.
+	const workers, rounds, open = 24, 6, 16
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+				if err == nil {
+					if err = send(ctx, tx, fmt.Sprintf("w%d-%d", w, r)); err == nil {
+						time.Sleep(30 * time.Millisecond)
+						err = tx.Commit()
+					} else {
+						_ = tx.Rollback()
+					}
+				}
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var stripes int
+	if err := db.QueryRow("SELECT COUNT(*) FROM `" + prefix + "topic_count` WHERE topic = 'orders'").Scan(&stripes); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d concurrent transactions made %d stripes", workers, stripes)
+	if stripes < open {
+		t.Fatalf("%d concurrent transactions made %d stripes, want at least %d", workers, stripes, open)
+	}
+	var txs []*sql.Tx
+	defer func() {
+		for _, tx := range txs {
+			_ = tx.Rollback()
+		}
+	}()
+	for i := range open {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txs = append(txs, tx)
+		// Bounded well below InnoDB's lock wait (50 s): a wait for one of
+		// the open transactions fails the test.
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = send(c, tx, fmt.Sprintf("m%d", i))
+		cancel()
+		if err != nil {
+			t.Fatalf("send %d while %d application transactions that sent to the topic are open: %v", i, i, err)
+		}
+	}
+	for _, tx := range txs {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txs = nil
+	tr, err := s.TopicGet(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(workers*rounds + open); tr.Counts.Ready != want {
+		t.Fatalf("counts %+v, want %d ready", tr.Counts, want)
 	}
 }

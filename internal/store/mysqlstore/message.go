@@ -1,12 +1,10 @@
 package mysqlstore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -58,15 +56,21 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority"
 
 func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
-	r := &store.Record{State: store.StateAcked}
-	var t, i, headers []byte
-	var lastErr sql.NullString
-	err := q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id).
-		Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority)
+	r, err := scanTomb(q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func scanTomb(sc scanner) (*store.Record, error) {
+	r := &store.Record{State: store.StateAcked}
+	var t, i, headers []byte
+	var lastErr sql.NullString
+	if err := sc.Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority); err != nil {
 		return nil, err
 	}
 	r.Topic, r.ID, r.LastError, r.UpdatedAt = string(t), string(i), lastErr.String, r.AckedAt
@@ -91,8 +95,10 @@ func (c counts) add(topic string, st store.State, d int64) {
 	}
 }
 
-// countStripes bounds the topic_count rows of each topic (migration 5).
-const countStripes = 8
+// countStripes bounds the topic_count rows of each topic (migration 6;
+// 8 in migration 5): as many transactions of a topic as there are stripes
+// count at once, each holding its stripe to its commit.
+const countStripes = 64
 
 // flushCounts adds the transaction's count changes to one stripe of each
 // topic's counts: the first stripe no other transaction holds, so that a
@@ -131,34 +137,28 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	return nil
 }
 
-// newStripe picks the stripe to make when none of topic's is free: the
-// lowest number not made yet (a consistent read, so it waits for no
-// holder), or with all countStripes made one at random, to wait for.
+// newStripe picks the stripe to make when none of topic's is free: one
+// of the 8 numbers after the highest made (a consistent read, so it waits
+// for no holder) at random, or with none left there any number at random
+// (made: to wait for). Not the lowest number not made: transactions that
+// find none free at once would all pick the one the first of them is
+// making, and wait for its commit, so the stripes would hardly grow. Not
+// in a hole either: at REPEATABLE READ (an application's transaction
+// around the send procedure) a locking read of a stripe also locks the
+// gap before it.
 func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ?", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-	if err != nil {
+	var high sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(stripe) FROM "+s.t("topic_count")+" WHERE topic = ?", topic).Scan(&high); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return 0, err
 	}
-	defer rows.Close()
-	var made [countStripes]bool
-	for rows.Next() {
-		var k int
-		if err := rows.Scan(&k); err != nil {
-			return 0, err
-		}
-		if k >= 0 && k < countStripes {
-			made[k] = true
-		}
+	next := 0
+	if high.Valid {
+		next = int(high.Int64) + 1
 	}
-	if err := rows.Err(); err != nil {
-		return 0, err
+	if next < countStripes {
+		return next + rand.IntN(min(8, countStripes-next)), nil // #nosec G404 -- spreads lock contention over stripes; nothing depends on it being unpredictable
 	}
-	for k, ok := range made {
-		if !ok {
-			return k, nil
-		}
-	}
-	return rand.IntN(countStripes), nil // #nosec G404 -- spreads lock contention over stripes; nothing depends on it being unpredictable
+	return rand.IntN(countStripes), nil // #nosec G404 -- as above
 }
 
 // topicRow makes topic's row when it has none and, for a send, clears its
@@ -256,69 +256,13 @@ func conflict(r *store.Record, why string) error {
 	return fmt.Errorf("mysqlstore: message %q in topic %q is %s (%s): %w", r.ID, r.Topic, r.State, why, store.ErrConflict)
 }
 
-// MessageInsertMany implements store.Store.
+// MessageInsertMany implements store.Store (see insertMany).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
 	var out []store.InsertResult
 	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		out = make([]store.InsertResult, len(p.Messages))
-		c := counts{}
-		for i := range p.Messages {
-			m := &p.Messages[i]
-			ex, err := s.getMsg(ctx, tx, p.Topic, m.ID, true)
-			if err != nil {
-				return err
-			}
-			if ex == nil {
-				if ex, err = s.getTomb(ctx, tx, p.Topic, m.ID); err != nil {
-					return err
-				}
-			}
-			if ex != nil {
-				out[i] = store.InsertResult{Record: ex, Duplicate: true}
-				continue
-			}
-			r := &store.Record{Topic: p.Topic, ID: m.ID, Payload: bytes.Clone(m.Payload), Headers: maps.Clone(m.Headers), DueAt: m.Due(now), CreatedAt: now, UpdatedAt: now, MaxAttempts: m.MaxAttempts, State: store.StateScheduled, Priority: m.Priority}
-			if r.DueAt <= now {
-				r.State = store.StateReady
-			}
-			if r.Payload == nil {
-				r.Payload = []byte{}
-			}
-			res, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-				r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, now, now, r.MaxAttempts, r.Priority)
-			if isDup(err) {
-				// A concurrent insert of the same id committed after the
-				// lookup (read committed locks no gap): the statement
-				// alone failed; the row now exists.
-				if ex, err = s.getMsg(ctx, tx, p.Topic, m.ID, true); err != nil {
-					return err
-				}
-				if ex == nil {
-					return errRetry
-				}
-				out[i] = store.InsertResult{Record: ex, Duplicate: true}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			r.Seq = uint64(seq) // #nosec G115 -- AUTO_INCREMENT is positive
-			if err := s.addQ(ctx, tx, r); err != nil {
-				return err
-			}
-			c.add(r.Topic, r.State, 1)
-			out[i] = store.InsertResult{Record: r}
-		}
-		if len(c) == 0 && len(p.Messages) > 0 {
-			// Duplicates only: no count moves, but a send still makes a
-			// deleted topic again (flushCounts does it otherwise).
-			return s.topicRow(ctx, tx, p.Topic, true)
-		}
-		return s.flushCounts(ctx, tx, c)
+		var err error
+		out, err = s.insertMany(ctx, tx, p, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -532,23 +476,8 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 			return err
 		}
 		c := counts{}
-		for _, k := range keys {
-			r, err := s.getMsg(ctx, tx, p.Topic, k.id, true)
-			if err != nil {
-				return err
-			}
-			if r == nil || r.State != store.StateReady || r.Seq != k.seq {
-				continue
-			}
-			if err := s.move(ctx, tx, c, r, func() {
-				r.State, r.UpdatedAt = store.StateInflight, now
-				r.Deliveries++
-				r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
-				r.LeaseUntil = now + p.LeaseFor
-			}); err != nil {
-				return err
-			}
-			out = append(out, r)
+		if out, err = s.leaseKeys(ctx, tx, c, p, keys, now); err != nil {
+			return err
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
@@ -607,14 +536,10 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
 	var out []error
 	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		out = make([]error, len(p.Items))
 		c := counts{}
-		for i, it := range p.Items {
-			err := s.ack(ctx, tx, c, p.Topic, it.ID, it.Receipt, now)
-			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			out[i] = err
+		var err error
+		if out, err = s.ackMany(ctx, tx, c, p.Topic, p.Items, now); err != nil {
+			return err
 		}
 		return s.flushCounts(ctx, tx, c)
 	})
@@ -868,15 +793,27 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 			return err
 		}
 		c := counts{}
-		for _, k := range keys {
-			res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", k.top, k.id) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		// One statement per chunk, by point reads (see keyRows): the
+		// tombstones are locked (picked FOR UPDATE), so each is deleted.
+		// One at a time, a purge of 1,000 was 1,000 statements, slower
+		// than set-based acks make tombstones.
+		for i := 0; i < len(keys); i += moveChunk {
+			chunk := keys[i:min(i+moveChunk, len(keys))]
+			args := make([]any, 0, 2*len(chunk))
+			for _, k := range chunk {
+				args = append(args, []byte(k.top), []byte(k.id))
+			}
+			res, err := tx.ExecContext(ctx, "DELETE t FROM "+keyRows(len(chunk), "topic", "id")+" k STRAIGHT_JOIN "+s.t("tombstone")+" t ON t.topic = k.topic AND t.id = k.id", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
 			if err != nil {
 				return err
 			}
-			if a, _ := res.RowsAffected(); a > 0 {
-				c.add(k.top, store.StateAcked, -1)
-				n++
+			if a, err := res.RowsAffected(); err != nil || a != int64(len(chunk)) {
+				return fmt.Errorf("mysqlstore: dedup purge deleted %d of %d locked tombstones (%v)", a, len(chunk), err)
 			}
+			for _, k := range chunk {
+				c.add(k.top, store.StateAcked, -1)
+			}
+			n += len(chunk)
 		}
 		return s.flushCounts(ctx, tx, c)
 	})

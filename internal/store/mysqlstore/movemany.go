@@ -1,8 +1,10 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 
 	"github.com/delayq/delayq/internal/store"
@@ -22,20 +24,55 @@ func tuples(n, width int) string {
 	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
 }
 
-// lockMsgs reads and locks (FOR UPDATE) the message rows of keys, in
-// primary-key order whatever the keys' order (InnoDB reads the IN list's
-// points in index order), and answers them by topic and id. Without full,
-// a record has only the fields a promotion needs: no payload is read.
-func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, full bool) (map[[2]string]*store.Record, error) {
-	args := make([]any, 0, 2*len(keys))
-	for _, k := range keys {
-		args = append(args, k.top, k.id)
+// keyRows is "(SELECT ? AS a, ? AS b UNION ALL VALUES (?, ?), …)": a derived
+// table of n rows of the named columns, to join the rows a statement acts
+// on by their primary key. A locking statement must reach its rows by
+// point reads: given an IN list, MariaDB may read the whole range of the
+// topic instead (it did on small tables), and a locking read waits for
+// every uncommitted row it passes, such as an open application
+// transaction's send. Driven by this table (STRAIGHT_JOIN), each row is
+// one primary-key lookup (eq_ref).
+func keyRows(n int, cols ...string) string {
+	var b strings.Builder
+	b.WriteString("(SELECT ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("? AS " + c)
 	}
+	if n > 1 {
+		// The other rows as one table value constructor: a UNION of n
+		// SELECTs would be n queries for the server to plan.
+		b.WriteString(" UNION ALL VALUES ")
+		b.WriteString(tuples(n-1, len(cols)))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// prefixed is cols ("a, b") with each name prefixed ("m.a, m.b").
+func prefixed(p, cols string) string {
+	return p + strings.ReplaceAll(cols, ", ", ", "+p)
+}
+
+// lockMsgs reads and locks (FOR UPDATE) the message rows of keys, in
+// primary-key order whatever the keys' order (so that two calls lock in
+// one order), one point read each (see keyRows), and answers them by topic
+// and id. Without full, a record has only the fields a promotion needs:
+// no payload is read.
+func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, full bool) (map[[2]string]*store.Record, error) {
 	cols := msgCols
 	if !full {
 		cols = "topic, id, seq, state, due, priority"
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+cols+" FROM "+s.t("message")+" WHERE (topic, id) IN ("+tuples(len(keys), 2)+") FOR UPDATE", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
+	sorted := slices.Clone(keys)
+	slices.SortFunc(sorted, func(a, b qkey) int { return cmp.Or(strings.Compare(a.top, b.top), strings.Compare(a.id, b.id)) })
+	args := make([]any, 0, 2*len(keys))
+	for _, k := range sorted {
+		args = append(args, []byte(k.top), []byte(k.id))
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+prefixed("m.", cols)+" FROM "+keyRows(len(keys), "topic", "id")+" k JOIN "+s.t("message")+" m ON m.topic = k.topic AND m.id = k.id FOR UPDATE", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
 	if err != nil {
 		return nil, err
 	}
@@ -70,25 +107,28 @@ func (s *Store) delQMany(ctx context.Context, tx *sql.Tx, st store.State, recs [
 	}
 	var table string
 	args := make([]any, 0, 3*len(recs))
-	width := 3
 	for _, r := range recs {
 		switch st {
 		case store.StateScheduled:
 			table = "q_scheduled"
-			args = append(args, r.Topic, r.DueAt, r.Seq)
+			args = append(args, []byte(r.Topic), r.DueAt, r.Seq)
 		case store.StateReady:
 			table = "q_ready"
-			args = append(args, r.Topic, r.DueAt, r.Seq)
+			args = append(args, []byte(r.Topic), r.DueAt, r.Seq)
 		case store.StateDead:
 			table = "q_dead"
-			args = append(args, r.Topic, r.DeadAt, r.Seq)
+			args = append(args, []byte(r.Topic), r.DeadAt, r.Seq)
 		case store.StateInflight:
-			table, width = "q_inflight", 2
+			table = "q_inflight"
 			args = append(args, r.LeaseUntil, r.Seq)
 		}
 	}
-	cols := map[string]string{"q_scheduled": "topic, due, seq", "q_ready": "topic, due, seq", "q_dead": "topic, dead_at, seq", "q_inflight": "lease_until, seq"}[table]
-	_, err := tx.ExecContext(ctx, "DELETE FROM "+s.t(table)+" WHERE ("+cols+") IN ("+tuples(len(recs), width)+")", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), its key's column names and placeholders are concatenated; values are parameters
+	cols := map[string][]string{"q_scheduled": {"topic", "due", "seq"}, "q_ready": {"topic", "due", "seq"}, "q_dead": {"topic", "dead_at", "seq"}, "q_inflight": {"lease_until", "seq"}}[table]
+	on := make([]string, len(cols))
+	for i, c := range cols {
+		on[i] = "q." + c + " = k." + c
+	}
+	_, err := tx.ExecContext(ctx, "DELETE q FROM "+keyRows(len(recs), cols...)+" k STRAIGHT_JOIN "+s.t(table)+" q ON "+strings.Join(on, " AND "), args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), its key's column names and placeholders are concatenated; values are parameters
 	return err
 }
 

@@ -1,6 +1,7 @@
 package mysqlstore_test
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"testing"
@@ -86,5 +87,51 @@ func TestSendTx(t *testing.T) {
 	defer tx.Rollback() //nolint:errcheck // after the error below
 	if _, err := mysqlstore.SendTx(ctx, tx, prefix, "", mysqlstore.TxMessage{ID: "x"}); err == nil {
 		t.Fatal("send to an empty topic: no error")
+	}
+}
+
+// SendTx writes its values into the statement (one round trip): any
+// bytes of topic, id and payload arrive as given, a priority included.
+func TestSendTxAnyBytes(t *testing.T) {
+	srv := mysqltest.Shared(t)
+	prefix := srv.NewPrefix()
+	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	payload := make([]byte, 256)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	topic, id := "it's a \\ topic", "id 'with' \"quotes\" \\ and \x00 \xff"
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mysqlstore.SendTx(ctx, tx, prefix, topic,
+		mysqlstore.TxMessage{ID: id, Payload: payload, MaxAttempts: 7, Priority: 3},
+		mysqlstore.TxMessage{ID: "empty"})
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].ID != id || res[0].Duplicate {
+		t.Fatalf("results %+v", res)
+	}
+	r, err := s.MessageGet(ctx, topic, id)
+	if err != nil || !bytes.Equal(r.Payload, payload) || r.MaxAttempts != 7 || r.Priority != 3 {
+		t.Fatalf("MessageGet: %+v %v", r, err)
+	}
+	if r, err := s.MessageGet(ctx, topic, "empty"); err != nil || len(r.Payload) != 0 {
+		t.Fatalf("MessageGet empty: %+v %v", r, err)
 	}
 }

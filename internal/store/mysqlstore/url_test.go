@@ -17,8 +17,14 @@ func TestParseURL(t *testing.T) {
 	if c.User != "u" || c.Passwd != "s@cret" || c.Addr != "db.example:3307" || c.DBName != "queue" || c.Timeout.String() != "5s" || !c.ClientFoundRows {
 		t.Fatalf("parsed %+v", c)
 	}
-	if c, err := ParseURL("mysql://u@h/db"); err != nil || c.Addr != "h:3306" {
-		t.Fatalf("default port: %+v %v", c, err)
+	if c, err := ParseURL("mysql://u@h/db"); err != nil || c.Addr != "h:3306" || !c.InterpolateParams {
+		t.Fatalf("default port, interpolated parameters: %+v %v", c, err)
+	}
+	if !c.InterpolateParams {
+		t.Fatal("parameters not interpolated by default")
+	}
+	if c, err := ParseURL("mysql://u@h/db?interpolateParams=false"); err != nil || c.InterpolateParams {
+		t.Fatalf("interpolateParams=false not kept: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "postgres://u:pw@h/db", "mysql://u:topsecret@h:1", "mysql://u:topsecret@h:1/db?timeout=nope"} {
 		_, err := ParseURL(bad)

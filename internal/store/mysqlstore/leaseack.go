@@ -1,0 +1,147 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// leaseKeys leases the ready messages of keys (locked rows of q_ready, in
+// lease order), moveChunk at a time, with one statement per step for a
+// chunk: lock the message rows, delete their q_ready rows, update them,
+// insert their q_inflight rows. One message at a time (a lookup, a
+// delete, an update and an insert each) a lease of 100 was 400
+// statements. A key whose message is no longer ready with that Seq is
+// passed over, as before.
+func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, keys []qkey, now int64) ([]*store.Record, error) {
+	var out []*store.Record
+	for i := 0; i < len(keys); i += moveChunk {
+		chunk := keys[i:min(i+moveChunk, len(keys))]
+		msgs, err := s.lockMsgs(ctx, tx, chunk, true)
+		if err != nil {
+			return nil, err
+		}
+		var move []*store.Record
+		for _, k := range chunk {
+			r := msgs[[2]string{p.Topic, k.id}]
+			if r == nil || r.State != store.StateReady || r.Seq != k.seq {
+				continue
+			}
+			delete(msgs, [2]string{p.Topic, k.id}) // a key listed twice moves once
+			move = append(move, r)
+		}
+		if len(move) == 0 {
+			continue
+		}
+		if err := s.delQMany(ctx, tx, store.StateReady, move); err != nil {
+			return nil, err
+		}
+		args := make([]any, 0, 3*len(move)+3)
+		for _, r := range move {
+			c.add(r.Topic, r.State, -1)
+			r.State, r.UpdatedAt = store.StateInflight, now
+			r.Deliveries++
+			r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
+			r.LeaseUntil = now + p.LeaseFor
+			c.add(r.Topic, r.State, 1)
+			args = append(args, []byte(r.ID), r.Deliveries, r.Receipt)
+		}
+		args = append(args, []byte(p.Topic), now, now+p.LeaseFor)
+		if _, err := tx.ExecContext(ctx, "UPDATE "+keyRows(len(move), "id", "deliveries", "receipt")+" k STRAIGHT_JOIN "+s.t("message")+" m ON m.topic = ? AND m.id = k.id "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+			"SET m.state = 3, m.updated = ?, m.deliveries = k.deliveries, m.receipt = k.receipt, m.lease_until = ?", args...); err != nil {
+			return nil, err
+		}
+		if err := s.addQMany(ctx, tx, move); err != nil {
+			return nil, err
+		}
+		out = append(out, move...)
+	}
+	return out, nil
+}
+
+// ackMany acks items with one statement per step for all of them: lock
+// their message rows, then (for those leased with the receipt given)
+// delete their q_inflight rows and message rows and insert their
+// tombstones. Items are judged in order, as one ack at a time would: a
+// second ack of an id this call acked is a conflict. One at a time, an
+// ack was four statements.
+func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, c counts, topic string, items []store.AckItem, now int64) ([]error, error) {
+	out := make([]error, len(items))
+	msgs := map[[2]string]*store.Record{}
+	var keys []qkey
+	for _, it := range items {
+		if _, ok := msgs[[2]string{topic, it.ID}]; !ok {
+			msgs[[2]string{topic, it.ID}] = nil
+			keys = append(keys, qkey{top: topic, id: it.ID})
+		}
+	}
+	for i := 0; i < len(keys); i += moveChunk {
+		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+moveChunk, len(keys))], true)
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range got {
+			msgs[k] = r
+		}
+	}
+	acked := map[string]*store.Record{}
+	var done []*store.Record
+	var missing []string // ids without a message: acked before, or unknown
+	for i, it := range items {
+		r := msgs[[2]string{topic, it.ID}]
+		switch {
+		case acked[it.ID] != nil:
+			out[i] = conflict(acked[it.ID], "acked")
+		case r == nil:
+			missing = append(missing, it.ID)
+		case r.State != store.StateInflight:
+			out[i] = conflict(r, "not leased")
+		case r.Receipt != it.Receipt:
+			out[i] = conflict(r, "stale receipt")
+		default:
+			acked[it.ID] = &store.Record{Topic: topic, ID: it.ID, State: store.StateAcked}
+			done = append(done, r)
+		}
+	}
+	if len(missing) > 0 {
+		tombs := map[[2]string]*store.Record{}
+		for i := 0; i < len(missing); i += moveChunk {
+			if err := s.getTombs(ctx, tx, topic, missing[i:min(i+moveChunk, len(missing))], tombs); err != nil {
+				return nil, err
+			}
+		}
+		for i, it := range items {
+			if out[i] != nil || msgs[[2]string{topic, it.ID}] != nil {
+				continue
+			}
+			if t := tombs[[2]string{topic, it.ID}]; t != nil {
+				out[i] = conflict(t, "acked")
+			} else {
+				out[i] = notFound(topic, it.ID)
+			}
+		}
+	}
+	for i := 0; i < len(done); i += moveChunk {
+		chunk := done[i:min(i+moveChunk, len(done))]
+		if err := s.delQMany(ctx, tx, store.StateInflight, chunk); err != nil {
+			return nil, err
+		}
+		del := make([]any, 0, 1+len(chunk))
+		ins := make([]any, 0, 11*len(chunk))
+		for _, r := range chunk {
+			del = append(del, []byte(r.ID))
+			ins = append(ins, r.Topic, r.ID, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority)
+			c.add(topic, store.StateInflight, -1)
+			c.add(topic, store.StateAcked, 1)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE m FROM "+keyRows(len(chunk), "id")+" k STRAIGHT_JOIN "+s.t("message")+" m ON m.topic = ? AND m.id = k.id", append(del, []byte(topic))...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" (topic, id, seq, acked_at, due, created, deliveries, failures, max_attempts, last_error, priority) VALUES "+tuples(len(chunk), 11), ins...); err != nil { // #nosec G202 -- as above
+			return nil, err
+		}
+	}
+	return out, nil
+}
