@@ -301,3 +301,45 @@ func TestConcurrentOverlappingBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestSendManyTxNotifies: delayq_send_many notifies at commit with the
+// batch's earliest due time (0 for a message due now) when that is within
+// 60 s, and not at all for a batch due later.
+func TestSendManyTxNotifies(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	notes, _, _, _ := subscribe(t, s)
+	conn := appConn(t, srv.URL())
+	send := func(msgs ...pgstore.TxMessage) []pgstore.TxResult {
+		t.Helper()
+		var res []pgstore.TxResult
+		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var err error
+			res, err = pgstore.SendManyTx(ctx, tx, s.Schema(), "t", msgs...)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	next := func(what string) note {
+		t.Helper()
+		select {
+		case n := <-notes:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification for %s", what)
+		}
+		return note{}
+	}
+	send(pgstore.TxMessage{ID: "in-2h", Delay: 2 * time.Hour}, pgstore.TxMessage{ID: "in-61s", Delay: 61 * time.Second})
+	res := send(pgstore.TxMessage{ID: "in-2h-b", Delay: 2 * time.Hour}, pgstore.TxMessage{ID: "in-7s", Delay: 7 * time.Second},
+		pgstore.TxMessage{ID: "in-5s", Delay: 5 * time.Second})
+	if n := next("the batch due in 5 s"); n.topic != "t" || n.due != res[2].DueAt.UnixMilli() {
+		t.Fatalf("first notification %+v, want the batch's earliest due %d: the batch due later notified", n, res[2].DueAt.UnixMilli())
+	}
+	send(pgstore.TxMessage{ID: "in-1h", Delay: time.Hour}, pgstore.TxMessage{ID: "now"})
+	if n := next("the batch with a message due now"); n.topic != "t" || n.due != 0 {
+		t.Fatalf("notification %+v, want due 0 (ready)", n)
+	}
+}
