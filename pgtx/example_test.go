@@ -33,3 +33,22 @@ func Example() {
 	}
 	_ = tx.Commit(ctx) // the message exists from here on
 }
+
+// Schedule a reminder per line of an order in one call (delayq_send_many):
+// the database inserts them together.
+func ExampleSendMany() {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, "postgres://app@127.0.0.1:5432/shop")
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_ = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		msgs := []pgtx.Message{
+			{ID: "order-42-line-1", Payload: []byte(`{"line":1}`), Delay: 24 * time.Hour},
+			{ID: "order-42-line-2", Payload: []byte(`{"line":2}`), Delay: 48 * time.Hour},
+		}
+		_, err := pgtx.SendMany(ctx, tx, "", "orders.remind", msgs...)
+		return err
+	})
+}

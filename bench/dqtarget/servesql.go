@@ -28,8 +28,9 @@ type sqlServeSpec struct {
 	engine string // "postgres" or "mysql"
 	url    string
 	// tx: Send runs in the application's own transaction straight on the
-	// database (pgtx / mysqltx: delayq_send, <prefix>send), one
-	// transaction per Send call; consumers still lease over HTTP.
+	// database (pgtx / mysqltx: delayq_send, on PostgreSQL
+	// delayq_send_many for a batch; <prefix>send), one transaction per
+	// Send call; consumers still lease over HTTP.
 	tx bool
 }
 
@@ -191,7 +192,9 @@ func (t *sqlServeTarget) Close() error {
 }
 
 // pgTxSend sends msgs in one transaction of the application's own,
-// through pgtx's delayq_send, and records the due time it answered.
+// through pgtx — Send (delayq_send) for one message, SendMany
+// (delayq_send_many, one call) for a batch — and records the due time it
+// answered.
 func pgTxSend(ctx context.Context, pool *pgxpool.Pool, schema, topic string, msgs []bench.Msg) error {
 	tms := make([]pgstore.TxMessage, len(msgs))
 	for i, m := range msgs {
@@ -201,7 +204,11 @@ func pgTxSend(ctx context.Context, pool *pgxpool.Pool, schema, topic string, msg
 	if err != nil {
 		return err
 	}
-	res, err := pgstore.SendTx(ctx, tx, schema, topic, tms...)
+	send := pgstore.SendTx
+	if len(tms) > 1 {
+		send = pgstore.SendManyTx
+	}
+	res, err := send(ctx, tx, schema, topic, tms...)
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		return err

@@ -77,7 +77,13 @@
 // row), so a message is never leased twice. The queue rows of locked
 // messages are then changed by separate statements, which read a fresh
 // snapshot. Batches that lock several named messages (ack many, insert)
-// take them in id order, so two of them cannot deadlock.
+// take them in id order, so two of them do not deadlock. One narrow race
+// remains for inserts (schema version 6): a batch goes back, after its
+// set-based insert, to an id that a live message held, and inserts it if
+// that message was cancelled or deleted in between; if another
+// transaction is inserting that id at that moment and waits for one of
+// the batch's later ids, PostgreSQL ends one of them with a deadlock
+// error (40P01), which the caller may retry.
 //
 // Receipts are fenced as on the other engines: a lease's receipt is the
 // lease call's random token and the delivery count, and ack, nack and
@@ -151,8 +157,9 @@
 // transaction commits. It validates its arguments as the HTTP API does
 // (SQLSTATE 22023 otherwise) and runs as its owner (SECURITY DEFINER), so
 // an application role needs only USAGE on the schema and EXECUTE on it.
-// SendTx (pgx.Tx) and SendSQLTx (*sql.Tx, any driver) call it from Go. See
-// docs/postgres.md.
+// SendTx (pgx.Tx) and SendSQLTx (*sql.Tx, any driver) call it from Go;
+// SendManyTx calls delayq_send_many (schema version 6), which sends a
+// batch in one call. See docs/postgres.md.
 //
 // # Migrations
 //
