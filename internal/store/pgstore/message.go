@@ -151,17 +151,17 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		return nil, fmt.Errorf("pgstore: send: %d answers for %d messages: %w", len(recs), n, store.ErrCorrupt)
 	}
 	out := make([]store.InsertResult, n)
-	earliest := int64(-1)
+	earliest, now := int64(-1), int64(0)
 	for i, r := range recs {
 		out[i] = store.InsertResult{Record: r, Duplicate: sts[i] == statusDuplicate}
 		if sts[i] == statusOK {
 			if d := store.NotifyDue(r); earliest < 0 || d < earliest {
-				earliest = d
+				earliest, now = d, r.CreatedAt
 			}
 		}
 	}
 	if earliest >= 0 {
-		s.notify(ctx, map[string]int64{p.Topic: earliest})
+		s.notifySoon(ctx, p.Topic, earliest, now)
 	}
 	return out, nil
 }
@@ -208,7 +208,7 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 	if err != nil {
 		return nil, err
 	}
-	s.notify(ctx, map[string]int64{p.Topic: store.NotifyDue(r)})
+	s.notifySoon(ctx, p.Topic, store.NotifyDue(r), r.UpdatedAt)
 	return r, nil
 }
 
@@ -356,7 +356,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (_ 
 		return nil, err
 	}
 	if r.State == store.StateScheduled || r.State == store.StateReady {
-		s.notify(ctx, map[string]int64{p.Topic: store.NotifyDue(r)})
+		s.notifySoon(ctx, p.Topic, store.NotifyDue(r), r.UpdatedAt)
 	}
 	return r, nil
 }

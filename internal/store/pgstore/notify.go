@@ -26,6 +26,23 @@ import (
 // A failed notification is logged, not returned: the state change is
 // already durable, and the engines' safety sweep finds what a lost
 // notification would have announced.
+// notifyHorizonMS is how far ahead of the database's now a change must be
+// due to go unannounced: a send, reschedule or retry due later is armed by
+// the other servers' safety sweep (every 5 s re-reads each topic's next
+// due time), as delayq_send does since schema version 5. The server that
+// made the change arms its own timer. A notification costs a transaction
+// of its own after every batch.
+const notifyHorizonMS = 60_000
+
+// notifySoon notifies topic's due time (0: ready now) unless it is
+// notifyHorizonMS or more after now (both by the database's clock).
+func (s *Store) notifySoon(ctx context.Context, topic string, due, now int64) {
+	if due != 0 && due-now >= notifyHorizonMS {
+		return
+	}
+	s.notify(ctx, map[string]int64{topic: due})
+}
+
 func (s *Store) notify(ctx context.Context, due map[string]int64) {
 	if len(due) == 0 {
 		return
