@@ -217,9 +217,15 @@ func TestChurnBounded(t *testing.T) {
 		}
 	}
 	// The second half of the run adds nothing lasting: no table the churn
-	// writes ends more than 25 % + 128 KiB above its largest size in the
-	// first half (the slack: what the churn leaves between two autovacuum
-	// visits). Without vacuum they grow with every message.
+	// writes ends more than 25 % + 2 MiB above its largest size in the
+	// first half. The slack is what one phase (4,000 messages, each a few
+	// row versions) can leave between two autovacuum visits when they fall
+	// badly: `message` once went from 816 KiB to 2.6 MiB in the last phase
+	// of a loaded run, and set-based sends move a phase in 1–2 s. Without
+	// vacuum the second half adds 20,000 messages' versions to every
+	// table: with autovacuum off, `message` went from 10.6 to 20.8 MiB,
+	// `q_ready` from 4.4 to 8.6, `tombstone` 4.2 to 8.3, `topic_count` 2.9
+	// to 6.0, and the lease scan read 336 buffers.
 	for _, name := range churnTables {
 		var peak int64 = -1 // the table's largest size in the first half
 		for _, c := range samples[1:6] {
@@ -229,7 +235,7 @@ func TestChurnBounded(t *testing.T) {
 		if peak < 0 || l < 0 {
 			t.Fatalf("table %s not found in the samples", name)
 		}
-		if l > peak+peak/4+128<<10 {
+		if l > peak+peak/4+2<<20 {
 			t.Errorf("table %s grew from at most %s until %d acked to %s at %d", name, kib(peak), mid.acked, kib(l), last.acked)
 		}
 	}
