@@ -83,7 +83,9 @@
 // that message was cancelled or deleted in between; if another
 // transaction is inserting that id at that moment and waits for one of
 // the batch's later ids, PostgreSQL ends one of them with a deadlock
-// error (40P01), which the caller may retry.
+// error (40P01). The store runs such a send again (up to 3 times, as for
+// a serialization failure); an application calling delayq_send_many in
+// its own transaction retries it as any other deadlock.
 //
 // Receipts are fenced as on the other engines: a lease's receipt is the
 // lease call's random token and the delivery count, and ack, nack and

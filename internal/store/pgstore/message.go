@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/delayq/delayq/internal/store"
@@ -119,6 +120,17 @@ func statusErr(op, topic, id string, st int32, r *store.Record) error {
 	return fmt.Errorf("pgstore: %s: status %d: %w", op, st, store.ErrCorrupt)
 }
 
+// maxSendTries bounds how often a send that PostgreSQL rolled back for a
+// deadlock or a serialization failure is run again.
+const maxSendTries = 3
+
+// retryable reports a failure that PostgreSQL resolved by rolling the
+// transaction back, so that running it again may succeed.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
 // fn is the qualified name of an SQL function of the schema.
 func (s *Store) fn(name string) string { return s.q + "." + name }
 
@@ -142,8 +154,19 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		ids[i], payloads[i], headers[i] = m.ID, m.Payload, sqlcodec.EncodeHeaders(m.Headers)
 		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
 	}
-	sts, recs, err := s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11)",
-		s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
+	var sts []int32
+	var recs []*store.Record
+	for try := 1; ; try++ {
+		sts, recs, err = s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11)",
+			s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
+		// The call is its own transaction, rolled back whole on a deadlock
+		// (40P01: the narrow race of concurrent batches sharing ids, see
+		// the package doc) or a serialization failure (40001: an id kept
+		// changing under concurrent sends and acks): run it again.
+		if err == nil || try == maxSendTries || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

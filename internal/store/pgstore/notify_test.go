@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
@@ -215,5 +217,41 @@ func TestGeneratedIDCollision(t *testing.T) {
 	}
 	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != (store.Counts{Scheduled: 1, Ready: 1}) {
 		t.Fatalf("counts: %+v %v", tr, err)
+	}
+}
+
+// TestSendRetriesRolledBack: a send that PostgreSQL rolls back for a
+// deadlock (40P01, the narrow race of concurrent batches sharing ids) is
+// run again by the store instead of failing the caller's request.
+func TestSendRetriesRolledBack(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := srv.NewSchema()
+	s := openAt(t, srv, func(o *pgstore.Options) { o.Schema = schema })
+	conn, err := pgx.Connect(ctx, srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The first insert into message fails as a deadlock would; a sequence
+	// counts the attempts, since the failed transaction rolls back
+	// everything else.
+	for _, q := range []string{
+		"CREATE SEQUENCE " + schema + ".attempts",
+		"CREATE FUNCTION " + schema + ".fail_first() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " +
+			"IF nextval('" + schema + ".attempts') = 1 THEN RAISE EXCEPTION 'injected deadlock' USING ERRCODE = '40P01'; END IF; " +
+			"RETURN NEW; END $$",
+		"CREATE TRIGGER fail_first BEFORE INSERT ON " + schema + ".message FOR EACH ROW EXECUTE FUNCTION " + schema + ".fail_first()",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	r := send(t, s, "t", "m", 0)
+	if r.ID != "m" || r.State != store.StateReady {
+		t.Fatalf("sent %+v", r)
+	}
+	var attempts int64
+	if err := conn.QueryRow(ctx, "SELECT last_value FROM "+schema+".attempts").Scan(&attempts); err != nil || attempts != 2 {
+		t.Fatalf("%d attempts (%v), want 2: the rolled-back one and its retry", attempts, err)
 	}
 }
