@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"strings"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -38,7 +39,8 @@ func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.Me
 		if err := s.delQMany(ctx, tx, store.StateReady, move); err != nil {
 			return nil, err
 		}
-		args := make([]any, 0, 3*len(move)+3)
+		args := make([]any, 0, len(move)+4)
+		args = append(args, now, p.Token+"-", now+p.LeaseFor, []byte(p.Topic))
 		for _, r := range move {
 			c.add(r.Topic, r.State, -1)
 			r.State, r.UpdatedAt = store.StateInflight, now
@@ -46,11 +48,20 @@ func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.Me
 			r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
 			r.LeaseUntil = now + p.LeaseFor
 			c.add(r.Topic, r.State, 1)
-			args = append(args, []byte(r.ID), r.Deliveries, r.Receipt)
+			args = append(args, []byte(r.ID))
 		}
-		args = append(args, []byte(p.Topic), now, now+p.LeaseFor)
-		if _, err := tx.ExecContext(ctx, "UPDATE "+keyRows(len(move), "id", "deliveries", "receipt")+" k STRAIGHT_JOIN "+s.t("message")+" m ON m.topic = ? AND m.id = k.id "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
-			"SET m.state = 3, m.updated = ?, m.deliveries = k.deliveries, m.receipt = k.receipt, m.lease_until = ?", args...); err != nil {
+		// One single-table UPDATE of the rows locked above, by primary key
+		// (FORCE INDEX: on a small table the optimizer would rather scan the
+		// topic's range and wait on other transactions' rows). The same
+		// deliveries and receipt as computed here: assignments run left to
+		// right, so the receipt reads the incremented count. Not a
+		// multi-table UPDATE driven by a derived key table (keyRows), whose
+		// temporary table crashed MariaDB 10.11.19 once under load (SIGSEGV
+		// in multi_update::initialize_tables, cleaning up a failed
+		// create_tmp_table).
+		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" m FORCE INDEX (PRIMARY) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+			"SET m.state = 3, m.updated = ?, m.deliveries = m.deliveries + 1, m.receipt = CONCAT(?, m.deliveries), m.lease_until = ? "+
+			"WHERE m.topic = ? AND m.id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(move)), ", ")+")", args...); err != nil {
 			return nil, err
 		}
 		if err := s.addQMany(ctx, tx, move); err != nil {
