@@ -108,6 +108,16 @@ const countStripes = 64
 // exclusive lock at once (INSERT IGNORE would take a shared one first,
 // and two such upgrading to exclusive deadlock).
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
+	return s.flushCountsOf(ctx, tx, c, false)
+}
+
+// flushCountsOf is flushCounts; sent says the transaction inserted
+// messages (a send), which may make a deleted topic again. Every other
+// change moves a live message, and a topic with live messages is never
+// deleted (TopicDelete), so its row is looked up only when this server
+// has not seen it yet: a promote once read it every time, one more
+// round trip per message in a paced flow.
+func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bool) error {
 	for topic, a := range c {
 		var stripe int
 		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
@@ -128,9 +138,8 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 		if err != nil {
 			return err
 		}
-		// A message made scheduled or ready (ver moves) in a deleted topic
-		// is a send (it held none): the topic is made again.
-		if err := s.topicRow(ctx, tx, topic, a[5] > 0); err != nil {
+		// A message sent to a deleted topic makes it again.
+		if err := s.topicRow(ctx, tx, topic, sent && a[5] > 0); err != nil {
 			return err
 		}
 	}
