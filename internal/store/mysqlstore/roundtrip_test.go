@@ -9,7 +9,7 @@ import (
 )
 
 // TestRoundTripsPerMove counts the statements (the server's Questions) of
-// a promote and a lease of one message on the database's clock, which is
+// a send, a promote and a lease of one message on the database's clock, which is
 // what a paced flow pays per message: the clock is read in the pick, and
 // a promote reads no topic row (before: 12, 10, 4 and 5 statements,
 // BEGIN and COMMIT included). No other test runs beside it (none is parallel at the top
@@ -42,6 +42,10 @@ func TestRoundTripsPerMove(t *testing.T) {
 			t.Errorf("%s: %d statements, want %d", what, n, want)
 		}
 	}
+	count("send of 1, id made by the engine", 8, func() error {
+		_, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: "01J0000000000000000000000G", Generated: true, DueAt: 1_000_020, MaxAttempts: 3}}})
+		return err
+	})
 	clock.Store(1_000_010)
 	count("promote of 2", 10, func() error {
 		res, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "rt", Max: 10})
