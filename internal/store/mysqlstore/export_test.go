@@ -15,3 +15,6 @@ func SetReadBackSeq(s *Store) { s.consecutiveSeq = false }
 // SessionSettings reports what Open found of the sessions: READ COMMITTED
 // from their start, consecutive AUTO_INCREMENT values.
 func SessionSettings(s *Store) (rc, consecutive bool) { return s.sessionRC, s.consecutiveSeq }
+
+// Prefix is the store's table prefix.
+func Prefix(s *Store) string { return s.p }

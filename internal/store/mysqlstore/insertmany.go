@@ -138,7 +138,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 		// deleted topic again (flushCounts does it otherwise).
 		return out, s.topicRow(ctx, tx, p.Topic, true)
 	}
-	return out, s.flushCounts(ctx, tx, c)
+	return out, s.flushCountsOf(ctx, tx, c, true)
 }
 
 // newRecord is the record m makes in topic, sent at now.

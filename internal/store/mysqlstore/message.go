@@ -108,6 +108,16 @@ const countStripes = 64
 // exclusive lock at once (INSERT IGNORE would take a shared one first,
 // and two such upgrading to exclusive deadlock).
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
+	return s.flushCountsOf(ctx, tx, c, false)
+}
+
+// flushCountsOf is flushCounts; sent says the transaction inserted
+// messages (a send), which may make a deleted topic again. Every other
+// change moves a live message, and a topic with live messages is never
+// deleted (TopicDelete), so its row is looked up only when this server
+// has not seen it yet: a promote once read it every time, one more
+// round trip per message in a paced flow.
+func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bool) error {
 	for topic, a := range c {
 		var stripe int
 		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
@@ -128,9 +138,8 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 		if err != nil {
 			return err
 		}
-		// A message made scheduled or ready (ver moves) in a deleted topic
-		// is a send (it held none): the topic is made again.
-		if err := s.topicRow(ctx, tx, topic, a[5] > 0); err != nil {
+		// A message sent to a deleted topic makes it again.
+		if err := s.topicRow(ctx, tx, topic, sent && a[5] > 0); err != nil {
 			return err
 		}
 	}
@@ -416,16 +425,22 @@ func (b moveBudget) spent(i int) bool { return i > 0 && time.Now().After(b.until
 // MessagePromote implements store.Store.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		*res = store.PromoteResult{}
-		if !s.callerNow {
-			res.Now = now
-		}
+		needClock := !s.callerNow // TimeDB: the first statement reads the clock
 		if p.Max > 0 {
-			keys, err := s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+			var keys []qkey
+			var err error
+			if needClock {
+				n := s.nowSQL()
+				keys, now, err = s.pickNow(ctx, tx, "SELECT due, seq, id, topic, "+n+" FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= "+n+" ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, p.Max) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL: fixed text or an integer) are concatenated; values are parameters
+			} else {
+				keys, err = s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+			}
 			if err != nil {
 				return err
 			}
+			needClock = needClock && len(keys) == 0
 			c := counts{}
 			budget := s.moveBudget()
 			for i := 0; i < len(keys); i += moveChunk {
@@ -443,8 +458,15 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 			}
 		}
 		var next sql.NullInt64
-		if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?", p.Topic).Scan(&next); err != nil {
+		if needClock { // nothing picked (or Max 0): the clock with the next due
+			if err := tx.QueryRowContext(ctx, "SELECT "+s.nowSQL()+", (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", p.Topic).Scan(&now, &next); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL) are concatenated; values are parameters
+				return err
+			}
+		} else if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?", p.Topic).Scan(&next); err != nil {
 			return err
+		}
+		if !s.callerNow {
+			res.Now = now
 		}
 		res.NextDue = next.Int64
 		return nil
@@ -457,21 +479,33 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 
 // leasePickSQL picks the next ready messages of a topic (topic, now,
 // max): the lease's scan, which the churn test measures.
-func (s *Store) leasePickSQL() string {
-	return "SELECT due, seq, id, topic FROM " + s.t("q_ready") + " FORCE INDEX (lease_order) WHERE topic = ? AND due <= ? ORDER BY priority, due, seq LIMIT ? FOR UPDATE SKIP LOCKED"
+func (s *Store) leasePickSQL() string { return s.leasePickWith("", "?") }
+
+// leasePickWith is leasePickSQL with extra columns (cols) and now an SQL
+// expression (see nowSQL).
+func (s *Store) leasePickWith(cols, now string) string {
+	return "SELECT due, seq, id, topic" + cols + " FROM " + s.t("q_ready") + " FORCE INDEX (lease_order) WHERE topic = ? AND due <= " + now + " ORDER BY priority, due, seq LIMIT ? FOR UPDATE SKIP LOCKED" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
 }
 
 // MessageLease implements store.Store.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
 	var out []*store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		out = nil
 		if p.Max <= 0 {
 			return nil
 		}
 		// Lease order on lease_order (topic, priority, due, seq): a ready
-		// row not yet due is passed over, not a barrier.
-		keys, err := s.pick(ctx, tx, s.leasePickSQL(), p.Topic, now, p.Max)
+		// row not yet due is passed over, not a barrier. In TimeDB mode
+		// the pick reads the clock; picking nothing, the lease needs none.
+		var keys []qkey
+		var err error
+		if s.callerNow {
+			keys, err = s.pick(ctx, tx, s.leasePickSQL(), p.Topic, now, p.Max)
+		} else {
+			n := s.nowSQL()
+			keys, now, err = s.pickNow(ctx, tx, s.leasePickWith(", "+n, n), p.Topic, p.Max)
+		}
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,7 +308,33 @@ func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now 
 	return s.wrap(err)
 }
 
+// txnPick is txn for an operation whose first statement picks rows by
+// the clock (a promote, a lease): in TimeDB mode fn gets now 0 and reads
+// the database's clock in that statement (pickNow), which saves the
+// transaction its own round trip for it.
+func (s *Store) txnPick(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		err = s.txnRun(ctx, callNow, !s.callerNow, fn)
+		if !isRetryable(err) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+	}
+	return s.wrap(err)
+}
+
 func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+	return s.txnRun(ctx, callNow, false, fn)
+}
+
+// txnRun runs one attempt; lazyClock: fn reads the clock itself.
+func (s *Store) txnRun(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *sql.Tx, now int64) error) error {
 	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	if s.sessionRC {
 		opts = nil // the session's level (see Open)
@@ -317,7 +344,9 @@ func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, 
 		return err
 	}
 	now := callNow
-	if !s.callerNow {
+	if lazyClock {
+		now = 0
+	} else if !s.callerNow {
 		if now, err = s.dbNow(ctx, tx); err != nil {
 			_ = tx.Rollback()
 			return err
@@ -360,6 +389,39 @@ func (s *Store) dbNow(ctx context.Context, q querier) (int64, error) {
 	var now int64
 	err := q.QueryRowContext(ctx, "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) AS SIGNED)").Scan(&now)
 	return now, err
+}
+
+// nowSQL is dbNow's clock as an SQL expression, for a statement that
+// reads it while it picks (pickNow): NOW() is the statement's start in
+// every place the statement names it. The test clock is read once, as a
+// literal.
+func (s *Store) nowSQL() string {
+	if f := s.fakeNow.Load(); f != nil {
+		return strconv.FormatInt((*f)(), 10)
+	}
+	return "CAST(FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) AS SIGNED)"
+}
+
+// pickNow runs q, a pick (due, seq, id, topic) whose fifth column is
+// nowSQL; now is that column, or 0 when nothing was picked.
+func (s *Store) pickNow(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]qkey, int64, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []qkey
+	var now int64
+	for rows.Next() {
+		var k qkey
+		var id, top []byte
+		if err := rows.Scan(&k.due, &k.seq, &id, &top, &now); err != nil {
+			return nil, 0, err
+		}
+		k.id, k.top = string(id), string(top)
+		out = append(out, k)
+	}
+	return out, now, rows.Err()
 }
 
 // StoreNow implements store.Clock.

@@ -1,0 +1,78 @@
+package mysqlstore_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/mysqlstore"
+)
+
+// TestRoundTripsPerMove counts the statements (the server's Questions) of
+// a send, a promote and a lease of one message on the database's clock, which is
+// what a paced flow pays per message: the clock is read in the pick, and
+// a promote reads no topic row (before: 12, 10, 4 and 5 statements,
+// BEGIN and COMMIT included). No other test runs beside it (none is parallel at the top
+// level).
+func TestRoundTripsPerMove(t *testing.T) {
+	s := open(t, mysqlstore.TimeDB)
+	var clock atomic.Int64
+	clock.Store(1_000_000)
+	s.SetTestClock(clock.Load)
+	for _, id := range []string{"a", "b"} { // the first makes the topic's row, the second sees it
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: id, DueAt: 1_000_010, MaxAttempts: 3}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	questions := func() int64 {
+		var name string
+		var v int64
+		if err := adminDB.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	count := func(what string, want int64, f func() error) {
+		t.Helper()
+		q0 := questions()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := questions() - q0 - 1; n != want {
+			t.Errorf("%s: %d statements, want %d", what, n, want)
+		}
+	}
+	count("send of 1, id made by the engine", 8, func() error {
+		_, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: "01J0000000000000000000000G", Generated: true, DueAt: 1_000_020, MaxAttempts: 3}}})
+		return err
+	})
+	clock.Store(1_000_010)
+	count("promote of 2", 10, func() error {
+		res, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "rt", Max: 10})
+		if err == nil && (res.Promoted != 2 || res.Now != 1_000_010) {
+			t.Errorf("promoted %d at %d, want 2 at 1000010", res.Promoted, res.Now)
+		}
+		return err
+	})
+	count("lease of 2", 9, func() error {
+		got, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "rt", Max: 10, LeaseFor: 1000, Token: "k"})
+		if err == nil && (len(got) != 2 || got[0].LeaseUntil != 1_001_010) {
+			t.Errorf("leased %d, want 2 until 1001010", len(got))
+		}
+		return err
+	})
+	count("empty lease", 3, func() error {
+		got, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "rt", Max: 10, LeaseFor: 1000, Token: "k"})
+		if err == nil && len(got) != 0 {
+			t.Errorf("leased %d, want 0", len(got))
+		}
+		return err
+	})
+	count("empty promote", 4, func() error {
+		res, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "rt", Max: 10})
+		if err == nil && (res.Promoted != 0 || res.Now != 1_000_010) {
+			t.Errorf("promoted %d at %d, want 0 at 1000010", res.Promoted, res.Now)
+		}
+		return err
+	})
+}
