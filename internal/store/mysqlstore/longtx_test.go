@@ -10,7 +10,6 @@ import (
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
-	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
 // An application transaction that sent to a topic and is still open (it
@@ -29,18 +28,7 @@ func TestOpenApplicationTxBlocksNothing(t *testing.T) {
 }
 
 func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db, prefix := storeAndApp(t)
 	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "orders", Now: 1, Messages: []store.InsertMessage{
 		{ID: "ready-1", Payload: []byte("a"), MaxAttempts: 3},
 		{ID: "ready-2", Payload: []byte("b"), MaxAttempts: 3},
@@ -133,18 +121,7 @@ func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel) {
 // first, so transactions that found none free all waited for the one the
 // first of them was making.
 func TestManyOpenApplicationTxs(t *testing.T) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db, prefix := storeAndApp(t)
 	send := func(c context.Context, tx *sql.Tx, id string) error {
 		_, err := mysqlstore.SendTx(c, tx, prefix, "orders", mysqlstore.TxMessage{ID: id})
 		return err

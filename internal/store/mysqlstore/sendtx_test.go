@@ -12,21 +12,30 @@ import (
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
-// A message sent in the application's transaction exists iff it commits,
-// with the counts and queue a server-side send would have made.
-func TestSendTx(t *testing.T) {
+// storeAndApp opens a store on a fresh prefix of the shared server and an
+// application's own connection pool to the same database; both close when
+// t ends.
+func storeAndApp(t *testing.T) (*mysqlstore.Store, *sql.DB, string) {
+	t.Helper()
 	srv := mysqltest.Shared(t)
 	prefix := srv.NewPrefix()
 	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { _ = s.Close() })
 	db, err := sql.Open("mysql", srv.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
+	return s, db, prefix
+}
+
+// A message sent in the application's transaction exists iff it commits,
+// with the counts and queue a server-side send would have made.
+func TestSendTx(t *testing.T) {
+	s, db, prefix := storeAndApp(t)
 
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -93,18 +102,7 @@ func TestSendTx(t *testing.T) {
 // SendTx writes its values into the statement (one round trip): any
 // bytes of topic, id and payload arrive as given, a priority included.
 func TestSendTxAnyBytes(t *testing.T) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db, prefix := storeAndApp(t)
 	payload := make([]byte, 256)
 	for i := range payload {
 		payload[i] = byte(i)
