@@ -1,17 +1,14 @@
 package pgstore_test
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -111,11 +108,7 @@ func TestDelayqSendManyRefuses(t *testing.T) {
 	s := openAt(t, srv)
 	conn := appConn(t, srv.URL())
 	q := pgx.Identifier{s.Schema()}.Sanitize() + ".delayq_send_many"
-	for _, c := range []struct {
-		sql  string
-		args []any
-		want string
-	}{
+	wantRefused(t, conn, s, []refusal{
 		{"SELECT * FROM " + q + "($1, NULL, ARRAY['x']::bytea[])", []any{"bad topic"}, "topic"},
 		{"SELECT * FROM " + q + "('t', ARRAY['a', 'b/c'], ARRAY['x', 'y']::bytea[])", nil, "message 2: id"},
 		{"SELECT * FROM " + q + "('t', ARRAY['a'], ARRAY['x', 'y']::bytea[])", nil, "as long as payloads"},
@@ -127,16 +120,7 @@ func TestDelayqSendManyRefuses(t *testing.T) {
 		{"SELECT * FROM " + q + "('t', NULL, ARRAY['x']::bytea[], priorities => ARRAY[256])", nil, "priority"},
 		{"SELECT * FROM " + q + "('t', NULL, ARRAY['x']::bytea[], headers => ARRAY['{\"k\": 1}']::jsonb[])", nil, "headers"},
 		{"SELECT * FROM " + q + "('t', NULL, ARRAY[$1::bytea])", []any{make([]byte, 1<<20+1)}, "payload"},
-	} {
-		_, err := conn.Exec(ctx, c.sql, c.args...)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Message, c.want) {
-			t.Errorf("%s: %v, want SQLSTATE 22023 naming %s", c.sql, err, c.want)
-		}
-	}
-	if _, err := s.TopicGet(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("refused sends created the topic: %v", err)
-	}
+	})
 }
 
 // TestInsertRacesAck: a send of an id whose message an uncommitted ack is

@@ -200,11 +200,7 @@ func TestDelayqSendRefuses(t *testing.T) {
 	s := openAt(t, srv)
 	conn := appConn(t, srv.URL())
 	q := pgx.Identifier{s.Schema()}.Sanitize() + ".delayq_send"
-	for _, c := range []struct {
-		sql  string
-		args []any
-		want string
-	}{
+	wantRefused(t, conn, s, []refusal{
 		{"SELECT * FROM " + q + "($1, 'a', NULL)", []any{"bad topic"}, "topic"},
 		{"SELECT * FROM " + q + "(NULL, 'a', NULL)", nil, "topic"},
 		{"SELECT * FROM " + q + "('t', $1, NULL)", []any{strings.Repeat("x", 201)}, "id"},
@@ -222,16 +218,7 @@ func TestDelayqSendRefuses(t *testing.T) {
 		{"SELECT * FROM " + q + "('t', 'a', NULL, headers => '{\"\": \"v\"}')", nil, "headers"},
 		{"SELECT * FROM " + q + "('t', 'a', NULL, headers => '{\"a\\u0085b\": \"v\"}')", nil, "headers"},
 		{"SELECT * FROM " + q + "('t', 'a', NULL, headers => $1)", []any{`{"k":"` + strings.Repeat("v", 8192) + `"}`}, "headers"},
-	} {
-		_, err := conn.Exec(ctx, c.sql, c.args...)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Message, c.want) {
-			t.Errorf("%s: %v, want SQLSTATE 22023 naming %s", c.sql, err, c.want)
-		}
-	}
-	if _, err := s.TopicGet(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("refused sends created the topic: %v", err)
-	}
+	})
 }
 
 // TestDelayqSendGrant: an application role with USAGE on the schema and
@@ -357,5 +344,29 @@ func TestSendTxNotifiesOnlyWhatIsDueSoon(t *testing.T) {
 		if _, err := s.MessageGet(ctx, "t", id); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
+	}
+}
+
+// refusal is a call the send functions must refuse: SQLSTATE 22023 with a
+// message naming want.
+type refusal struct {
+	sql  string
+	args []any
+	want string
+}
+
+// wantRefused runs each call and checks its refusal, then that none of
+// them made topic "t".
+func wantRefused(t *testing.T, conn *pgx.Conn, s *pgstore.Store, calls []refusal) {
+	t.Helper()
+	for _, c := range calls {
+		_, err := conn.Exec(ctx, c.sql, c.args...)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Message, c.want) {
+			t.Errorf("%s: %v, want SQLSTATE 22023 naming %s", c.sql, err, c.want)
+		}
+	}
+	if _, err := s.TopicGet(ctx, "t"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("refused sends created the topic: %v", err)
 	}
 }
