@@ -165,3 +165,57 @@ func sendHereLeaseThere(t *testing.T, bases []string) {
 		t.Fatalf("lease on server 1: %d %s", c, b)
 	}
 }
+
+// TestServeSQLTimeout: --sql-timeout reaches the store. With PostgreSQL
+// stopped (SIGSTOP) for 3 s, a send on a server given 8 s waits it out
+// and is stored; under the 2 s default it would have answered 503. A
+// second server given 300 ms answers 503 while the database is stopped.
+func TestServeSQLTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a database server")
+	}
+	pg := pgtest.Start(t)
+	base := func(timeout string) string {
+		line, _ := startServe(t, []string{"--addr", "127.0.0.1:0", "--postgres", pg.URL(), "--postgres-schema", "q1",
+			"--sql-timeout", timeout, "--no-dashboard"})
+		return serveURL(t, line)
+	}
+	patient, hasty := base("8s"), base("300ms")
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	send := func(base, id string) (int, string) {
+		res, err := client.Post(base+"/v1/topics/t/messages", "application/json", strings.NewReader(`{"id":"`+id+`","payload":"x","delay":"1h"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	for _, b := range []string{patient, hasty} { // both pools connected before the pause
+		if c, body := send(b, "warm-"+strings.TrimPrefix(b, "http://")); c != 201 {
+			t.Fatalf("send before the pause: %d %s", c, body)
+		}
+	}
+
+	pg.Pause(t)
+	resumed := make(chan struct{})
+	go func() {
+		time.Sleep(3 * time.Second)
+		pg.Resume(t)
+		close(resumed)
+	}()
+	if c, body := send(hasty, "hasty"); c != http.StatusServiceUnavailable {
+		t.Errorf("send with --sql-timeout 300ms while the database is stopped: %d %s, want 503", c, body)
+	}
+	start := time.Now()
+	c, body := send(patient, "patient")
+	waited := time.Since(start)
+	<-resumed
+	if c != 201 {
+		t.Fatalf("send with --sql-timeout 8s across a 3 s stop: %d %s (after %v), want 201", c, body, waited)
+	}
+	if waited < 2*time.Second {
+		t.Fatalf("send answered after %v while the database was stopped for 3 s: it did not wait", waited)
+	}
+}
