@@ -1,5 +1,7 @@
 package mysqlstore
 
+import "context"
+
 // LeasePickSQL is the lease's scan (arguments: topic, now, max), for the
 // churn test's probe.
 func LeasePickSQL(s *Store) string { return s.leasePickSQL() }
@@ -18,3 +20,15 @@ func SessionSettings(s *Store) (rc, consecutive bool) { return s.sessionRC, s.co
 
 // Prefix is the store's table prefix.
 func Prefix(s *Store) string { return s.p }
+
+// FoldCounts folds topic's send-procedure count rows (see foldCounts).
+func FoldCounts(s *Store, topic string) (int, error) {
+	return s.foldCounts(context.Background(), topic)
+}
+
+// PollVers runs one poll of the topics' change counters, folding count
+// rows as a subscribed server does.
+func PollVers(s *Store) error {
+	_, err := s.pollVers(context.Background(), map[string]int64{}, true)
+	return err
+}

@@ -120,7 +120,9 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bool) error {
 	for topic, a := range c {
 		var stripe int
-		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		// A numbered stripe: the rows of the send procedure (schema 7) are
+		// left to foldCounts.
+		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? AND stripe < ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic, countStripes).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if stripe, err = s.newStripe(ctx, tx, topic); err != nil {
@@ -157,7 +159,7 @@ func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bo
 // gap before it.
 func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, error) {
 	var high sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT MAX(stripe) FROM "+s.t("topic_count")+" WHERE topic = ?", topic).Scan(&high); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(stripe) FROM "+s.t("topic_count")+" WHERE topic = ? AND stripe < ?", topic, countStripes).Scan(&high); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return 0, err
 	}
 	next := 0
@@ -168,6 +170,60 @@ func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, e
 		return next + rand.IntN(min(8, countStripes-next)), nil // #nosec G404 -- spreads lock contention over stripes; nothing depends on it being unpredictable
 	}
 	return rand.IntN(countStripes), nil // #nosec G404 -- as above
+}
+
+// Folding the send procedure's count rows (schema 7: one row per call,
+// stripe >= countStripes) into the numbered stripes. A topic's rows are
+// folded when a poll sees more than foldAfter of them beside the numbered
+// stripes, at most foldBatch per transaction.
+const (
+	foldAfter = 128
+	foldBatch = 4096
+)
+
+// foldCounts folds up to foldBatch of topic's procedure count rows into a
+// numbered stripe in one transaction: it locks them with SKIP LOCKED (a
+// row whose application transaction has not committed is invisible or
+// locked, and is left for a later fold), deletes them and adds their sums,
+// ver included, to a stripe, so the topic's totals never move. It
+// answers how many rows it folded.
+func (s *Store) foldCounts(ctx context.Context, topic string) (int, error) {
+	folded := 0
+	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+		folded = 0
+		rows, err := tx.QueryContext(ctx, "SELECT stripe, scheduled, ready, inflight, dead, acked, ver FROM "+s.t("topic_count")+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			" WHERE topic = ? AND stripe >= ? ORDER BY stripe LIMIT ? FOR UPDATE SKIP LOCKED", topic, countStripes, foldBatch)
+		if err != nil {
+			return err
+		}
+		sum := new([6]int64)
+		var stripes []any
+		for rows.Next() {
+			var stripe int64
+			var a [6]int64
+			if err := rows.Scan(&stripe, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]); err != nil {
+				_ = rows.Close()
+				return err
+			}
+			for i := range a {
+				sum[i] += a[i]
+			}
+			stripes = append(stripes, stripe)
+		}
+		_ = rows.Close()
+		if err := rows.Err(); err != nil || len(stripes) == 0 {
+			return err
+		}
+		// By point reads (keyRows): an IN list may scan the topic's rows
+		// and wait for an open application transaction's.
+		del := "DELETE c FROM " + keyRows(len(stripes), "stripe") + " k STRAIGHT_JOIN " + s.t("topic_count") + " c ON c.topic = ? AND c.stripe = k.stripe" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+		if _, err := tx.ExecContext(ctx, del, append(stripes, topic)...); err != nil {
+			return err
+		}
+		folded = len(stripes)
+		return s.flushCounts(ctx, tx, counts{topic: sum})
+	})
+	return folded, err
 }
 
 // topicRow makes topic's row when it has none and, for a send, clears its

@@ -58,19 +58,24 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 	// sends needed at once, at most 64) are read in their primary key's
 	// order. A topic's ver is its row's (servers before schema 5) plus its
 	// stripes'.
-	rows, err := s.db.QueryContext(qctx, "SELECT t.name, t.ver + COALESCE(SUM(c.ver), 0) FROM "+s.t("topic")+" t LEFT JOIN "+s.t("topic_count")+" c ON c.topic = t.name GROUP BY t.name") // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated
+	// It also counts each topic's rows of the send procedure (schema 7),
+	// which this server folds when there are many (foldCounts).
+	rows, err := s.db.QueryContext(qctx, "SELECT t.name, t.ver + COALESCE(SUM(c.ver), 0), COUNT(c.topic) FROM "+s.t("topic")+" t LEFT JOIN "+s.t("topic_count")+" c ON c.topic = t.name GROUP BY t.name") // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated
 	if err != nil {
 		return nil, err
 	}
-	var moved []string
+	var moved, fold []string
 	for rows.Next() {
 		var name []byte
-		var ver int64
-		if err := rows.Scan(&name, &ver); err != nil {
+		var ver, stripes int64
+		if err := rows.Scan(&name, &ver, &stripes); err != nil {
 			_ = rows.Close()
 			return nil, err
 		}
 		n := string(name)
+		if stripes > countStripes+foldAfter {
+			fold = append(fold, n)
+		}
 		old, ok := seen[n]
 		seen[n] = ver
 		if !first && (!ok || old != ver) {
@@ -80,6 +85,13 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 	_ = rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	for _, n := range fold {
+		// Another server folding at once takes other rows (SKIP LOCKED);
+		// a failure leaves the rows to the next poll.
+		if _, err := s.foldCounts(ctx, n); err != nil && ctx.Err() == nil && !s.closed.Load() {
+			s.log.Warn("mysqlstore: fold count rows", "topic", n, "err", err)
+		}
 	}
 	var out []change
 	for _, n := range moved {
