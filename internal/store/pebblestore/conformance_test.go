@@ -25,3 +25,8 @@ func openConformance(t *testing.T) store.Store {
 func TestConformance(t *testing.T) { storetest.Run(t, openConformance) }
 
 func TestModel(t *testing.T) { storetest.RunModel(t, openConformance) }
+
+// TestLeaseDue: MessageLeaseDue takes due messages straight from s/ and
+// MessagePromoteGrace leaves the newly due ones to it; Verify (at
+// cleanup) recounts the indexes against the counters.
+func TestLeaseDue(t *testing.T) { storetest.RunDueLeaser(t, openConformance) }

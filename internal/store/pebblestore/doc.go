@@ -39,6 +39,12 @@
 // it (one more point read, for scheduled records only: MessageGet,
 // Cancel, Reschedule, duplicate sends) and take UpdatedAt from the entry.
 // The next write of the record (lease, reschedule) stores its real state.
+//
+// The store is a store.DueLeaser: MessageLeaseDue promotes the due s/
+// entries and leases, under one hold of the topic lock (two unsynced
+// batches: the lease's iterator does not see an unapplied batch), so a
+// long-poll the engine wakes when a timer fires releases the message
+// itself; MessagePromoteGrace leaves such newly due entries in s/.
 // Layout change of 2026-11-30 (before any release, so no migration): the
 // record alone used to carry the state.
 //

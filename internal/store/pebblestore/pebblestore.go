@@ -85,7 +85,10 @@ type Store struct {
 	ackedLW  lowWater   // low-water of the global a/ index
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.DueLeaser = (*Store)(nil)
+)
 
 // Per-topic index numbers for topic.lw.
 const (

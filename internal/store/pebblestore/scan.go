@@ -85,21 +85,41 @@ func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*s
 // topic lock, which leases and acks need too, is held that much shorter.
 // Readers resolve the state (resolve, indexed).
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	return s.promote(ctx, p, 0)
+}
+
+// MessagePromoteGrace implements store.DueLeaser: MessagePromote of the
+// messages due by Now-grace. Those due since are left in s/ for the
+// long-polls the engine woke, whose MessageLeaseDue takes them.
+func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
+	return s.promote(ctx, p, max(grace, 0))
+}
+
+func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
 	done, err := s.start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	res := &store.PromoteResult{}
 	t := s.lookupTopic(p.Topic)
 	if t == nil {
-		return res, nil
+		return &store.PromoteResult{}, nil
 	}
 	if err := s.checkWritable(); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock() // NoSync: nothing to wait for after unlock
+	return s.promoteLocked(t, p.Now, p.Now-grace, p.Max)
+}
+
+// promoteLocked promotes up to max messages of t due by cutoff (<= now)
+// and applies the batch (no fsync). HeldDue is the first message left in
+// s/ that is due by now (cutoff < now only), NextDue the first due after
+// now, or the first left when max cut the scan short. The caller holds
+// t.mu.
+func (s *Store) promoteLocked(t *topic, now, cutoff int64, max int) (*store.PromoteResult, error) {
+	res := &store.PromoteResult{}
 	it, err := s.indexIter(t, ixScheduled, nil)
 	if err != nil {
 		return nil, err
@@ -113,8 +133,19 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	var lowered [256]bool
 	for it.First(); it.Valid(); it.Next() {
 		due, _, _ := parseIndexSuffix(it.Key())
-		if due > p.Now || res.Promoted >= p.Max {
+		if due > cutoff || res.Promoted >= max {
 			res.NextDue, next = due, suffix(it.Key())
+			if res.Promoted < max && due <= now {
+				// Held for the leases: report it and find the first
+				// message due after now (at most a grace's worth of keys).
+				res.HeldDue, res.NextDue = due, 0
+				for it.Next(); it.Valid(); it.Next() {
+					if due, _, _ := parseIndexSuffix(it.Key()); due > now {
+						res.NextDue = due
+						break
+					}
+				}
+			}
 			break
 		}
 		id, prio := parseScheduledValue(it.Value())
@@ -134,7 +165,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 				lowered[prio] = true
 			}
 		}
-		v = appendReadyValue(v[:0], id, p.Now)
+		v = appendReadyValue(v[:0], id, now)
 		_ = x.b.Delete(it.Key(), nil)
 		_ = x.b.Set(k, v, nil)
 		res.Promoted++
@@ -198,6 +229,19 @@ func (s *Store) resolve(r *store.Record) error {
 // MessageLease implements store.Store. Not fsync'd: a lost lease only
 // means the message is delivered again.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	return s.lease(ctx, p, false)
+}
+
+// MessageLeaseDue implements store.DueLeaser: the due messages still in
+// s/ are promoted and leased under one hold of the topic lock, so a
+// long-poll woken by the timer releases them without waiting for the
+// engine's promotion (a goroutine hand-off and a second lock hold on a
+// busy machine). Not fsync'd, as MessageLease.
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	return s.lease(ctx, p, true)
+}
+
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
 	done, err := s.start(ctx)
 	if err != nil {
 		return nil, err
@@ -212,6 +256,15 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if due {
+		// Up to Max, all ready: the lease below then takes them in lease
+		// order with what was ready before. It takes fewer than Max only
+		// when nothing due is left ready; at Max the engine wakes another
+		// long-poll for the rest.
+		if _, err := s.promoteLocked(t, p.Now, p.Now, p.Max); err != nil {
+			return nil, err
+		}
+	}
 	it, err := s.indexIter(t, ixReady, nil)
 	if err != nil {
 		return nil, err
