@@ -12,52 +12,111 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// insertScript inserts messages of one partition, deduplicating by id.
+// insertBody defines insertAll, which inserts messages of one partition,
+// deduplicating by id, and announces the new ones:
 //
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 7: id, ctr
-//	          (Seq's counter part), payload, headers (encodeHeaders; ""
-//	          for none), due (Unix ms, or "+delay" after now), max attempts,
+//	ARGV[3]   the script's own (see insertScript, sendScript), ARGV[4] n
+//	ARGV[5]   the notification channel, ARGV[6] the topic
+//	ARGV[7…]  n groups of 7: id, ctr (Seq's counter part, added to
+//	          insertAll's base), payload, headers (encodeHeaders; "" for
+//	          none), due (Unix ms, or "+delay" after now), max attempts,
 //	          priority (0-255)
 //
 // Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
 // call) and rec is then the existing record, else the new one. A message
-// due at or before now goes straight to ready.
-var insertScript = newScript(flagsGrow, `
-local out = {NOW}
-local tn, n = tonumber(ARGV[3]), tonumber(ARGV[4])
-for i = 0, n - 1 do
-  local b = 5 + i * 7
-  local id = ARGV[b]
-  local k = mkey(id)
-  local old = redis.call('GET', k)
-  if old then
-    out[#out+1] = 1
-    out[#out+1] = old
-  else
-    local r = {st = 1, tn = tn, ctr = tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
-      due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
-      cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
-    if r.due <= NOW then r.st = 2 end
-    out[#out+1] = 0
-    out[#out+1] = save(k, r)
-    index(r, member(r, id), istr(r.due))
+// due at or before now goes straight to ready. When some message is new,
+// the script publishes "topic\tdue" (the earliest store.NotifyDue of the
+// new ones) itself, saving the client a round trip; duplicates announce
+// nothing. Subscribers cannot hear it before the insert is durable: Redis
+// writes (and with appendfsync always, fsyncs) the AOF before it sends
+// any client output, Pub/Sub messages included.
+const insertBody = `
+local function insertAll(tn, base)
+  local out = {NOW}
+  local n = tonumber(ARGV[4])
+  local earliest
+  for i = 0, n - 1 do
+    local b = 7 + i * 7
+    local id = ARGV[b]
+    local k = mkey(id)
+    local old = redis.call('GET', k)
+    if old then
+      out[#out+1] = 1
+      out[#out+1] = old
+    else
+      local r = {st = 1, tn = tn, ctr = base + tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
+        due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
+        cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
+      local announce = r.due
+      if r.due <= NOW then r.st, announce = 2, 0 end
+      if not earliest or announce < earliest then earliest = announce end
+      out[#out+1] = 0
+      out[#out+1] = save(k, r)
+      index(r, member(r, id), istr(r.due))
+    end
   end
+  if earliest then redis.call('PUBLISH', ARGV[5], ARGV[6] .. '\t' .. istr(earliest)) end
+  return out
 end
-return out
+`
+
+// insertScript is insertAll with Seq reserved beforehand (reserveSeq):
+// ARGV[3] is the topic number tn and each ctr is the message's whole
+// counter. For a Cluster, where the Seq counter is in another slot, and
+// for calls that span partitions.
+var insertScript = newScript(flagsGrow, insertBody+`
+return insertAll(tonumber(ARGV[3]), 0)
 `)
 
-// MessageInsertMany implements store.Store. The topic is registered and
-// a block of Seq numbers reserved in one round trip (the topic registry
-// and the topic's Seq counter live outside the partitions' slots, so this
-// is not part of the atomic insert: a failure after it leaves a known,
-// empty topic and a gap in Seq, both harmless); then each partition's
-// messages are inserted by one atomic script. The call is atomic per
-// partition, not across partitions: after an error some partitions may
-// hold their messages, and a retry with the same ids finds them as
-// duplicates. All its round trips (up to four for a new topic, and the
-// notification) share one Timeout (Store.bound).
+// sendScript is the whole send of one partition's messages in one round
+// trip, for a single Redis server (or a Sentinel master), where a script
+// may touch keys of any slot: it registers the topic, reserves the Seq
+// block and numbers the topic as reserveSeq and assignTopicNumber do,
+// then runs insertAll, all atomically. Never on a Cluster: the topic's
+// meta hash, the registry and the topic-number counter are in other
+// slots than the partition (see "Key layout").
+//
+//	KEYS[1-5] the partition's indexes, KEYS[6] the topic's meta hash,
+//	KEYS[7] the topic-number counter, KEYS[8] the topic registry
+//	ARGV[3] "1" to add the topic to the registry, else ""; ctr in each
+//	group is the message's place in the call (0, 1, …)
+//
+// Returns insertAll's answer, or {now, "corrupt", what, value} when the
+// counter or the topic number is out of range (nothing inserted).
+var sendScript = newScript(flagsGrow, insertBody+`
+local meta, n = KEYS[6], tonumber(ARGV[4])
+if ARGV[3] == '1' then redis.call('SADD', KEYS[8], ARGV[6]) end
+local last = redis.call('HINCRBY', meta, 'seq', n)
+if last < n or last > `+strconv.Itoa(maxCtr)+` then return {NOW, 'corrupt', 'seq', last} end
+local raw = redis.call('HGET', meta, 'tn')
+local tn
+if raw then
+  tn = tonumber(raw)
+  if not tn or tn < 1 or tn > `+strconv.Itoa(maxTN)+` or tn % 1 ~= 0 then return {NOW, 'corrupt', 'tn', raw} end
+else
+  tn = redis.call('INCR', KEYS[7])
+  if tn < 1 or tn > `+strconv.Itoa(maxTN)+` then return {NOW, 'corrupt', 'topic number', tn} end
+  redis.call('HSET', meta, 'tn', tn)
+end
+return insertAll(tn, last - n + 1)
+`)
+
+// MessageInsertMany implements store.Store. On a single Redis server
+// (not a Cluster), a call whose messages fall in one partition — every
+// single send — is one round trip: sendScript registers the topic,
+// reserves Seq and inserts atomically. Otherwise the topic is registered
+// and a block of Seq numbers reserved in one round trip (on a Cluster the
+// topic registry and the topic's Seq counter live outside the partitions'
+// slots, so this is not part of the atomic insert: a failure after it
+// leaves a known, empty topic and a gap in Seq, both harmless); then each
+// partition's messages are inserted by one atomic script, all in one
+// pipeline. The call is atomic per partition, not across partitions:
+// after an error some partitions may hold their messages, and a retry
+// with the same ids finds them as duplicates. The scripts publish the
+// notification themselves. All its round trips (up to four for a new
+// topic) share one Timeout (Store.bound).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) (_ []store.InsertResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -79,35 +138,78 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			return nil, err
 		}
 	}
-	tn, first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
-	if err != nil {
-		return nil, err
-	}
 	// Group by partition, keeping each message's place in the answer.
 	slots := make([][]int, s.keys.parts)
-	args := make([][]any, s.keys.parts)
 	for i, m := range p.Messages {
 		part := s.keys.partitionOf(m.ID)
 		slots[part] = append(slots[part], i)
-		args[part] = append(args[part], m.ID, first+uint64(i), m.Payload, encodeHeaders(m.Headers),
-			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
+	}
+	onePart := -1
+	for part, sl := range slots {
+		if len(sl) == len(p.Messages) {
+			onePart = part
+		}
 	}
 	var calls []call
 	var used [][]int
 	now := s.nowArg(p.Now)
-	for part, a := range args {
-		if len(a) == 0 {
+	if s.oneServer && onePart >= 0 {
+		reg := s.needsRegister(p.Topic)
+		regArg := ""
+		if reg {
+			regArg = "1"
+		}
+		k := s.keys.part(p.Topic, onePart)
+		c := s.partCall(sendScript, k, now, s.insertArgs(p, regArg, slots[onePart], 0)...)
+		c.keys = append(c.keys, s.keys.meta(p.Topic), s.keys.topicNums(), s.keys.topics())
+		cmds, err := s.run(ctx, "insert", []call{c}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if a := asSlice(cmds[0].Val()); len(a) == 4 && asString(a[1]) == "corrupt" {
+			return nil, fmt.Errorf("redisstore: insert: topic %q: %v %v out of range: %w", p.Topic, a[2], a[3], store.ErrCorrupt)
+		}
+		if reg {
+			s.regAt.Store(p.Topic, time.Now())
+		}
+		return s.readInserts(p, cmds, [][]int{slots[onePart]}, out)
+	}
+	tn, first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
+	if err != nil {
+		return nil, err
+	}
+	for part, sl := range slots {
+		if len(sl) == 0 {
 			continue
 		}
 		k := s.keys.part(p.Topic, part)
-		calls = append(calls, s.partCall(insertScript, k, now, append([]any{tn, len(slots[part])}, a...)...))
-		used = append(used, slots[part])
+		calls = append(calls, s.partCall(insertScript, k, now, s.insertArgs(p, tn, sl, first)...))
+		used = append(used, sl)
 	}
 	cmds, err := s.run(ctx, "insert", calls, nil)
 	if err != nil {
 		return nil, err
 	}
-	earliest := int64(-1)
+	return s.readInserts(p, cmds, used, out)
+}
+
+// insertArgs are insertBody's ARGV from 3 on for the messages of p at
+// indexes idx: arg3, n, the channel, the topic, then each message with
+// ctr = base + its place in the call.
+func (s *Store) insertArgs(p *store.MessageInsertManyParams, arg3 any, idx []int, base uint64) []any {
+	a := make([]any, 0, 4+7*len(idx))
+	a = append(a, arg3, len(idx), s.keys.channel(), p.Topic)
+	for _, i := range idx {
+		m := p.Messages[i]
+		a = append(a, m.ID, base+uint64(i), m.Payload, encodeHeaders(m.Headers), // #nosec G115 -- i is an index, >= 0
+			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
+	}
+	return a
+}
+
+// readInserts decodes the insert scripts' answers into out; used[c] are
+// the indexes in p.Messages of cmds[c]'s messages.
+func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd, used [][]int, out []store.InsertResult) ([]store.InsertResult, error) {
 	for c, cmd := range cmds {
 		a := asSlice(cmd.Val())
 		if len(a) != 1+2*len(used[c]) {
@@ -118,15 +220,8 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			if err != nil {
 				return nil, err
 			}
-			dup := asInt(a[1+2*j]) == 1
-			out[i] = store.InsertResult{Record: r, Duplicate: dup}
-			if !dup && (earliest < 0 || store.NotifyDue(r) < earliest) {
-				earliest = store.NotifyDue(r)
-			}
+			out[i] = store.InsertResult{Record: r, Duplicate: asInt(a[1+2*j]) == 1}
 		}
-	}
-	if earliest >= 0 {
-		s.publish(ctx, p.Topic, earliest)
 	}
 	return out, nil
 }
