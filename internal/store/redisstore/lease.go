@@ -81,6 +81,9 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := checkTime("LeaseFor", p.LeaseFor); err != nil {
 		return nil, err
 	}
+	if s.oneServer {
+		return s.leaseOneServer(ctx, p)
+	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
 	now := s.nowArg(p.Now)

@@ -12,82 +12,92 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// insertBody defines insertAll, which inserts messages of one partition,
-// deduplicating by id, and announces the new ones:
-//
-//	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3]   the script's own (see insertScript, sendScript), ARGV[4] n
-//	ARGV[5]   the notification channel, ARGV[6] the topic
-//	ARGV[7…]  n groups of 7: id, ctr (Seq's counter part, added to
-//	          insertAll's base), payload, headers (encodeHeaders; "" for
-//	          none), due (Unix ms, or "+delay" after now), max attempts,
-//	          priority (0-255)
-//
-// Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
+// insertBody defines insertOne, which inserts the message whose id is
+// ARGV[b], deduplicating by id, with the Seq counter ctr and topic number
+// tn; ARGV[b+2 …] are its payload, headers (encodeHeaders; "" for none),
+// due (Unix ms, or "+delay" after now), max attempts and priority
+// (0-255). It appends dup and rec to out: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
 // call) and rec is then the existing record, else the new one. A message
-// due at or before now goes straight to ready. When some message is new,
-// the script publishes "topic\tdue" (the earliest store.NotifyDue of the
-// new ones) itself, saving the client a round trip; duplicates announce
-// nothing. Subscribers cannot hear it before the insert is durable: Redis
-// writes (and with appendfsync always, fsyncs) the AOF before it sends
-// any client output, Pub/Sub messages included.
+// due at or before now goes straight to ready. It returns the new
+// message's store.NotifyDue (nil for a duplicate), which announce
+// publishes for the earliest: each insert script publishes its
+// notification itself, saving the client a round trip, and a send of
+// duplicates announces nothing. Subscribers cannot hear it before the
+// insert is durable: Redis writes (with appendfsync always, fsyncs) the
+// AOF before it sends any client output, Pub/Sub messages included.
 const insertBody = `
-local function insertAll(tn, base)
-  local out = {NOW}
-  local n = tonumber(ARGV[4])
-  local earliest
-  for i = 0, n - 1 do
-    local b = 7 + i * 7
-    local id = ARGV[b]
-    local k = mkey(id)
-    local old = redis.call('GET', k)
-    if old then
-      out[#out+1] = 1
-      out[#out+1] = old
-    else
-      local r = {st = 1, tn = tn, ctr = base + tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
-        due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
-        cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
-      local announce = r.due
-      if r.due <= NOW then r.st, announce = 2, 0 end
-      if not earliest or announce < earliest then earliest = announce end
-      out[#out+1] = 0
-      out[#out+1] = save(k, r)
-      index(r, member(r, id), istr(r.due))
-    end
+local function insertOne(out, b, tn, ctr)
+  local id = ARGV[b]
+  local k = mkey(id)
+  local old = redis.call('GET', k)
+  if old then
+    out[#out+1] = 1
+    out[#out+1] = old
+    return nil
   end
-  if earliest then redis.call('PUBLISH', ARGV[5], ARGV[6] .. '\t' .. istr(earliest)) end
-  return out
+  local r = {st = 1, tn = tn, ctr = ctr, p = ARGV[b+2], h = ARGV[b+3],
+    due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
+    cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
+  local due = r.due
+  if r.due <= NOW then r.st, due = 2, 0 end
+  out[#out+1] = 0
+  out[#out+1] = save(k, r)
+  index(r, member(r, id), istr(r.due))
+  return due
+end
+local function earlier(a, b)
+  if not a or (b and b < a) then return b end
+  return a
+end
+local function announce(channel, topic, due)
+  if due then redis.call('PUBLISH', channel, topic .. '\t' .. istr(due)) end
 end
 `
 
-// insertScript is insertAll with Seq reserved beforehand (reserveSeq):
-// ARGV[3] is the topic number tn and each ctr is the message's whole
-// counter. For a Cluster, where the Seq counter is in another slot, and
-// for calls that span partitions.
+// insertScript inserts messages of one partition whose Seq was reserved
+// beforehand (reserveSeq): for a Cluster, where the topic's Seq counter
+// is in another slot.
+//
+//	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] the topic number tn, ARGV[4] n, ARGV[5] the notification
+//	channel, ARGV[6] the topic, then n groups of 7: id, ctr (Seq's
+//	counter part), then insertOne's
+//
+// Returns {now, dup1, rec1, dup2, rec2, …} (insertOne) and publishes
+// "topic\tdue", the earliest due of the new messages, if any.
 var insertScript = newScript(flagsGrow, insertBody+`
-return insertAll(tonumber(ARGV[3]), 0)
+local out, tn, earliest = {NOW}, tonumber(ARGV[3]), nil
+for i = 0, tonumber(ARGV[4]) - 1 do
+  local b = 7 + i * 7
+  earliest = earlier(earliest, insertOne(out, b, tn, tonumber(ARGV[b+1])))
+end
+announce(ARGV[5], ARGV[6], earliest)
+return out
 `)
 
-// sendScript is the whole send of one partition's messages in one round
-// trip, for a single Redis server (or a Sentinel master), where a script
-// may touch keys of any slot: it registers the topic, reserves the Seq
-// block and numbers the topic as reserveSeq and assignTopicNumber do,
-// then runs insertAll, all atomically. Never on a Cluster: the topic's
-// meta hash, the registry and the topic-number counter are in other
-// slots than the partition (see "Key layout").
+// sendScript is a whole send in one round trip, for a single Redis
+// server (or a Sentinel master), where a script may touch keys of any
+// slot: it registers the topic, reserves the call's Seq block and
+// numbers the topic as reserveSeq and assignTopicNumber do, then inserts
+// every message, whatever its partition, all atomically, and publishes
+// one notification. Never on a Cluster: the topic's meta hash, the
+// registry and the topic-number counter are in other slots than the
+// partitions (see "Key layout").
 //
-//	KEYS[1-5] the partition's indexes, KEYS[6] the topic's meta hash,
-//	KEYS[7] the topic-number counter, KEYS[8] the topic registry
-//	ARGV[3] "1" to add the topic to the registry, else ""; ctr in each
-//	group is the message's place in the call (0, 1, …)
+//	KEYS and ARGV[1 … A-1] as allPartsPrelude says; then KEYS[5P+1] the
+//	topic's meta hash, KEYS[5P+2] the topic-number counter, KEYS[5P+3]
+//	the topic registry
+//	ARGV[A] "1" to add the topic to the registry, else ""; ARGV[A+1] n,
+//	ARGV[A+2] the notification channel, ARGV[A+3] the topic, then n
+//	groups of 8: partition, id, the message's place in the call (0, 1,
+//	…; its Seq counter is the block's first plus that), then insertOne's
 //
-// Returns insertAll's answer, or {now, "corrupt", what, value} when the
-// counter or the topic number is out of range (nothing inserted).
-var sendScript = newScript(flagsGrow, insertBody+`
-local meta, n = KEYS[6], tonumber(ARGV[4])
-if ARGV[3] == '1' then redis.call('SADD', KEYS[8], ARGV[6]) end
+// Returns insertScript's answer, or {now, "corrupt", what, value} when
+// the counter or the topic number is out of range (nothing inserted).
+var sendScript = newScript(flagsGrow, allPartsPrelude+insertBody+`
+local meta, n = KEYS[5*P+1], tonumber(ARGV[A+1])
+if ARGV[A] == '1' then redis.call('SADD', KEYS[5*P+3], ARGV[A+3]) end
 local last = redis.call('HINCRBY', meta, 'seq', n)
 if last < n or last > `+strconv.Itoa(maxCtr)+` then return {NOW, 'corrupt', 'seq', last} end
 local raw = redis.call('HGET', meta, 'tn')
@@ -96,27 +106,34 @@ if raw then
   tn = tonumber(raw)
   if not tn or tn < 1 or tn > `+strconv.Itoa(maxTN)+` or tn % 1 ~= 0 then return {NOW, 'corrupt', 'tn', raw} end
 else
-  tn = redis.call('INCR', KEYS[7])
+  tn = redis.call('INCR', KEYS[5*P+2])
   if tn < 1 or tn > `+strconv.Itoa(maxTN)+` then return {NOW, 'corrupt', 'topic number', tn} end
   redis.call('HSET', meta, 'tn', tn)
 end
-return insertAll(tn, last - n + 1)
+local out, base, earliest = {NOW}, last - n + 1, nil
+for i = 0, n - 1 do
+  local b = A + 4 + i * 8
+  usePart(tonumber(ARGV[b]))
+  earliest = earlier(earliest, insertOne(out, b + 1, tn, base + tonumber(ARGV[b+2])))
+end
+announce(ARGV[A+2], ARGV[A+3], earliest)
+return out
 `)
 
 // MessageInsertMany implements store.Store. On a single Redis server
-// (not a Cluster), a call whose messages fall in one partition — every
-// single send — is one round trip: sendScript registers the topic,
-// reserves Seq and inserts atomically. Otherwise the topic is registered
-// and a block of Seq numbers reserved in one round trip (on a Cluster the
-// topic registry and the topic's Seq counter live outside the partitions'
-// slots, so this is not part of the atomic insert: a failure after it
-// leaves a known, empty topic and a gap in Seq, both harmless); then each
-// partition's messages are inserted by one atomic script, all in one
-// pipeline. The call is atomic per partition, not across partitions:
-// after an error some partitions may hold their messages, and a retry
-// with the same ids finds them as duplicates. The scripts publish the
-// notification themselves. All its round trips (up to four for a new
-// topic) share one Timeout (Store.bound).
+// (not a Cluster) the whole call is one round trip and atomic: sendScript
+// registers the topic, reserves Seq, inserts into every partition and
+// publishes. On a Cluster the topic is registered and a block of Seq
+// numbers reserved in one round trip (the topic registry and the topic's
+// Seq counter live outside the partitions' slots, so this is not part of
+// the atomic insert: a failure after it leaves a known, empty topic and a
+// gap in Seq, both harmless); then each partition's messages are inserted
+// by one atomic script, all in one pipeline, and each script publishes
+// its partition's earliest due. There the call is atomic per partition,
+// not across partitions: after an error some partitions may hold their
+// messages, and a retry with the same ids finds them as duplicates. All
+// its round trips (up to three for a new topic) share one Timeout
+// (Store.bound).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) (_ []store.InsertResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -138,29 +155,22 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			return nil, err
 		}
 	}
-	// Group by partition, keeping each message's place in the answer.
-	slots := make([][]int, s.keys.parts)
-	for i, m := range p.Messages {
-		part := s.keys.partitionOf(m.ID)
-		slots[part] = append(slots[part], i)
-	}
-	onePart := -1
-	for part, sl := range slots {
-		if len(sl) == len(p.Messages) {
-			onePart = part
-		}
-	}
-	var calls []call
-	var used [][]int
 	now := s.nowArg(p.Now)
-	if s.oneServer && onePart >= 0 {
+	if s.oneServer {
 		reg := s.needsRegister(p.Topic)
 		regArg := ""
 		if reg {
 			regArg = "1"
 		}
-		k := s.keys.part(p.Topic, onePart)
-		c := s.partCall(sendScript, k, now, s.insertArgs(p, regArg, slots[onePart], 0)...)
+		a := make([]any, 0, 4+8*len(p.Messages))
+		a = append(a, regArg, len(p.Messages), s.keys.channel(), p.Topic)
+		all := make([]int, len(p.Messages))
+		for i, m := range p.Messages {
+			all[i] = i
+			a = append(a, s.keys.partitionOf(m.ID))
+			a = appendInsert(a, m, uint64(i)) // #nosec G115 -- i is an index, >= 0
+		}
+		c := s.allPartsCall(sendScript, p.Topic, now, a...)
 		c.keys = append(c.keys, s.keys.meta(p.Topic), s.keys.topicNums(), s.keys.topics())
 		cmds, err := s.run(ctx, "insert", []call{c}, nil)
 		if err != nil {
@@ -172,18 +182,31 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		if reg {
 			s.regAt.Store(p.Topic, time.Now())
 		}
-		return s.readInserts(p, cmds, [][]int{slots[onePart]}, out)
+		return s.readInserts(p, cmds, [][]int{all}, out)
 	}
 	tn, first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
 	if err != nil {
 		return nil, err
 	}
+	// Group by partition, keeping each message's place in the answer.
+	slots := make([][]int, s.keys.parts)
+	args := make([][]any, s.keys.parts)
+	for i, m := range p.Messages {
+		part := s.keys.partitionOf(m.ID)
+		if slots[part] == nil {
+			args[part] = []any{tn, 0, s.keys.channel(), p.Topic}
+		}
+		slots[part] = append(slots[part], i)
+		args[part] = appendInsert(args[part], m, first+uint64(i)) // #nosec G115 -- i is an index, >= 0
+	}
+	var calls []call
+	var used [][]int
 	for part, sl := range slots {
 		if len(sl) == 0 {
 			continue
 		}
-		k := s.keys.part(p.Topic, part)
-		calls = append(calls, s.partCall(insertScript, k, now, s.insertArgs(p, tn, sl, first)...))
+		args[part][1] = len(sl)
+		calls = append(calls, s.partCall(insertScript, s.keys.part(p.Topic, part), now, args[part]...))
 		used = append(used, sl)
 	}
 	cmds, err := s.run(ctx, "insert", calls, nil)
@@ -193,18 +216,11 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	return s.readInserts(p, cmds, used, out)
 }
 
-// insertArgs are insertBody's ARGV from 3 on for the messages of p at
-// indexes idx: arg3, n, the channel, the topic, then each message with
-// ctr = base + its place in the call.
-func (s *Store) insertArgs(p *store.MessageInsertManyParams, arg3 any, idx []int, base uint64) []any {
-	a := make([]any, 0, 4+7*len(idx))
-	a = append(a, arg3, len(idx), s.keys.channel(), p.Topic)
-	for _, i := range idx {
-		m := p.Messages[i]
-		a = append(a, m.ID, base+uint64(i), m.Payload, encodeHeaders(m.Headers), // #nosec G115 -- i is an index, >= 0
-			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
-	}
-	return a
+// appendInsert appends a message's insert arguments: id, ctr, then
+// insertOne's.
+func appendInsert(a []any, m store.InsertMessage, ctr uint64) []any {
+	return append(a, m.ID, ctr, m.Payload, encodeHeaders(m.Headers),
+		dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
 }
 
 // readInserts decodes the insert scripts' answers into out; used[c] are

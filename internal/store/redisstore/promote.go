@@ -64,6 +64,9 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	if p.Max <= 0 {
 		return res, nil
 	}
+	if s.oneServer {
+		return s.promoteOneServer(ctx, p)
+	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
 	targets := make([]peekTarget, len(ks))

@@ -60,11 +60,11 @@ func (h *roundTrips) String() string {
 	return fmt.Sprint(h.n.Load(), " ", c)
 }
 
-// TestSendOneRoundTrip: on a single Redis server a send of one message is
-// one round trip — topic registration, Seq reservation, the insert and
-// the notification all happen in one script — whether the topic is new,
-// known, or the id a duplicate.
-func TestSendOneRoundTrip(t *testing.T) {
+// TestOneServerRoundTrips: on a single Redis server a send is one round
+// trip — topic registration, Seq reservation, the insert and the
+// notification all happen in one script — whether the topic is new,
+// known, or the id a duplicate; a promotion and a lease are one each.
+func TestOneServerRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := standalone(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -90,6 +90,12 @@ func TestSendOneRoundTrip(t *testing.T) {
 	// Load the script cache (a first EVALSHA answers NOSCRIPT and is
 	// re-sent as EVAL: two round trips, once per Redis restart).
 	send("warm", "w")
+	if _, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "warm", Max: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "warm", Max: 1, LeaseFor: 1000, Token: "w"}); err != nil {
+		t.Fatal(err)
+	}
 	var seqs []uint64
 	for _, c := range []struct {
 		topic, id string
@@ -110,12 +116,53 @@ func TestSendOneRoundTrip(t *testing.T) {
 	if len(seqs) != 2 || seqs[1] <= seqs[0] {
 		t.Errorf("Seq of a then b: %v; want increasing in send order", seqs)
 	}
+	// A batch over every partition is one round trip too; so are a
+	// promotion and a lease of the whole topic (one script over all its
+	// partitions), and they take messages in (due, Seq) order across
+	// partitions: 150 messages of one due time, so that Seq counters
+	// reach two base-62 digits, letters included.
+	var batch []store.InsertMessage
+	for i := range 150 {
+		batch = append(batch, store.InsertMessage{ID: fmt.Sprint("m", i), Relative: true, Delay: 1, MaxAttempts: 1})
+	}
+	batch = append(batch, store.InsertMessage{ID: "first", Relative: true, Delay: 0, MaxAttempts: 1})
+	rt.reset()
+	res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "order", Messages: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rt.n.Load(); n != 1 {
+		t.Errorf("send of %d messages: %s round trips; want 1", len(batch), rt)
+	}
+	time.Sleep(5 * time.Millisecond) // let Redis time pass the due times
+	rt.reset()
+	pr, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "order", Max: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rt.n.Load(); n != 1 || pr.Promoted != 150 {
+		t.Errorf("promote: %d promoted in %s round trips; want 150 in 1", pr.Promoted, rt)
+	}
+	rt.reset()
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "order", Max: 1000, LeaseFor: 60_000, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rt.n.Load(); n != 1 || len(recs) != len(batch) {
+		t.Errorf("lease: %d leased in %s round trips; want %d in 1", len(recs), rt, len(batch))
+	}
+	for i, r := range recs {
+		want := res[(i+len(batch)-1)%len(batch)].Record // "first" (due sooner), then the rest in send order
+		if r.ID != want.ID || r.Seq != want.Seq {
+			t.Fatalf("lease #%d: %s (Seq %d); want %s (Seq %d)", i, r.ID, r.Seq, want.ID, want.Seq)
+		}
+	}
 	topics, err := rdb.SMembers(ctx, prefix+":topics").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(topics) != 3 {
-		t.Errorf("registry %v; want warm, new-topic and other", topics)
+	if len(topics) != 4 {
+		t.Errorf("registry %v; want warm, new-topic, other and order", topics)
 	}
 }
 
