@@ -12,8 +12,11 @@ import (
 )
 
 // publish tells every subscribed engine that topic has a message due at
-// due (0: ready now; see store.NotifyDue). One PUBLISH per call, after the call's scripts
-// succeeded, carrying the earliest due time of the call: "topic\tdueMS".
+// due (0: ready now; see store.NotifyDue), for the calls whose scripts do
+// not publish themselves (the insert and promote scripts do: see
+// "Notifications" in doc.go). One PUBLISH per call, after the call's
+// scripts succeeded, carrying the earliest due time of the call:
+// "topic\tdueMS".
 // A failed publish is logged, not returned: the state change is already
 // durable, and engines' safety sweeps find what a lost notification
 // would have announced.
