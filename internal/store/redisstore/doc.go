@@ -146,7 +146,7 @@
 // After a call that leaves messages scheduled or ready, "topic\tdueMS"
 // is published on "<prefix>:notify"; Subscribe hands them to the engine,
 // and reports when it is live so the engine re-reads every topic. The
-// insert and promote scripts publish it themselves (PUBLISH names no key,
+// insert, promote and lease expiry scripts publish it themselves (PUBLISH names no key,
 // so a script on a Cluster may call it, and it reaches every node's
 // subscribers), saving a round trip per send and per promotion: one
 // notification per script that inserted (on a Cluster, one per partition
@@ -154,7 +154,10 @@
 // the AOF (with appendfsync always, fsyncs it) before it sends any client
 // output, Pub/Sub messages included, so nobody hears of a write that is
 // not yet durable. Promotions publish because every server arms the same
-// due time and only the first promotes. Reschedule, nack, lease expiry and
-// dead replay still PUBLISH from the client. The engine's 5 s safety
-// sweep covers lost notifications.
+// due time and only the first promotes. The lease expiry script publishes
+// too. Reschedule, nack, dead replay and settings changes still PUBLISH
+// from the client; on a Cluster go-redis sends that keyless command to
+// the masters in turn, so while one is down some of those notifications
+// wait for the call's bound and are lost. The engine's 5 s safety sweep
+// covers lost notifications.
 package redisstore

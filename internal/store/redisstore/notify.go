@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -23,29 +21,6 @@ import (
 func (s *Store) publish(ctx context.Context, topic string, due int64) {
 	msg := topic + "\t" + strconv.FormatInt(due, 10)
 	s.publishFailed(ctx, topic, s.rdb.Publish(ctx, s.keys.channel(), msg).Err())
-}
-
-// publishMany publishes the earliest due time of each topic, all in one
-// pipeline (a sweep may touch many topics).
-func (s *Store) publishMany(ctx context.Context, due map[string]int64) {
-	if len(due) <= 1 {
-		for topic, d := range due {
-			s.publish(ctx, topic, d)
-		}
-		return
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make(map[string]*redis.IntCmd, len(due))
-	for topic, d := range due {
-		cmds[topic] = pipe.Publish(ctx, s.keys.channel(), topic+"\t"+strconv.FormatInt(d, 10))
-	}
-	_, _ = pipe.Exec(ctx)
-	for topic, cmd := range cmds {
-		if err := cmd.Err(); err != nil {
-			s.publishFailed(ctx, topic, err)
-			return // one warning per call is enough
-		}
-	}
 }
 
 // publishFailed logs a failed publish, unless the caller gave up

@@ -166,12 +166,12 @@ func TestOneServerRoundTrips(t *testing.T) {
 	}
 }
 
-// TestNotifyFromScripts: the insert and promote scripts publish the
-// notification themselves, on one server and on a Cluster (where PUBLISH
+// TestNotifyFromScripts: the insert, promote and lease expiry scripts
+// publish the notification themselves, on one server and on a Cluster (where PUBLISH
 // from a script reaches subscribers on every node): one per send with
 // new messages, carrying the earliest due; none for a send of duplicates;
-// "ready now" (0) for a promotion, none for a promotion that moved
-// nothing. One partition, so that each call runs one script and the
+// "ready now" (0) for a promotion and for an expiry back to ready, none
+// for a promotion that moved nothing. One partition, so that each call runs one script and the
 // sequence of notifications is exact.
 func TestNotifyFromScripts(t *testing.T) {
 	t.Parallel()
@@ -245,13 +245,23 @@ func checkNotifications(t *testing.T, url string) {
 	// The earliest of the batch, once.
 	next("n@1000300")
 	send(store.InsertMessage{ID: "a", DueAt: now + 1, MaxAttempts: 1}) // a duplicate: nothing
-	send(store.InsertMessage{ID: "ready", DueAt: now - 1, MaxAttempts: 1})
+	send(store.InsertMessage{ID: "ready", DueAt: now - 1, MaxAttempts: 5})
 	next("n@0")
 	promote(9)
 	next("n@0")
 	promote(0) // nothing moved: nothing announced
 	send(store.InsertMessage{ID: "c", DueAt: now + 777, MaxAttempts: 1})
 	next("n@1000777")
+	// A lease is not announced; its expiry, back to ready, is.
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "n", Now: now + 1000, Max: 1, LeaseFor: 10, Token: "x"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("lease: %d records, %v; want 1", len(recs), err)
+	}
+	exp, err := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: now + 2000, Max: 10})
+	if err != nil || len(exp) != 1 || exp[0].State != store.StateReady {
+		t.Fatalf("lease expiry: %d records, %v; want 1, ready", len(exp), err)
+	}
+	next("n@0")
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Subscribe: %v", err)
