@@ -235,7 +235,7 @@ func (s *Store) announced(ctx context.Context, op, sql string, read func(pgx.Row
 	p.SendPipelineSync()
 	p.SendQueryStatement(annSD, nil, nil, []int16{pgx.BinaryFormatCode})
 	if err := p.Sync(); err != nil {
-		p.Close()
+		_ = p.Close() // the connection failed: err says why
 		return s.fail(op, err)
 	}
 	opErr := s.pipelineResult(p, func(rr *pgconn.ResultReader) error {
