@@ -229,7 +229,7 @@ func (s *Store) resolve(r *store.Record) error {
 // MessageLease implements store.Store. Not fsync'd: a lost lease only
 // means the message is delivered again.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
-	return s.lease(ctx, p, nil)
+	return s.lease(ctx, p, false)
 }
 
 // MessageLeaseDue implements store.DueLeaser: the due messages still in
@@ -237,37 +237,11 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 // long-poll woken by the timer releases them without waiting for the
 // engine's promotion (a goroutine hand-off and a second lock hold on a
 // busy machine). Not fsync'd, as MessageLease.
-func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (*store.LeaseDueResult, error) {
-	res := &store.LeaseDueResult{}
-	var err error
-	res.Records, err = s.lease(ctx, p, res)
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	return s.lease(ctx, p, true)
 }
 
-// firstScheduledAfter is the due time of t's first scheduled message due
-// after now (0: none), by one seek. The caller holds t.mu.
-func (s *Store) firstScheduledAfter(t *topic, now int64) (int64, error) {
-	it, err := s.indexIter(t, ixScheduled, appendTimeSeq(nil, now+1, 0))
-	if err != nil {
-		return 0, err
-	}
-	var due int64
-	if it.First() {
-		due, _, _ = parseIndexSuffix(it.Key())
-	}
-	if err := it.Close(); err != nil {
-		return 0, classify("scan scheduled", err)
-	}
-	return due, nil
-}
-
-// lease is MessageLease, or with due set MessageLeaseDue, which first
-// promotes the due messages still scheduled and reports in due what it
-// left scheduled.
-func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due *store.LeaseDueResult) ([]*store.Record, error) {
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
 	done, err := s.start(ctx)
 	if err != nil {
 		return nil, err
@@ -282,24 +256,13 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due *sto
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if due != nil {
+	if due {
 		// Up to Max, all ready: the lease below then takes them in lease
 		// order with what was ready before. It takes fewer than Max only
 		// when nothing due is left ready; at Max the engine wakes another
 		// long-poll for the rest.
-		pr, err := s.promoteLocked(t, p.Now, p.Now, p.Max)
-		if err != nil {
+		if _, err := s.promoteLocked(t, p.Now, p.Now, p.Max); err != nil {
 			return nil, err
-		}
-		// promoteLocked's NextDue is the first message left scheduled:
-		// due by now when Max cut the promotion short, else the first due
-		// after now.
-		due.NextDue = pr.NextDue
-		if pr.NextDue != 0 && pr.NextDue <= p.Now {
-			due.LeftDue = pr.NextDue
-			if due.NextDue, err = s.firstScheduledAfter(t, p.Now); err != nil {
-				return nil, err
-			}
 		}
 	}
 	it, err := s.indexIter(t, ixReady, nil)
