@@ -302,14 +302,6 @@ type topic struct {
 	// ms), 0 when the rate limit is not holding messages back.
 	throttledSince int64
 
-	// Hand-offs on a store.DueLeaser (promoter.go): handOffs counts the
-	// timer's wake-ups of a waiter, cleared the latest of them after which
-	// a lease found nothing due left scheduled, unclearedAt the engine
-	// times of the hand-offs after cleared that are not yet older than
-	// leaseGrace, oldest first.
-	handOffs, cleared uint64
-	unclearedAt       []int64
-
 	limiter topicLimiter // the local bucket (localGate only)
 }
 
@@ -447,59 +439,17 @@ func (t *topic) wakeLocked(n int) {
 	}
 }
 
-// handOff wakes the oldest waiting long-poll, whose lease is to take the
-// messages due by now, and reports whether there was one. A throttled
-// topic's waiters wait for tokens, not messages: it wakes none. oldest is
-// the engine time of the earliest earlier hand-off that no lease has
-// cleared yet (0: none): a message it announced may still be due,
-// unleased, and need promoting once leaseGrace is over.
-func (t *topic) handOff(now int64) (woken bool, oldest int64) {
+// wakeOne wakes the oldest waiting long-poll and reports whether there
+// was one. A throttled topic's waiters wait for tokens, not messages: it
+// wakes none.
+func (t *topic) wakeOne() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.waiters.Len() == 0 || t.throttledSince != 0 {
-		return false, 0
+		return false
 	}
-	if len(t.unclearedAt) > 0 {
-		oldest = t.unclearedAt[0]
-	}
-	t.handOffs++
-	t.unclearedAt = append(t.unclearedAt, now)
 	t.wakeLocked(1)
-	return true, oldest
-}
-
-// handOffsSoFar is the count of hand-offs a lease starting now follows.
-func (t *topic) handOffsSoFar() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.handOffs
-}
-
-// clearHandOffs records that a lease that started after the first n
-// hand-offs left nothing due scheduled: what they announced is leased,
-// or (due later by the store's clock) armed by the lease's NextDue.
-func (t *topic) clearHandOffs(n uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n <= t.cleared {
-		return
-	}
-	t.unclearedAt = t.unclearedAt[min(int(n-t.cleared), len(t.unclearedAt)):] // #nosec G115 -- n - cleared ≤ handOffs - cleared = len
-	t.cleared = n
-}
-
-// promotedBefore records that a promotion with leaseGrace at now took
-// care of the hand-offs older than the grace: whatever they announced and
-// nobody leased is ready now.
-func (t *topic) promotedBefore(cut int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	i := 0
-	for i < len(t.unclearedAt) && t.unclearedAt[i] <= cut {
-		i++
-	}
-	t.unclearedAt = t.unclearedAt[i:]
-	t.cleared += uint64(i)
+	return true
 }
 
 // throttled reports whether the topic's rate limit holds messages back.

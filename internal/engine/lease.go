@@ -116,7 +116,7 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	take := func(k int) ([]*store.Record, error) {
 		p := &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()}
 		if e.due != nil {
-			return e.leaseDue(ctx, t, p)
+			return e.due.MessageLeaseDue(ctx, p)
 		}
 		return e.st.MessageLease(ctx, p)
 	}

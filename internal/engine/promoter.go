@@ -23,24 +23,11 @@ const leaseGrace = 50
 // the due messages straight from scheduled in one transaction, and
 // promotes only the messages due for longer than leaseGrace: a promotion
 // of the newly due ones would lock them first and make the waiter wait
-// for its commit, the second transaction the hand-off saves. The lease
-// says what it left (leaseDue), which arms the timer for the next
-// message: the promotion is called only once an earlier hand-off is
-// leaseGrace old and no lease since has found the due set empty (its
-// waiter did not lease: paused, cancelled, busy, or a message held).
+// for its commit, the second transaction the hand-off saves.
 func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 	var grace int64
-	if handOff && e.due != nil {
-		now := e.now()
-		if woken, oldest := t.handOff(now); woken {
-			if oldest == 0 || now-oldest < leaseGrace {
-				// Come back when the oldest uncleared hand-off's grace is
-				// over, in case no lease clears it by then.
-				e.dispatcher.armPromoteIn(t, max(cmp.Or(oldest, now)+leaseGrace-now, 1))
-				return
-			}
-			grace = leaseGrace
-		}
+	if handOff && e.due != nil && t.wakeOne() {
+		grace = leaseGrace
 	}
 	for {
 		now := e.now()
@@ -62,11 +49,6 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 			return
 		}
 		e.skew.sample(res.Now, sent, e.clk.Now())
-		if e.due != nil {
-			// What the hand-offs up to now - grace announced and nobody
-			// leased is ready now.
-			t.promotedBefore(now - grace)
-		}
 		if res.Promoted > 0 {
 			t.notifyN(res.Promoted)
 		}
@@ -94,26 +76,4 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 			return
 		}
 	}
-}
-
-// leaseDue runs a DueLeaser's lease and acts on what it left scheduled:
-// nothing due left clears the hand-offs before it (the timer need not
-// promote after their grace), a message it left due is promoted once its
-// grace is over unless a lease takes it first, and the next one due arms
-// the timer (whose firing wakes a waiter for it).
-func (e *Engine) leaseDue(ctx context.Context, t *topic, p *store.MessageLeaseParams) ([]*store.Record, error) {
-	before := t.handOffsSoFar()
-	res, err := e.due.MessageLeaseDue(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if res.LeftDue == 0 {
-		t.clearHandOffs(before)
-	} else {
-		e.dispatcher.armPromote(t, res.LeftDue+leaseGrace)
-	}
-	if res.NextDue != 0 {
-		e.dispatcher.armPromote(t, res.NextDue)
-	}
-	return res.Records, nil
 }

@@ -336,25 +336,13 @@ type DueLeaser interface {
 	// MessageLeaseDue is MessageLease over the ready messages due by Now
 	// and the scheduled messages due by Now, as if promoted first: up to
 	// Max in (Priority, DueAt, Seq) order among the first Max of each.
-	// It also says what it left scheduled, so that the engine's timer
-	// need not ask again (LeaseDueResult).
-	MessageLeaseDue(ctx context.Context, p *MessageLeaseParams) (*LeaseDueResult, error)
+	MessageLeaseDue(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)
 	// MessagePromoteGrace is MessagePromote of the messages due by
 	// now − grace (ms). HeldDue is the earliest scheduled message due by
 	// now (left to the leases, or held by another transaction; 0: none),
 	// NextDue the earliest due after now (0: none), unless Max cut the
 	// call short; Now is the now it judged by, not shifted by grace.
 	MessagePromoteGrace(ctx context.Context, p *MessagePromoteParams, grace int64) (*PromoteResult, error)
-}
-
-// LeaseDueResult is the answer of DueLeaser.MessageLeaseDue.
-type LeaseDueResult struct {
-	Records []*Record
-	// LeftDue is the earliest scheduled message due by now that the lease
-	// did not take (held by another transaction, or beyond Max; 0: none).
-	LeftDue int64
-	// NextDue is the earliest scheduled message due after now (0: none).
-	NextDue int64
 }
 
 // RateTakeParams are the arguments of RateTake.

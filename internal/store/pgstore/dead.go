@@ -64,7 +64,7 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) (_ []
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	sts, recs, err := s.recsAnnounced(ctx, "replay dead", "SELECT "+recCols+" FROM "+s.fn("op_dead_replay_staged")+"($1, $2, $3, $4)",
+	sts, recs, err := s.recs(ctx, "replay dead", "SELECT "+recCols+" FROM "+s.fn("op_dead_replay")+"($1, $2, $3, $4)",
 		s.nowArg(p.Now), p.Topic, nullIfEmpty(p.ID), p.Max)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,9 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) (_ []
 	if p.ID != "" && len(sts) == 1 && sts[0] == statusNotFound {
 		return nil, fmt.Errorf("pgstore: replay: message %q in topic %q is not dead: %w", p.ID, p.Topic, store.ErrNotFound)
 	}
-	// op_dead_replay_staged announced the replayed messages (ready now).
+	if len(recs) > 0 {
+		s.notify(ctx, map[string]int64{p.Topic: 0}) // replayed messages are ready now
+	}
 	return recs, nil
 }
 

@@ -131,12 +131,9 @@
 // its own. After a send, reschedule, nack, replay, lease expiry or
 // promotion that leaves messages scheduled or ready, the store sends one
 // notification per topic, "topic\tdueMS" with the call's earliest due
-// time, 0 meaning ready now (as the Redis store publishes). The
-// operation stages them in the session (set_config, undone if it rolls
-// back) and announce() sends them after it committed, in a transaction of
-// their own but in the same round trip: the two statements are pipelined
-// with a sync point between them (Store.announced, schema version 8).
-// Not inside the operation's transaction: PostgreSQL serializes the commits of all notifying transactions on one
+// time, 0 meaning ready now (as the Redis store publishes). It sends them
+// after its transaction committed, in a transaction of their own:
+// PostgreSQL serializes the commits of all notifying transactions on one
 // lock held through their WAL flush, so notifying inside every operation
 // would line up every commit of every server behind one disk flush at a
 // time (measured: concurrent single sends stopped scaling with callers). A

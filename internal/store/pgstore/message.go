@@ -20,10 +20,6 @@ const (
 	statusDuplicate = 1
 	statusNotFound  = 2
 	statusConflict  = 3
-	// statusLeaseSummary ends op_lease_due_next's answer: due_at is the
-	// earliest scheduled message due by now left, updated_at the earliest
-	// due after now (migrations/0008).
-	statusLeaseSummary = 4
 )
 
 // recCols are the columns of the rec type, in order; scanRec reads them.
@@ -88,28 +84,6 @@ func (s *Store) recs(ctx context.Context, op, sql string, args ...any) ([]int32,
 	return sts, out, nil
 }
 
-// recsAnnounced is recs for an operation that stages notifications,
-// followed by announce() in the same round trip (Store.announced).
-func (s *Store) recsAnnounced(ctx context.Context, op, sql string, args ...any) ([]int32, []*store.Record, error) {
-	var sts []int32
-	var out []*store.Record
-	err := s.announced(ctx, op, sql, func(rows pgx.Rows) error {
-		for rows.Next() {
-			st, r, err := scanRec(rows)
-			if err != nil {
-				return err
-			}
-			sts = append(sts, st)
-			out = append(out, r)
-		}
-		return rows.Err()
-	}, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return sts, out, nil
-}
-
 // readErr classifies a failure to read an answer: a bad header blob is
 // corruption, anything else the connection's.
 func (s *Store) readErr(op string, err error) error {
@@ -122,16 +96,6 @@ func (s *Store) readErr(op string, err error) error {
 // one runs an operation on one message and maps its status to an error.
 func (s *Store) one(ctx context.Context, op, topic, id, sql string, args ...any) (*store.Record, error) {
 	sts, recs, err := s.recs(ctx, op, sql, args...)
-	return oneOf(op, topic, id, sts, recs, err)
-}
-
-// oneAnnounced is one for an operation that stages notifications.
-func (s *Store) oneAnnounced(ctx context.Context, op, topic, id, sql string, args ...any) (*store.Record, error) {
-	sts, recs, err := s.recsAnnounced(ctx, op, sql, args...)
-	return oneOf(op, topic, id, sts, recs, err)
-}
-
-func oneOf(op, topic, id string, sts []int32, recs []*store.Record, err error) (*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +157,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	var sts []int32
 	var recs []*store.Record
 	for try := 1; ; try++ {
-		sts, recs, err = s.recsAnnounced(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert_staged")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+		sts, recs, err = s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11)",
 			s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
 		// The call is its own transaction, rolled back whole on a deadlock
 		// (40P01: the narrow race of concurrent batches sharing ids, see
@@ -209,11 +173,18 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if len(recs) != n {
 		return nil, fmt.Errorf("pgstore: send: %d answers for %d messages: %w", len(recs), n, store.ErrCorrupt)
 	}
-	// op_insert_staged announced the new messages due within 60 s, in the
-	// same round trip.
 	out := make([]store.InsertResult, n)
+	earliest, now := int64(-1), int64(0)
 	for i, r := range recs {
 		out[i] = store.InsertResult{Record: r, Duplicate: sts[i] == statusDuplicate}
+		if sts[i] == statusOK {
+			if d := store.NotifyDue(r); earliest < 0 || d < earliest {
+				earliest, now = d, r.CreatedAt
+			}
+		}
+	}
+	if earliest >= 0 {
+		s.notifySoon(ctx, p.Topic, earliest, now)
 	}
 	return out, nil
 }
@@ -255,9 +226,13 @@ func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageReschedul
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	// Announcing the new due time in the same round trip.
-	return s.oneAnnounced(ctx, "reschedule", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_reschedule_staged")+"($1, $2, $3, $4, $5, $6)",
+	r, err := s.one(ctx, "reschedule", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_reschedule")+"($1, $2, $3, $4, $5, $6)",
 		s.nowArg(p.Now), p.Topic, p.ID, p.DueAt, p.Relative, p.Delay)
+	if err != nil {
+		return nil, err
+	}
+	s.notifySoon(ctx, p.Topic, store.NotifyDue(r), r.UpdatedAt)
+	return r, nil
 }
 
 // MessagePromote implements store.Store.
@@ -295,48 +270,33 @@ func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromote
 func (s *Store) promoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
 	var res store.PromoteResult
 	var promoted int32
-	// op_promote_grace_staged wakes every server's long-polls, in the
-	// same round trip, when it promoted something: other servers armed the
-	// same due time, and whichever promotes first must wake theirs too.
-	err := s.announced(ctx, "promote", "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace_staged")+"($1, $2, $3, $4)",
-		func(rows pgx.Rows) error {
-			if !rows.Next() {
-				if err := rows.Err(); err != nil {
-					return err
-				}
-				return fmt.Errorf("no answer: %w", store.ErrCorrupt)
-			}
-			return rows.Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
-		}, s.nowArg(p.Now), p.Topic, p.Max, grace)
+	err := s.pool.QueryRow(ctx, "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace")+"($1, $2, $3, $4)",
+		s.nowArg(p.Now), p.Topic, p.Max, grace).Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
 	if err != nil {
-		return nil, err
+		return nil, s.fail("promote", err)
 	}
 	res.Promoted = int(promoted)
 	if s.callerNow {
 		res.Now = 0 // "judged by Params.Now"
 	}
+	if res.Promoted > 0 {
+		// Other servers armed the same due time; whichever promotes first
+		// must wake their long-polls too, or they sleep until the sweep.
+		s.notify(ctx, map[string]int64{p.Topic: 0})
+	}
 	return &res, nil
 }
 
 // MessageLeaseDue implements store.DueLeaser.
-func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (_ *store.LeaseDueResult, err error) {
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	sts, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due_next")+"($1, $2, $3, $4, $5)",
+	_, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
 		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
-	if err != nil {
-		return nil, err
-	}
-	// The leased messages, then one summary row (migrations/0008).
-	n := len(recs) - 1
-	if n < 0 || sts[n] != statusLeaseSummary {
-		return nil, fmt.Errorf("pgstore: lease: answer without its summary row: %w", store.ErrCorrupt)
-	}
-	sum := recs[n]
-	return &store.LeaseDueResult{Records: recs[:n:n], LeftDue: sum.DueAt, NextDue: sum.UpdatedAt}, nil
+	return recs, err
 }
 
 // MessageLease implements store.Store.
@@ -407,14 +367,21 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (_ 
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	// op_nack_staged announces the retry in the same round trip; a final
-	// nack makes the message dead, which announces nothing.
+	var r *store.Record
 	if p.Final {
-		return s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack_final")+"($1, $2, $3, $4, $5)",
+		r, err = s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack_final")+"($1, $2, $3, $4, $5)",
 			s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, []byte(p.Error))
+	} else {
+		r, err = s.one(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack")+"($1, $2, $3, $4, $5, $6)",
+			s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, p.RetryDelay, []byte(p.Error))
 	}
-	return s.oneAnnounced(ctx, "nack", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_nack_staged")+"($1, $2, $3, $4, $5, $6)",
-		s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, p.RetryDelay, []byte(p.Error))
+	if err != nil {
+		return nil, err
+	}
+	if r.State == store.StateScheduled || r.State == store.StateReady {
+		s.notifySoon(ctx, p.Topic, store.NotifyDue(r), r.UpdatedAt)
+	}
+	return r, nil
 }
 
 // MessageExtend implements store.Store.
@@ -435,8 +402,16 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	// op_expire_staged announces each topic that got a message ready
-	// again, in the same round trip.
-	_, recs, err := s.recsAnnounced(ctx, "expire leases", "SELECT "+recCols+" FROM "+s.fn("op_expire_staged")+"($1, $2)", s.nowArg(p.Now), p.Max)
-	return recs, err
+	_, recs, err := s.recs(ctx, "expire leases", "SELECT "+recCols+" FROM "+s.fn("op_expire")+"($1, $2)", s.nowArg(p.Now), p.Max)
+	if err != nil {
+		return nil, err
+	}
+	ready := map[string]int64{}
+	for _, r := range recs {
+		if r.State == store.StateReady {
+			ready[r.Topic] = 0
+		}
+	}
+	s.notify(ctx, ready)
+	return recs, nil
 }

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -11,21 +10,39 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq/internal/store"
 )
 
 // notify tells every subscribed server that each topic has a message due
-// at its time (0: ready now, or store.NotifySettings): one NOTIFY per
-// topic, "topic\tdueMS", in a transaction of its own after the change
-// committed. Only topic settings and deletions still use it: the message
-// operations notify inside their own transaction since schema version 8
-// (the *_notify functions, op_insert with p_notify), delivered at commit
-// and only for what is due within 60 s (the servers' safety sweep re-reads
-// every topic's next due time every 5 s and arms the rest). A failed
-// notification is logged, not returned: the change is already durable,
-// and the engines' safety sweep finds what it would have announced.
+// at its time (0: ready now): one NOTIFY per topic, "topic\tdueMS", sent
+// after the operation committed, in a transaction of its own. Not in the
+// operation's transaction: PostgreSQL serializes the commits of all
+// notifying transactions on one lock held through their WAL flush, which
+// would put every send, promotion and nack of every server in a single
+// line; a transaction that only notifies writes no WAL and holds that
+// lock for microseconds. (delayq_send does notify inside the caller's
+// transaction, so that its message is announced exactly at commit.)
+// A failed notification is logged, not returned: the state change is
+// already durable, and the engines' safety sweep finds what a lost
+// notification would have announced.
+// notifyHorizonMS is how far ahead of the database's now a change must be
+// due to go unannounced: a send, reschedule or retry due later is armed by
+// the other servers' safety sweep (every 5 s re-reads each topic's next
+// due time), as delayq_send does since schema version 5. The server that
+// made the change arms its own timer. A notification costs a transaction
+// of its own after every batch.
+const notifyHorizonMS = 60_000
+
+// notifySoon notifies topic's due time (0: ready now) unless it is
+// notifyHorizonMS or more after now (both by the database's clock).
+func (s *Store) notifySoon(ctx context.Context, topic string, due, now int64) {
+	if due != 0 && due-now >= notifyHorizonMS {
+		return
+	}
+	s.notify(ctx, map[string]int64{topic: due})
+}
+
 func (s *Store) notify(ctx context.Context, due map[string]int64) {
 	if len(due) == 0 {
 		return
@@ -186,113 +203,4 @@ func parseNotification(p string) (string, int64, bool) {
 	}
 	due, err := strconv.ParseInt(d, 10, 64)
 	return topic, due, err == nil
-}
-
-// announced runs sql, an operation that stages its notifications in the
-// session (migrations/0008), then announce() in a transaction of its own,
-// both in one round trip (a pipeline with a sync point between them), and
-// hands the operation's rows to read. The staged notifications are undone
-// with the operation's transaction if it rolls back, so announce() then
-// sends nothing; it runs either way, so that nothing staged stays on the
-// connection.
-func (s *Store) announced(ctx context.Context, op, sql string, read func(pgx.Rows) error, args ...any) error {
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.fail(op, err)
-	}
-	defer c.Release()
-	conn := c.Conn()
-	// Prepared once per connection (pgx keeps the descriptions), so the
-	// pipeline needs no describe round trip.
-	opSD, err := conn.Prepare(ctx, sql, sql)
-	if err != nil {
-		return s.fail(op, err)
-	}
-	announce := "SELECT " + s.fn("announce") + "()"
-	annSD, err := conn.Prepare(ctx, announce, announce)
-	if err != nil {
-		return s.fail(op, err)
-	}
-	tm := conn.TypeMap()
-	if len(args) != len(opSD.ParamOIDs) {
-		return fmt.Errorf("pgstore: %s: %d arguments for %d parameters", op, len(args), len(opSD.ParamOIDs))
-	}
-	params := make([][]byte, len(args))
-	formats := make([]int16, len(args))
-	for i, a := range args {
-		oid := opSD.ParamOIDs[i]
-		formats[i] = tm.FormatCodeForOID(oid)
-		if params[i], err = tm.Encode(oid, formats[i], a, nil); err != nil {
-			return fmt.Errorf("pgstore: %s: argument %d: %w", op, i+1, err)
-		}
-	}
-	results := make([]int16, len(opSD.Fields))
-	for i, f := range opSD.Fields {
-		results[i] = tm.FormatCodeForOID(f.DataTypeOID)
-	}
-	p := conn.PgConn().StartPipeline(ctx)
-	p.SendQueryStatement(opSD, params, formats, results)
-	p.SendPipelineSync()
-	p.SendQueryStatement(annSD, nil, nil, []int16{pgx.BinaryFormatCode})
-	if err := p.Sync(); err != nil {
-		_ = p.Close() // the connection failed: err says why
-		return s.fail(op, err)
-	}
-	opErr := s.pipelineResult(p, func(rr *pgconn.ResultReader) error {
-		rows := pgx.RowsFromResultReader(tm, rr)
-		defer rows.Close()
-		if err := read(rows); err != nil {
-			return err
-		}
-		rows.Close()
-		return rows.Err()
-	})
-	annErr := s.pipelineResult(p, func(rr *pgconn.ResultReader) error {
-		_, err := rr.Close()
-		return err
-	})
-	if err := p.Close(); err != nil && opErr == nil {
-		opErr = s.fail(op, err)
-	}
-	if opErr != nil {
-		return s.readErr(op, opErr)
-	}
-	if annErr != nil && !s.closed.Load() && !errors.Is(ctx.Err(), context.Canceled) {
-		// The change is durable; the engines' safety sweep finds what the
-		// notification would have announced.
-		s.log.Warn("pgstore: notify (engines' safety sweep will cover it)", "op", op, "err", annErr)
-	}
-	return nil
-}
-
-// pipelineResult reads one statement's result and the sync point after
-// it: the statement's error, if any, else read's.
-func (s *Store) pipelineResult(p *pgconn.Pipeline, read func(*pgconn.ResultReader) error) error {
-	var err error
-	for {
-		res, rerr := p.GetResults()
-		if rerr != nil {
-			if err == nil {
-				err = rerr
-			}
-			var pe *pgconn.PgError
-			if !errors.As(rerr, &pe) {
-				return err // the connection failed: nothing more to read
-			}
-			continue
-		}
-		switch r := res.(type) {
-		case *pgconn.ResultReader:
-			if e := read(r); e != nil && err == nil {
-				err = e
-			}
-		case *pgconn.PipelineSync:
-			return err
-		case nil:
-			if err == nil {
-				err = errors.New("pipeline ended early")
-			}
-			return err
-		}
-	}
 }
