@@ -295,7 +295,17 @@ func TestChurnBounded(t *testing.T) {
 		if peak < 0 || l < 0 {
 			t.Fatalf("table %s not found in the samples", name)
 		}
-		if l > peak+peak/4+128<<10 {
+		// The tombstones' share of it follows the purger, a goroutine a
+		// loaded machine can starve for a second (5,000 acks here): a
+		// one-off spike leaves the B-tree's pages allocated, and CI saw
+		// 592 KiB grow to 1,456 KiB and fall back to 1,120. Never
+		// purged, the 20,000 tombstones take over 3 MiB, so a floor of
+		// 2 MiB on the bound still fails a purge that does not purge.
+		bound := peak + peak/4 + 128<<10
+		if name == "tombstone" {
+			bound = max(bound, 2<<20)
+		}
+		if l > bound {
 			t.Errorf("table %s grew from at most %s until %d acked to %s at %d", name, kib(peak), mid.acked, kib(l), last.acked)
 		}
 	}
