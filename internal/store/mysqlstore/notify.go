@@ -54,12 +54,11 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 	qctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	// Idle, this one query is all a poll costs: the topic table is small
-	// (one row per topic) and the count stripes (as many per topic as its
-	// sends needed at once, at most 64) are read in their primary key's
-	// order. A topic's ver is its row's (servers before schema 5) plus its
-	// stripes'.
-	// It also counts each topic's rows of the send procedure (schema 7),
-	// which this server folds when there are many (foldCounts).
+	// (one row per topic) and its count rows (at most 64 numbered stripes,
+	// plus the send procedure's own rows since the last fold: about
+	// foldAfter) are read in their primary key's order. A topic's ver is
+	// its row's (servers before schema 5) plus its count rows'. It also
+	// counts those rows, so that a topic with many is folded (foldCounts).
 	rows, err := s.db.QueryContext(qctx, "SELECT t.name, t.ver + COALESCE(SUM(c.ver), 0), COUNT(c.topic) FROM "+s.t("topic")+" t LEFT JOIN "+s.t("topic_count")+" c ON c.topic = t.name GROUP BY t.name") // #nosec G202 -- only table names (s.t: the prefix validated at Open) are concatenated
 	if err != nil {
 		return nil, err
