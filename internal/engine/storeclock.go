@@ -30,12 +30,22 @@ import (
 const (
 	clockSamples = 3
 	// A sample replaces the estimate when its round trip is within
-	// rttSlack of the estimate's, or the estimate is older than
-	// estimateMaxAge (drift, a stepped clock, a failover to another
-	// master).
+	// rttSlack of the estimate's. The allowance doubles for every
+	// estimateMaxAge the estimate has aged, so drift, a stepped clock or a
+	// failover to another master is still picked up on a loaded machine
+	// where no call comes near the best round trip again, while a call
+	// that spanned an outage (a round trip of seconds, hence an offset
+	// wrong by half of it) never replaces a recent estimate: it would aim
+	// every timer that far off.
 	rttSlackMicros = 2000
 	estimateMaxAge = 30 * time.Second
 )
+
+// allowedRTT is the longest round trip (µs) a sample may have to replace an
+// estimate measured with round trip rtt, age ago.
+func allowedRTT(rtt int64, age time.Duration) int64 {
+	return rtt + rttSlackMicros<<min(age/estimateMaxAge, 20)
+}
 
 type storeClock struct {
 	mu     sync.Mutex
@@ -56,7 +66,7 @@ func (c *storeClock) sample(storeNow int64, sent, recv time.Time) {
 	off := storeNow - mid/1000
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.has && rtt > c.rtt+rttSlackMicros && recv.Sub(c.at) < estimateMaxAge {
+	if c.has && rtt > allowedRTT(c.rtt, recv.Sub(c.at)) {
 		return
 	}
 	c.offset, c.rtt, c.at, c.has = off, rtt, recv, true
