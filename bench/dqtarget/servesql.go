@@ -29,7 +29,8 @@ type sqlServeSpec struct {
 	url    string
 	// tx: Send runs in the application's own transaction straight on the
 	// database (pgtx / mysqltx: delayq_send, on PostgreSQL
-	// delayq_send_many for a batch; <prefix>send), one transaction per
+	// delayq_send_many for a batch; <prefix>send, <prefix>send_many for a
+	// batch), one transaction per
 	// Send call; consumers still lease over HTTP.
 	tx bool
 }
@@ -222,7 +223,9 @@ func pgTxSend(ctx context.Context, pool *pgxpool.Pool, schema, topic string, msg
 	return nil
 }
 
-// myTxSend sends msgs in one transaction through <prefix>send. The
+// myTxSend sends msgs in one transaction through mysqltx — Send
+// (<prefix>send) for one message, SendMany (<prefix>send_many, one call)
+// for a batch. The
 // procedure takes a delay, not a time, so the due time the database
 // answered replaces the requested one: lateness is measured from it.
 func myTxSend(ctx context.Context, db *sql.DB, prefix, topic string, msgs []bench.Msg) error {
@@ -241,7 +244,11 @@ func myTxSend(ctx context.Context, db *sql.DB, prefix, topic string, msgs []benc
 	if err != nil {
 		return err
 	}
-	res, err := mysqlstore.SendTx(ctx, tx, prefix, topic, tms...)
+	send := mysqlstore.SendTx
+	if len(tms) > 1 {
+		send = mysqlstore.SendManyTx
+	}
+	res, err := send(ctx, tx, prefix, topic, tms...)
 	if err != nil {
 		_ = tx.Rollback()
 		return err

@@ -1,0 +1,156 @@
+package mysqlstore_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/mysqlstore"
+)
+
+// send_many sends a batch as send_priority sends each message: it exists
+// iff the application's transaction commits, duplicates (already a
+// message, acked, or repeated within the batch) answer the first one's due
+// time, and the counts grow by one row for the whole batch.
+func TestSendManyTx(t *testing.T) {
+	s, db, prefix := storeAndApp(t)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mysqlstore.SendManyTx(ctx, tx, prefix, "orders", mysqlstore.TxMessage{ID: "rolled-back"}, mysqlstore.TxMessage{ID: "rolled-back-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageGet(ctx, "orders", "rolled-back"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rolled-back send: MessageGet = %v, want ErrNotFound", err)
+	}
+
+	// One message sent and acked before: a resend of its id is a duplicate.
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "orders", Messages: []store.InsertMessage{{ID: "acked", Relative: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "orders", Max: 1, LeaseFor: 30_000, Token: "t"})
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %d, %v", len(leased), err)
+	}
+	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "orders", ID: "acked", Receipt: leased[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+
+	payload := make([]byte, 256)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	tx, err = db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mysqlstore.SendManyTx(ctx, tx, prefix, "orders",
+		mysqlstore.TxMessage{ID: "now", Payload: payload},
+		mysqlstore.TxMessage{ID: "later", Delay: time.Hour, MaxAttempts: 3, Priority: 7},
+		mysqlstore.TxMessage{Payload: []byte("generated id")},
+		mysqlstore.TxMessage{ID: "now", Delay: time.Hour},
+		mysqlstore.TxMessage{ID: "acked"},
+		mysqlstore.TxMessage{ID: "ünïcode ✓"})
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 6 {
+		t.Fatalf("%d results for 6 messages", len(res))
+	}
+	for i, dup := range []bool{false, false, false, true, true, false} {
+		if res[i].Duplicate != dup {
+			t.Errorf("result %d %+v: duplicate %v, want %v", i, res[i], res[i].Duplicate, dup)
+		}
+	}
+	if res[0].ID != "now" || res[2].ID == "" || res[5].ID != "ünïcode ✓" || !res[3].DueAt.Equal(res[0].DueAt) {
+		t.Fatalf("results %+v", res)
+	}
+	if d := res[1].DueAt.Sub(res[0].DueAt); d < time.Hour-time.Second || d > time.Hour+time.Second {
+		t.Fatalf("delayed message due %v after the immediate one, want 1h", d)
+	}
+	r, err := s.MessageGet(ctx, "orders", "now")
+	if err != nil || r.State != store.StateReady || !bytes.Equal(r.Payload, payload) || r.MaxAttempts != 25 {
+		t.Fatalf("MessageGet now: %+v %v", r, err)
+	}
+	later, err := s.MessageGet(ctx, "orders", "later")
+	if err != nil || later.State != store.StateScheduled || later.MaxAttempts != 3 || later.Priority != 7 || len(later.Payload) != 0 {
+		t.Fatalf("MessageGet later: %+v %v", later, err)
+	}
+	if r, err := s.MessageGet(ctx, "orders", res[2].ID); err != nil || string(r.Payload) != "generated id" {
+		t.Fatalf("MessageGet generated: %+v %v", r, err)
+	}
+	tr, err := s.TopicGet(ctx, "orders")
+	if err != nil || tr.Counts.Ready != 3 || tr.Counts.Scheduled != 1 || tr.NextDue != later.DueAt {
+		t.Fatalf("TopicGet: %+v %v; want 3 ready, 1 scheduled", tr, err)
+	}
+	var own int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+prefix+"topic_count` WHERE topic = 'orders' AND stripe >= 64").Scan(&own); err != nil { // #nosec G202 -- the test's prefix
+		t.Fatal(err)
+	}
+	if own != 1 {
+		t.Fatalf("%d count rows of the procedure's own, want 1 for the batch", own)
+	}
+	leased, err = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "orders", Max: 10, LeaseFor: 30_000, Token: "t"})
+	if err != nil || len(leased) != 3 {
+		t.Fatalf("lease: %d messages, %v; want the 3 ready ones", len(leased), err)
+	}
+}
+
+// Bad input fails the call with an error naming what is wrong, and the
+// caller's rollback leaves nothing behind.
+func TestSendManyTxRefuses(t *testing.T) {
+	s, db, prefix := storeAndApp(t)
+	call := func(topic, doc string) error {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck // the transaction is only for the call
+		_, err = tx.ExecContext(ctx, "CALL `"+prefix+"send_many`(?, ?, @r)", topic, doc) // #nosec G202 -- the test's prefix
+		return err
+	}
+	for _, tc := range []struct{ topic, doc, want string }{
+		{"", `[{}]`, "topic is required"},
+		{"orders", `{"id": "x"}`, "JSON array"},
+		{"orders", `not json`, "JSON array"},
+		{"orders", `[{"id": "a"}, 5]`, "message 1 is not a JSON object"},
+		{"orders", `[{"id": ""}]`, "message 0: id must not be empty"},
+		{"orders", `[{"id": "` + strings.Repeat("x", 256) + `"}]`, "message 0: id longer than 255 bytes"},
+		{"orders", `[{"id": "a"}, {"id": "b", "priority": 256}]`, "message 1: priority must be 0 to 255"},
+		{"orders", `[{"id": "a", "payload": "*not base64*"}]`, "message 0: payload is not base64"},
+		{"orders", `[{"id": "a", "delay_ms": "soon"}]`, "message 0: delay_ms must be an integer"},
+		{"orders", `[{"id": 5}]`, "message 0: id must be a string"},
+		{"orders", `[{"id": "a"}, null]`, "message 1 is not a JSON object"},
+		{"orders", `[{"id": "a", "max_attempts": 1.5}]`, "message 0: max_attempts must be an integer"},
+	} {
+		err := call(tc.topic, tc.doc)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("send_many(%q, %.40q) = %v, want an error with %q", tc.topic, tc.doc, err, tc.want)
+		}
+	}
+	if _, err := s.MessageGet(ctx, "orders", "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after refused calls: MessageGet = %v, want ErrNotFound", err)
+	}
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // nothing was sent
+	if _, err := mysqlstore.SendManyTx(ctx, tx, prefix, "orders", mysqlstore.TxMessage{ID: "ok"}, mysqlstore.TxMessage{ID: "\xff"}); err == nil || !strings.Contains(err.Error(), "message 1: id is not valid UTF-8") {
+		t.Fatalf("non-UTF-8 id: %v", err)
+	}
+}
