@@ -23,11 +23,15 @@ import (
 // commit.
 func TestOpenApplicationTxBlocksNothing(t *testing.T) {
 	for _, iso := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead} {
-		t.Run(iso.String(), func(t *testing.T) { openApplicationTxBlocksNothing(t, iso) })
+		for name, send := range map[string]func(context.Context, *sql.Tx, string, string, ...mysqlstore.TxMessage) ([]mysqlstore.TxResult, error){
+			"send": mysqlstore.SendTx, "send_many": mysqlstore.SendManyTx,
+		} {
+			t.Run(iso.String()+"/"+name, func(t *testing.T) { openApplicationTxBlocksNothing(t, iso, send) })
+		}
 	}
 }
 
-func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel) {
+func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel, send func(context.Context, *sql.Tx, string, string, ...mysqlstore.TxMessage) ([]mysqlstore.TxResult, error)) {
 	s, db, prefix := storeAndApp(t)
 	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "orders", Now: 1, Messages: []store.InsertMessage{
 		{ID: "ready-1", Payload: []byte("a"), MaxAttempts: 3},
@@ -43,7 +47,7 @@ func openApplicationTxBlocksNothing(t *testing.T, iso sql.IsolationLevel) {
 		t.Fatal(err)
 	}
 	defer app.Rollback() //nolint:errcheck // committed below; a failed test rolls back
-	if _, err := mysqlstore.SendTx(ctx, app, prefix, "orders",
+	if _, err := send(ctx, app, prefix, "orders",
 		mysqlstore.TxMessage{ID: "app-later", Delay: time.Hour},
 		mysqlstore.TxMessage{ID: "app-now"}); err != nil {
 		t.Fatal(err)

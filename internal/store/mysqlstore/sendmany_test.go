@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,8 @@ func TestSendManyTx(t *testing.T) {
 	if err != nil || later.State != store.StateScheduled || later.MaxAttempts != 3 || later.Priority != 7 || len(later.Payload) != 0 {
 		t.Fatalf("MessageGet later: %+v %v", later, err)
 	}
-	if r, err := s.MessageGet(ctx, "orders", res[2].ID); err != nil || string(r.Payload) != "generated id" {
+	generated := res[2].ID
+	if r, err := s.MessageGet(ctx, "orders", generated); err != nil || string(r.Payload) != "generated id" {
 		t.Fatalf("MessageGet generated: %+v %v", r, err)
 	}
 	tr, err := s.TopicGet(ctx, "orders")
@@ -102,9 +104,43 @@ func TestSendManyTx(t *testing.T) {
 	if own != 1 {
 		t.Fatalf("%d count rows of the procedure's own, want 1 for the batch", own)
 	}
+
+	// A batch with an id that is already a message is sent one message at
+	// a time: the live one answers its due time, the others are sent, in
+	// batch order.
+	tx, err = db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = mysqlstore.SendManyTx(ctx, tx, prefix, "orders",
+		mysqlstore.TxMessage{ID: "after-1"},
+		mysqlstore.TxMessage{ID: "later", Delay: time.Minute},
+		mysqlstore.TxMessage{ID: "after-2"},
+		mysqlstore.TxMessage{ID: "after-1"})
+	if err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Duplicate || !res[1].Duplicate || res[2].Duplicate || !res[3].Duplicate ||
+		res[1].DueAt.UnixMilli() != later.DueAt || !res[3].DueAt.Equal(res[0].DueAt) {
+		t.Fatalf("results with a live id %+v", res)
+	}
 	leased, err = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "orders", Max: 10, LeaseFor: 30_000, Token: "t"})
-	if err != nil || len(leased) != 3 {
-		t.Fatalf("lease: %d messages, %v; want the 3 ready ones", len(leased), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range leased {
+		order = append(order, r.ID)
+	}
+	if want := []string{"now", generated, "ünïcode ✓", "after-1", "after-2"}; !slices.Equal(order, want) {
+		t.Fatalf("leased %q, want the ready ones in send order %q", order, want)
+	}
+	if tr, err := s.TopicGet(ctx, "orders"); err != nil || tr.Counts.Inflight != 5 || tr.Counts.Scheduled != 1 {
+		t.Fatalf("TopicGet: %+v %v; want 5 inflight, 1 scheduled", tr, err)
 	}
 }
 

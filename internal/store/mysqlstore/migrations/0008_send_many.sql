@@ -1,8 +1,9 @@
 -- {{p}}send_many: a batch of messages to one topic in one CALL, inside the
 -- application's transaction, for any language. Sending a batch through
 -- {{p}}send costs two round trips per message (the CALL and the SELECT of
--- its OUT variables) and a count row each; this is one CALL and one
--- SELECT for the batch, and one count row.
+-- its OUT variables), four statements and a count row each; this is one
+-- CALL and one SELECT for the batch, a handful of set-based statements,
+-- and one count row.
 --
 -- p_messages is a JSON array of objects, in send order:
 --   {"id": "order-43", "payload": "<base64>", "delay_ms": 1800000,
@@ -12,11 +13,16 @@
 -- max_attempts to 25, priority to 0. o_results is a JSON array with one
 -- [id, duplicate (0/1), due (Unix ms)] per message, in the same order.
 --
--- Each message is sent as {{p}}send_priority sends one (the same
--- duplicate checks, which lock nothing that does not exist; an id that
--- repeats within the batch is a duplicate of its first occurrence), and
--- a malformed element fails the whole call naming its position, before
--- or after some rows were inserted: the caller rolls back.
+-- The elements are checked and staged one by one in a temporary table of
+-- the session ({{p}}send_batch; no locks, no redo), then sent together:
+-- the same duplicate checks as {{p}}send_priority's, which lock nothing
+-- that does not exist (a consistent read of the tombstones, and the
+-- message insert's own key check). An id that repeats within the batch is
+-- a duplicate of its first occurrence. Should the insert find an id
+-- already a message (or a concurrent send of it), the batch is sent one
+-- message at a time instead, as {{p}}send_priority would. A malformed
+-- element fails the whole call naming its position, before anything is
+-- written.
 CREATE OR REPLACE PROCEDURE {{p}}send_many(
   IN p_topic VARBINARY(255), IN p_messages LONGTEXT CHARACTER SET utf8mb4,
   OUT o_results LONGTEXT CHARACTER SET utf8mb4)
@@ -35,19 +41,32 @@ BEGIN
   DECLARE v_payload LONGBLOB;
   DECLARE v_due BIGINT;
   DECLARE v_state TINYINT;
-  DECLARE v_seq BIGINT UNSIGNED;
   DECLARE v_dup TINYINT;
   DECLARE v_taken TINYINT DEFAULT 0;
   DECLARE v_sched BIGINT DEFAULT 0;
   DECLARE v_ready BIGINT DEFAULT 0;
   DECLARE v_deleted TINYINT DEFAULT NULL;
+  DECLARE v_concat_max BIGINT UNSIGNED DEFAULT @@SESSION.group_concat_max_len;
   DECLARE v_msg VARCHAR(255);
+  DECLARE v_first INT;
   DECLARE c_messages CURSOR FOR
     SELECT j.pos, j.elem
       FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (pos FOR ORDINALITY, elem JSON PATH '$')) j
      ORDER BY j.pos;
+  -- A cursor's query is a consistent read, like {{p}}send_priority's
+  -- SELECT … INTO: it locks nothing, at REPEATABLE READ too, where a
+  -- statement that writes (an UPDATE joined to the tombstones) would lock
+  -- what it reads, gaps included.
+  DECLARE c_acked CURSOR FOR
+    SELECT b.pos, t.due FROM {{p}}send_batch b JOIN {{p}}tombstone t ON t.topic = p_topic AND t.id = b.id
+     WHERE b.dup = 0;
+  DECLARE c_repeats CURSOR FOR
+    SELECT b.pos, b.first_pos FROM {{p}}send_batch b WHERE b.dup = 2;
+  DECLARE c_one_by_one CURSOR FOR
+    SELECT b.pos, b.id, b.payload, b.due, b.max_attempts, b.priority
+      FROM {{p}}send_batch b WHERE b.dup = 0 ORDER BY b.pos;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_taken = 1;
-  -- Both the cursor's end and a SELECT … INTO that found nothing: v_done
+  -- Both a cursor's end and a SELECT … INTO that found nothing: v_done
   -- is reset before each FETCH and read right after it.
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   IF p_topic IS NULL OR p_topic = '' THEN
@@ -56,13 +75,28 @@ BEGIN
   IF p_messages IS NULL OR JSON_VALID(p_messages) = 0 OR JSON_TYPE(p_messages) <> 'ARRAY' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send_many: messages must be a JSON array of objects';
   END IF;
-  SET o_results = '[]';
+  -- dup: 0 to send, 1 already a message or acked, 2 a repeat within the
+  -- batch (answered from its first occurrence once that is sent).
+  CREATE TEMPORARY TABLE IF NOT EXISTS {{p}}send_batch (
+    pos INT NOT NULL PRIMARY KEY,
+    id VARBINARY(255) NOT NULL,
+    payload LONGBLOB NOT NULL,
+    due BIGINT NOT NULL,
+    max_attempts INT NOT NULL,
+    priority TINYINT UNSIGNED NOT NULL,
+    dup TINYINT NOT NULL DEFAULT 0,
+    first_pos INT,
+    seq BIGINT UNSIGNED,
+    KEY (id)
+  ) ENGINE=InnoDB;
+  DELETE FROM {{p}}send_batch;
+
   OPEN c_messages;
-  send_loop: LOOP
+  check_loop: LOOP
     SET v_done = 0;
     FETCH c_messages INTO v_pos, v_elem;
     IF v_done = 1 THEN
-      LEAVE send_loop;
+      LEAVE check_loop;
     END IF;
     IF COALESCE(JSON_TYPE(v_elem), '') <> 'OBJECT' THEN
       SET v_msg = CONCAT('delayq_send_many: message ', v_pos - 1, ' is not a JSON object');
@@ -132,43 +166,87 @@ BEGIN
       SET v_priority = CAST(v_field AS SIGNED);
     END IF;
     SET v_id = CONVERT(v_id_text USING binary);
+    SET v_dup = 0;
+    SET v_first = NULL;
     IF v_id IS NULL THEN
       SET v_id = CAST(UUID() AS CHAR);
-    END IF;
-    SET v_dup = 0;
-    SET v_due = NULL;
-    -- The same checks as {{p}}send_priority's: a consistent read of the
-    -- tombstone, and the insert's own key check for a live message.
-    SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = v_id;
-    IF v_due IS NOT NULL THEN
-      SET v_dup = 1;
     ELSE
-      SET v_due = v_now + GREATEST(COALESCE(v_delay, 0), 0);
-      SET v_state = IF(v_due <= v_now, 2, 1);
+      SELECT MIN(pos) INTO v_first FROM {{p}}send_batch WHERE id = v_id;
+      IF v_first IS NOT NULL THEN
+        SET v_dup = 2;
+      END IF;
+    END IF;
+    INSERT INTO {{p}}send_batch (pos, id, payload, due, max_attempts, priority, dup, first_pos)
+      VALUES (v_pos, v_id, v_payload, v_now + GREATEST(v_delay, 0), IF(v_max <= 0, 25, v_max), v_priority, v_dup, v_first);
+  END LOOP;
+  CLOSE c_messages;
+
+  -- Acked within the dedup window: a duplicate, answered the acked
+  -- message's due time (a consistent read, as {{p}}send_priority's).
+  OPEN c_acked;
+  acked_loop: LOOP
+    SET v_done = 0;
+    FETCH c_acked INTO v_pos, v_due;
+    IF v_done = 1 THEN
+      LEAVE acked_loop;
+    END IF;
+    UPDATE {{p}}send_batch SET dup = 1, due = v_due WHERE pos = v_pos;
+  END LOOP;
+  CLOSE c_acked;
+  SET v_taken = 0;
+  INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
+    SELECT p_topic, b.id, IF(b.due <= v_now, 2, 1), b.payload, NULL, b.due, v_now, v_now, b.max_attempts, b.priority
+      FROM {{p}}send_batch b WHERE b.dup = 0 ORDER BY b.pos;
+  IF v_taken = 0 THEN
+    -- The statement's rows, numbered in batch order.
+    UPDATE {{p}}send_batch b
+       SET b.seq = (SELECT m.seq FROM {{p}}message m WHERE m.topic = p_topic AND m.id = b.id)
+     WHERE b.dup = 0;
+  ELSE
+    -- An id is already a message (the failed statement inserted
+    -- nothing): one at a time, each duplicate found by its own insert.
+    OPEN c_one_by_one;
+    send_loop: LOOP
+      SET v_done = 0;
+      FETCH c_one_by_one INTO v_pos, v_id, v_payload, v_due, v_max, v_priority;
+      IF v_done = 1 THEN
+        LEAVE send_loop;
+      END IF;
       SET v_taken = 0;
       INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
-        VALUES (p_topic, v_id, v_state, v_payload, NULL, v_due, v_now, v_now, IF(COALESCE(v_max, 0) <= 0, 25, v_max), v_priority);
-      IF v_taken = 1 THEN
-        SET v_dup = 1;
+        VALUES (p_topic, v_id, IF(v_due <= v_now, 2, 1), v_payload, NULL, v_due, v_now, v_now, v_max, v_priority);
+      IF v_taken = 0 THEN
+        UPDATE {{p}}send_batch SET seq = LAST_INSERT_ID() WHERE pos = v_pos;
+      ELSE
         SET v_due = NULL;
         SELECT due INTO v_due FROM {{p}}message WHERE topic = p_topic AND id = v_id LOCK IN SHARE MODE;
         IF v_due IS NULL THEN -- acked since the insert's check
           SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = v_id;
         END IF;
-      ELSE
-        SET v_seq = LAST_INSERT_ID();
-        IF v_state = 1 THEN
-          INSERT INTO {{p}}q_scheduled (topic, due, seq, id) VALUES (p_topic, v_due, v_seq, v_id);
-          SET v_sched = v_sched + 1;
-        ELSE
-          INSERT INTO {{p}}q_ready (topic, due, seq, id, priority) VALUES (p_topic, v_due, v_seq, v_id, v_priority);
-          SET v_ready = v_ready + 1;
-        END IF;
+        UPDATE {{p}}send_batch SET dup = 1, due = v_due WHERE pos = v_pos;
       END IF;
+    END LOOP;
+    CLOSE c_one_by_one;
+  END IF;
+  INSERT INTO {{p}}q_scheduled (topic, due, seq, id)
+    SELECT p_topic, b.due, b.seq, b.id FROM {{p}}send_batch b WHERE b.dup = 0 AND b.due > v_now;
+  SET v_sched = ROW_COUNT();
+  INSERT INTO {{p}}q_ready (topic, due, seq, id, priority)
+    SELECT p_topic, b.due, b.seq, b.id, b.priority FROM {{p}}send_batch b WHERE b.dup = 0 AND b.due <= v_now;
+  SET v_ready = ROW_COUNT();
+  -- A repeat answers its first occurrence's due time.
+  OPEN c_repeats;
+  repeats_loop: LOOP
+    SET v_done = 0;
+    FETCH c_repeats INTO v_pos, v_first;
+    IF v_done = 1 THEN
+      LEAVE repeats_loop;
     END IF;
-    SET o_results = JSON_ARRAY_APPEND(o_results, '$', JSON_ARRAY(CONVERT(v_id USING utf8mb4), CAST(v_dup AS SIGNED), CAST(v_due AS SIGNED)));
+    SELECT due INTO v_due FROM {{p}}send_batch WHERE pos = v_first;
+    UPDATE {{p}}send_batch SET due = v_due WHERE pos = v_pos;
   END LOOP;
-  CLOSE c_messages;
+  CLOSE c_repeats;
+
   -- One count row for the batch, as {{p}}count_send makes one per message.
   IF v_sched + v_ready > 0 THEN
     INSERT INTO {{p}}topic_count (topic, stripe, scheduled, ready, ver)
@@ -182,4 +260,12 @@ BEGIN
   ELSEIF v_deleted = 1 THEN
     UPDATE {{p}}topic SET deleted = 0 WHERE name = p_topic AND deleted = 1;
   END IF;
+
+  -- JSON_ARRAYAGG is bounded by group_concat_max_len: raised for this
+  -- statement only, then given back to the application's session.
+  SET SESSION group_concat_max_len = 1073741824;
+  SELECT COALESCE(JSON_ARRAYAGG(JSON_ARRAY(CONVERT(b.id USING utf8mb4), CAST(b.dup <> 0 AS SIGNED), CAST(b.due AS SIGNED)) ORDER BY b.pos), '[]')
+    INTO o_results FROM {{p}}send_batch b;
+  SET SESSION group_concat_max_len = v_concat_max;
+  DELETE FROM {{p}}send_batch;
 END
