@@ -154,7 +154,7 @@ func TestSendManyTxRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tx.Rollback() //nolint:errcheck // the transaction is only for the call
+		defer tx.Rollback()                                                              //nolint:errcheck // the transaction is only for the call
 		_, err = tx.ExecContext(ctx, "CALL `"+prefix+"send_many`(?, ?, @r)", topic, doc) // #nosec G202 -- the test's prefix
 		return err
 	}
