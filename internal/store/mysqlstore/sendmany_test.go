@@ -181,7 +181,28 @@ func TestSendManyTxRefuses(t *testing.T) {
 		t.Fatalf("after refused calls: MessageGet = %v, want ErrNotFound", err)
 	}
 
+	// A large payload passes the base64 check (a regular expression over
+	// the whole string) and arrives whole.
+	big := make([]byte, 1<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
 	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mysqlstore.SendManyTx(ctx, tx, prefix, "orders", mysqlstore.TxMessage{ID: "big", Payload: big}); err != nil {
+		_ = tx.Rollback()
+		t.Fatalf("1 MiB payload: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.MessageGet(ctx, "orders", "big"); err != nil || !bytes.Equal(r.Payload, big) {
+		t.Fatalf("MessageGet big: %v (payload intact: %v)", err, err == nil && bytes.Equal(r.Payload, big))
+	}
+
+	tx, err = db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@
 -- max_attempts to 25, priority to 0. o_results is a JSON array with one
 -- [id, duplicate (0/1), due (Unix ms)] per message, in the same order.
 --
--- The elements are checked and staged one by one in a temporary table of
--- the session ({{p}}send_batch; no locks, no redo), then sent together:
+-- The elements are checked by one query and staged by one insert in a
+-- temporary table of the session ({{p}}send_batch; no locks, no redo), then sent together:
 -- the same duplicate checks as {{p}}send_priority's, which lock nothing
 -- that does not exist (a consistent read of the tombstones, and the
 -- message insert's own key check). An id that repeats within the batch is
@@ -49,10 +49,6 @@ BEGIN
   DECLARE v_concat_max BIGINT UNSIGNED DEFAULT @@SESSION.group_concat_max_len;
   DECLARE v_msg VARCHAR(255);
   DECLARE v_first INT;
-  DECLARE c_messages CURSOR FOR
-    SELECT j.pos, j.elem
-      FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (pos FOR ORDINALITY, elem JSON PATH '$')) j
-     ORDER BY j.pos;
   -- A cursor's query is a consistent read, like {{p}}send_priority's
   -- SELECT … INTO: it locks nothing, at REPEATABLE READ too, where a
   -- statement that writes (an UPDATE joined to the tombstones) would lock
@@ -60,6 +56,8 @@ BEGIN
   DECLARE c_acked CURSOR FOR
     SELECT b.pos, t.due FROM {{p}}send_batch b JOIN {{p}}tombstone t ON t.topic = p_topic AND t.id = b.id
      WHERE b.dup = 0;
+  DECLARE c_repeated CURSOR FOR
+    SELECT b.id, MIN(b.pos) FROM {{p}}send_batch b GROUP BY b.id HAVING COUNT(*) > 1;
   DECLARE c_repeats CURSOR FOR
     SELECT b.pos, b.first_pos FROM {{p}}send_batch b WHERE b.dup = 2;
   DECLARE c_one_by_one CURSOR FOR
@@ -91,13 +89,28 @@ BEGIN
   ) ENGINE=InnoDB;
   DELETE FROM {{p}}send_batch;
 
-  OPEN c_messages;
-  check_loop: LOOP
-    SET v_done = 0;
-    FETCH c_messages INTO v_pos, v_elem;
-    IF v_done = 1 THEN
-      LEAVE check_loop;
-    END IF;
+  -- The first element that is not as documented, if any: found by one
+  -- query, then checked field by field for an error that names what is
+  -- wrong.
+  SELECT MIN(j.pos) INTO v_pos
+    FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (pos FOR ORDINALITY, elem JSON PATH '$',
+           idj JSON PATH '$.id', payj JSON PATH '$.payload', delayj JSON PATH '$.delay_ms',
+           maxj JSON PATH '$.max_attempts', prioj JSON PATH '$.priority')) j
+   WHERE COALESCE(
+           JSON_TYPE(j.elem) = 'OBJECT'
+           AND (j.idj IS NULL OR JSON_TYPE(j.idj) = 'NULL'
+                OR (JSON_TYPE(j.idj) = 'STRING' AND JSON_UNQUOTE(j.idj) <> '' AND LENGTH(JSON_UNQUOTE(j.idj)) <= 255))
+           AND (j.payj IS NULL OR JSON_TYPE(j.payj) = 'NULL'
+                OR (JSON_TYPE(j.payj) = 'STRING' AND JSON_UNQUOTE(j.payj) REGEXP '^[A-Za-z0-9+/]*={0,2}$'
+                    AND LENGTH(JSON_UNQUOTE(j.payj)) % 4 = 0))
+           AND (j.delayj IS NULL OR JSON_TYPE(j.delayj) IN ('NULL', 'INTEGER'))
+           AND (j.maxj IS NULL OR JSON_TYPE(j.maxj) = 'NULL'
+                OR (JSON_TYPE(j.maxj) = 'INTEGER' AND CAST(j.maxj AS SIGNED) <= 2147483647))
+           AND (j.prioj IS NULL OR JSON_TYPE(j.prioj) = 'NULL'
+                OR (JSON_TYPE(j.prioj) = 'INTEGER' AND CAST(j.prioj AS SIGNED) BETWEEN 0 AND 255)),
+           FALSE) = FALSE;
+  IF v_pos IS NOT NULL THEN
+    SET v_elem = JSON_EXTRACT(p_messages, CONCAT('$[', v_pos - 1, ']'));
     IF COALESCE(JSON_TYPE(v_elem), '') <> 'OBJECT' THEN
       SET v_msg = CONCAT('delayq_send_many: message ', v_pos - 1, ' is not a JSON object');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
@@ -133,8 +146,8 @@ BEGIN
         DECLARE EXIT HANDLER FOR 1958 SET v_payload = NULL;
         SET v_payload = FROM_BASE64(JSON_UNQUOTE(v_field));
       END;
-      IF v_payload IS NULL THEN
-        SET v_msg = CONCAT('delayq_send_many: message ', v_pos - 1, ': payload is not base64');
+      IF v_payload IS NULL OR NOT (JSON_UNQUOTE(v_field) REGEXP '^[A-Za-z0-9+/]*={0,2}$' AND LENGTH(JSON_UNQUOTE(v_field)) % 4 = 0) THEN
+        SET v_msg = CONCAT('delayq_send_many: message ', v_pos - 1, ': payload is not base64 (standard alphabet, padded, no line breaks)');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
       END IF;
     END IF;
@@ -165,21 +178,30 @@ BEGIN
       END IF;
       SET v_priority = CAST(v_field AS SIGNED);
     END IF;
-    SET v_id = CONVERT(v_id_text USING binary);
-    SET v_dup = 0;
-    SET v_first = NULL;
-    IF v_id IS NULL THEN
-      SET v_id = CAST(UUID() AS CHAR);
-    ELSE
-      SELECT MIN(pos) INTO v_first FROM {{p}}send_batch WHERE id = v_id;
-      IF v_first IS NOT NULL THEN
-        SET v_dup = 2;
-      END IF;
+    SET v_msg = CONCAT('delayq_send_many: message ', v_pos - 1, ' is not as documented');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg;
+  END IF;
+
+  -- Valid: staged together, a UUID for each message without an id.
+  INSERT INTO {{p}}send_batch (pos, id, payload, due, max_attempts, priority)
+    SELECT j.pos, COALESCE(CONVERT(j.id USING binary), CAST(UUID() AS CHAR)), COALESCE(FROM_BASE64(j.payload), ''),
+           v_now + GREATEST(COALESCE(j.delay_ms, 0), 0), IF(COALESCE(j.max_attempts, 0) <= 0, 25, j.max_attempts),
+           COALESCE(j.priority, 0)
+      FROM JSON_TABLE(p_messages, '$[*]' COLUMNS (pos FOR ORDINALITY,
+             id VARCHAR(255) CHARACTER SET utf8mb4 PATH '$.id', payload LONGTEXT CHARACTER SET utf8mb4 PATH '$.payload',
+             delay_ms BIGINT PATH '$.delay_ms', max_attempts INT PATH '$.max_attempts', priority INT PATH '$.priority')) j;
+  -- Ids repeated within the batch (rare): each later occurrence answers
+  -- its first one.
+  OPEN c_repeated;
+  repeated_loop: LOOP
+    SET v_done = 0;
+    FETCH c_repeated INTO v_id, v_first;
+    IF v_done = 1 THEN
+      LEAVE repeated_loop;
     END IF;
-    INSERT INTO {{p}}send_batch (pos, id, payload, due, max_attempts, priority, dup, first_pos)
-      VALUES (v_pos, v_id, v_payload, v_now + GREATEST(v_delay, 0), IF(v_max <= 0, 25, v_max), v_priority, v_dup, v_first);
+    UPDATE {{p}}send_batch SET dup = 2, first_pos = v_first WHERE id = v_id AND pos > v_first;
   END LOOP;
-  CLOSE c_messages;
+  CLOSE c_repeated;
 
   -- Acked within the dedup window: a duplicate, answered the acked
   -- message's due time (a consistent read, as {{p}}send_priority's).
