@@ -56,6 +56,10 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (_ *store.TopicRecor
 	return tr, nil
 }
 
+// countFoldAfter is how many count rows a topic may have before TopicList
+// folds them: more than the stripes concurrent leases and acks make.
+const countFoldAfter = 256
+
 // TopicList implements store.Store.
 func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err error) {
 	if err := s.check(); err != nil {
@@ -65,6 +69,13 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	defer end(&err)
 	if err := s.healRowless(ctx); err != nil {
 		return nil, err
+	}
+	// Every send inserts a count row of its own (schema 8); every
+	// server's safety sweep lists topics every 5 s, so folding here keeps
+	// a busy topic's rows (which every count read sums) to a few seconds
+	// of sends.
+	if _, err := s.pool.Exec(ctx, "SELECT "+s.fn("count_fold")+"($1)", countFoldAfter); err != nil {
+		return nil, s.fail("fold counts", err)
 	}
 	rows, err := s.pool.Query(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" ORDER BY name")
 	if err != nil {
