@@ -5,10 +5,11 @@
 -- Until version 7 every send ran count_add: SELECT … FOR UPDATE SKIP
 -- LOCKED of one of the topic's stripes (a row lock, WAL-logged), then an
 -- UPDATE of it, or an INSERT of a new stripe when every one was held.
--- With one message per transaction that was about two thirds of a send's
--- WAL (pgbench, 64 clients, bench/pg: ~3,000 bytes per delayq_send
--- against ~1,000 with the insert below and ~800 with no count at all) and
--- its rate well below the same send without the count. Now op_insert
+-- With 64 concurrent single-message transactions every send passed over
+-- the stripes the others held, on the same few pages: 0.3-1.4 ms more
+-- database CPU per delayq_send than with the insert below, which costs
+-- about what no count at all does (pgbench, bench/pg; docs/benchmarks.md
+-- has the figures). Now op_insert
 -- inserts (topic, nextval('stripe'), scheduled, ready): no row of another
 -- transaction is read or locked, and the row belongs to the sending
 -- transaction until it commits. Readers (topic_info, TopicDelete's live
@@ -16,9 +17,9 @@
 -- acks and the rest still add to the lowest-numbered stripe no one holds
 -- (count_add, unchanged), which is a folded row, not a send's.
 --
--- Such rows are folded back by count_fold(p_min) — count_compact for the
--- topics with more than p_min rows — which the servers run before every
--- topic list (each server's safety sweep, every 5 s), and by
+-- Such rows are folded back by count_fold — count_compact for the topics
+-- with more than p_min rows, in batches — which the servers run before
+-- every topic list (each server's safety sweep, every 5 s), and by
 -- count_compact every minute as before. A fold takes the rows with FOR
 -- UPDATE SKIP LOCKED (an open transaction's rows are invisible to it or
 -- left alone), adds their sums to one and deletes the others in one
@@ -253,9 +254,11 @@ BEGIN
 END $$;
 
 -- count_fold folds the count rows of each topic that has more than p_min
--- of them (count_compact's fold, for those topics only). Returns how many
--- rows it removed.
-CREATE FUNCTION __SCHEMA__.count_fold(p_min integer) RETURNS integer LANGUAGE plpgsql AS $$
+-- of them, at most p_max rows per topic (the lowest stripes, one of which
+-- takes the others' sums), so that one call stays short however many
+-- rows piled up: 25,000 rows took 0.7 s at load 23. Returns how many rows
+-- it removed; the caller calls again while that is large.
+CREATE FUNCTION __SCHEMA__.count_fold(p_min integer, p_max integer) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_topic text;
     v_stripes bigint[];
@@ -265,7 +268,8 @@ BEGIN
     FOR v_topic IN SELECT c.topic FROM __SCHEMA__.topic_count c GROUP BY c.topic HAVING count(*) > p_min LOOP
         SELECT array_agg(x.stripe ORDER BY x.stripe), sum(x.scheduled), sum(x.ready), sum(x.inflight), sum(x.dead), sum(x.acked)
           INTO v_stripes, s1, s2, s3, s4, s5
-          FROM (SELECT * FROM __SCHEMA__.topic_count c WHERE c.topic = v_topic FOR UPDATE SKIP LOCKED) x;
+          FROM (SELECT * FROM __SCHEMA__.topic_count c WHERE c.topic = v_topic
+                 ORDER BY c.stripe LIMIT p_max FOR UPDATE SKIP LOCKED) x;
         IF coalesce(array_length(v_stripes, 1), 0) > 1 THEN
             UPDATE __SCHEMA__.topic_count c SET scheduled = s1, ready = s2, inflight = s3, dead = s4, acked = s5
              WHERE c.topic = v_topic AND c.stripe = v_stripes[1];
