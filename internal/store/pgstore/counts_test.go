@@ -1,0 +1,94 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/pgstore"
+	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
+)
+
+// TestSendCountsByInsert (schema 8): a send writes its count as a row of
+// its own — an insert, no update of (nor lock on) a counter stripe that
+// other transactions use — and the counts stay exact; TopicList folds a
+// topic's rows back into one once there are many.
+func TestSendCountsByInsert(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	admin := adminPool(t, srv)
+	rows := func() (n int) {
+		t.Helper()
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+s.Schema()+".topic_count WHERE topic = 't'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	send(t, s, "t", "first", 0) // the topic and a counter row exist
+
+	// Three delayq_send calls in one application transaction: what they
+	// wrote to topic_count, from the transaction's own statistics.
+	conn := appConn(t, srv.URL())
+	tx := mustBegin(t, conn)
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := pgstore.SendTx(ctx, tx, s.Schema(), "t", pgstore.TxMessage{ID: id, Delay: 3_600_000_000_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ins, upd int64
+	if err := tx.QueryRow(ctx, "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'topic_count'",
+		s.Schema()).Scan(&ins, &upd); err != nil {
+		t.Fatal(err)
+	}
+	if ins != 3 || upd != 0 {
+		t.Fatalf("topic_count rows written by 3 sends: %d inserted, %d updated; want 3 inserted, 0 updated", ins, upd)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A batch is one row, whatever its size.
+	batch := make([]store.InsertMessage, 5)
+	for i := range batch {
+		batch[i] = store.InsertMessage{ID: "batch-" + string(rune('a'+i)), Relative: true, MaxAttempts: 3}
+	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Messages: batch}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(); n != 5 {
+		t.Fatalf("count rows: %d, want 5 (the server's send, three from the transaction, one for the batch)", n)
+	}
+	want := store.Counts{Scheduled: 3, Ready: 6}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("counts: %+v %v, want %+v", tr, err, want)
+	}
+
+	// Past countFoldAfter rows, a topic list folds them into one.
+	for i := range 300 {
+		send(t, s, "t", "m"+string(rune('a'+i%26))+string(rune('a'+i/26)), 3_600_000)
+	}
+	want.Scheduled += 300
+	if n := rows(); n != 305 {
+		t.Fatalf("count rows before the fold: %d, want 305", n)
+	}
+	trs, err := s.TopicList(ctx)
+	if err != nil || len(trs) != 1 || trs[0].Counts != want {
+		t.Fatalf("TopicList: %v %v, want one topic with %+v", trs, err, want)
+	}
+	if n := rows(); n != 1 {
+		t.Fatalf("count rows after TopicList: %d, want 1", n)
+	}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("counts after the fold: %+v %v, want %+v", tr, err, want)
+	}
+	// Leases and acks still count on the folded row.
+	recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 2, LeaseFor: 60_000, Token: "k"})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("lease: %v %v", recs, err)
+	}
+	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "t", ID: recs[0].ID, Receipt: recs[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+	want.Ready, want.Inflight, want.Acked = want.Ready-2, 1, 1
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("counts after lease and ack: %+v %v, want %+v", tr, err, want)
+	}
+}
