@@ -303,6 +303,9 @@ type topic struct {
 	throttledSince int64
 
 	limiter topicLimiter // the local bucket (localGate only)
+	// busySkips counts grace promotions in a row the store answered
+	// Busy (promoter.go).
+	busySkips atomic.Int32
 }
 
 func (e *Engine) topic(name string) *topic {

@@ -17,6 +17,8 @@ import (
 type dueStore struct {
 	store.Store
 	promotes, graces, leaseDues atomic.Int64
+	// busy: how many grace promotions to answer Busy (-1: all).
+	busy atomic.Int64
 }
 
 func (s *dueStore) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
@@ -26,6 +28,12 @@ func (s *dueStore) MessagePromote(ctx context.Context, p *store.MessagePromotePa
 
 func (s *dueStore) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
 	s.graces.Add(1)
+	if b := s.busy.Load(); b != 0 {
+		if b > 0 {
+			s.busy.Add(-1)
+		}
+		return &store.PromoteResult{Busy: true}, nil
+	}
 	q := *p
 	q.Now -= grace
 	res, err := s.Store.MessagePromote(ctx, &q)
@@ -147,6 +155,78 @@ func TestDueHandOff(t *testing.T) {
 		}
 		if s := state("m4"); s != store.StateReady {
 			t.Errorf("m4 after RunDue: %v, want ready", s)
+		}
+		<-got
+	})
+}
+
+// TestDueHandOffBusy: a grace promotion the store answers Busy (a lease
+// holds the topic) is retried, so the topic's timer is re-armed for the
+// next message; a topic busy at every try is still promoted, by a plain
+// promotion after maxBusySkips tries. An engine that took Busy for
+// "nothing due" would never fire for m2 or promote m3.
+func TestDueHandOffBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &dueStore{Store: memstore.New()}
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(ctx)
+		send := func(id string, d time.Duration) {
+			t.Helper()
+			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make(chan []*domain.Message, 1)
+		wait := func() {
+			go func() {
+				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+				got <- ms
+			}()
+			synctest.Wait()
+		}
+
+		// m1's fire finds the topic busy once; m2, sent after it and due
+		// later, is armed only by the retry's answer.
+		st.busy.Store(1)
+		wait()
+		start := time.Now()
+		send("m1", time.Second)
+		send("m2", 2*time.Second)
+		if ms := <-got; len(ms) != 1 || ms[0].ID != "m1" {
+			t.Fatalf("leased %v, want m1", ms)
+		}
+		if b := st.busy.Load(); b != 0 {
+			t.Fatalf("%d busy answers left: the grace promotion was not called", b)
+		}
+		wait()
+		ms := <-got
+		if len(ms) != 1 || ms[0].ID != "m2" {
+			t.Fatalf("leased %v, want m2 (graces %d)", ms, st.graces.Load())
+		}
+		if d := time.Since(start); d != 2*time.Second {
+			t.Errorf("m2 leased %v after its send, want 2s (due then)", d)
+		}
+
+		// Busy at every try, with a waiter that never leases (paused):
+		// promoted anyway.
+		st.busy.Store(-1)
+		if _, err := e.PauseTopic(ctx, "t", true); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+		promotes := st.promotes.Load()
+		send("m3", time.Second)
+		time.Sleep(time.Second + time.Duration(maxBusySkips+leaseGrace)*time.Millisecond)
+		synctest.Wait()
+		if r, err := st.Store.MessageGet(ctx, "t", "m3"); err != nil || r.State != store.StateReady {
+			t.Errorf("m3 on a topic always busy: %v %v, want ready (promotes %d)", r, err, st.promotes.Load()-promotes)
+		}
+		if st.promotes.Load() == promotes {
+			t.Error("no plain promotion after the busy answers")
 		}
 		<-got
 	})

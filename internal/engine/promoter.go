@@ -13,6 +13,13 @@ import (
 // It only matters when they do not lease it: paused, cancelled, or busy.
 const leaseGrace = 50
 
+// busyRetry (ms) is when a grace promotion that found its topic busy
+// (store.PromoteResult.Busy) is tried again.
+const busyRetry = 1
+
+// maxBusySkips bounds the busy answers in a row before a promotion waits.
+const maxBusySkips = 20
+
 // promote moves a topic's due messages to ready, wakes its long-polls and
 // re-arms its wheel entry at the next due time. Each store call is atomic;
 // a burst larger than promoteBatch takes several calls, each one waking
@@ -26,7 +33,7 @@ const leaseGrace = 50
 // for its commit, the second transaction the hand-off saves.
 func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 	var grace int64
-	if handOff && e.due != nil && t.wakeOne() {
+	if handOff && e.due != nil && t.wakeOne() && t.busySkips.Load() < maxBusySkips {
 		grace = leaseGrace
 	}
 	for {
@@ -48,6 +55,16 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 			}
 			return
 		}
+		if res.Busy {
+			// A lease holds the topic (most likely the one just woken,
+			// taking what came due): look again shortly rather than queue
+			// behind it. After maxBusySkips in a row, a plain promotion
+			// waits for the lock, so a topic always busy still promotes.
+			t.busySkips.Add(1)
+			e.dispatcher.armPromoteIn(t, busyRetry)
+			return
+		}
+		t.busySkips.Store(0)
 		e.skew.sample(res.Now, sent, e.clk.Now())
 		if res.Promoted > 0 {
 			t.notifyN(res.Promoted)

@@ -342,6 +342,8 @@ type DueLeaser interface {
 	// now (left to the leases, or held by another transaction; 0: none),
 	// NextDue the earliest due after now (0: none), unless Max cut the
 	// call short; Now is the now it judged by, not shifted by grace.
+	// A store may instead answer Busy (nothing done) rather than wait
+	// for a lease holding the topic: that lease takes what is due.
 	MessagePromoteGrace(ctx context.Context, p *MessagePromoteParams, grace int64) (*PromoteResult, error)
 }
 
@@ -468,6 +470,9 @@ type PromoteResult struct {
 	Now int64
 	// HeldDue: see DueLeaser.MessagePromoteGrace (0 from MessagePromote).
 	HeldDue int64
+	// Busy: MessagePromoteGrace did nothing because another call held
+	// the topic; the caller retries shortly (false from MessagePromote).
+	Busy bool
 }
 
 // MessageLeaseParams are the arguments of MessageLease.

@@ -44,7 +44,10 @@
 // entries and leases, under one hold of the topic lock (two unsynced
 // batches: the lease's iterator does not see an unapplied batch), so a
 // long-poll the engine wakes when a timer fires releases the message
-// itself; MessagePromoteGrace leaves such newly due entries in s/.
+// itself; MessagePromoteGrace leaves such newly due entries in s/, and
+// answers Busy instead of waiting for a topic another call holds (the
+// engine retries). MessageLeaseDue skips its s/ scan when the topic's s/
+// low-water mark (at most the first key) is after now.
 // Layout change of 2026-11-30 (before any release, so no migration): the
 // record alone used to carry the state.
 //

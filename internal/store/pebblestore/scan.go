@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/delayq/delayq/internal/store"
@@ -108,9 +109,34 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 	if err := s.checkWritable(); err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
+	if grace > 0 {
+		// The engine calls this right after waking a long-poll, whose
+		// lease takes the topic lock to lease what just came due: waiting
+		// here for that lease (or making it wait for this call) only
+		// delays the release. Skip a busy topic; the engine retries.
+		if !t.mu.TryLock() {
+			return &store.PromoteResult{Busy: true}, nil
+		}
+	} else {
+		t.mu.Lock()
+	}
 	defer t.mu.Unlock() // NoSync: nothing to wait for after unlock
 	return s.promoteLocked(t, p.Now, p.Now-grace, p.Max)
+}
+
+// scheduledScans counts promoteLocked's scans of s/ (for tests).
+var scheduledScans atomic.Int64
+
+// noneDue reports whether t's s/ low-water mark shows nothing due by now:
+// the mark is at most the first key, so no scan can find one. The caller
+// holds t.mu.
+func noneDue(t *topic, now int64) bool {
+	lw := t.lw[ixScheduled]
+	if lw == nil || disableLowWater {
+		return false // unknown: scan
+	}
+	due, _, _ := parseIndexSuffix(lw)
+	return bytes.Equal(lw, endSuffix) || due > now
 }
 
 // promoteLocked promotes up to max messages of t due by cutoff (<= now)
@@ -120,6 +146,7 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 // t.mu.
 func (s *Store) promoteLocked(t *topic, now, cutoff int64, max int) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
+	scheduledScans.Add(1)
 	it, err := s.indexIter(t, ixScheduled, nil)
 	if err != nil {
 		return nil, err
@@ -256,11 +283,12 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if due {
+	if due && !noneDue(t, p.Now) {
 		// Up to Max, all ready: the lease below then takes them in lease
 		// order with what was ready before. It takes fewer than Max only
 		// when nothing due is left ready; at Max the engine wakes another
-		// long-poll for the rest.
+		// long-poll for the rest. Skipped when the mark shows nothing due
+		// (a consumer back for more between due times): no s/ iterator.
 		if _, err := s.promoteLocked(t, p.Now, p.Now, p.Max); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,113 @@
+package pebblestore
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// A grace promotion does not wait for a topic another call holds: it
+// answers Busy and changes nothing; once the topic is free it promotes.
+// (On a store that waits, the call below never returns while the lock is
+// held and the test hangs until go test's timeout.)
+func TestPromoteGraceSkipsBusyTopic(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	insert(t, s, "q", 100, m("a", 200))
+	tp := s.lookupTopic("q")
+	p := &store.MessagePromoteParams{Topic: "q", Now: 1000, Max: 100}
+
+	tp.mu.Lock() // as a lease in progress would
+	got := make(chan *store.PromoteResult, 1)
+	go func() {
+		res, err := s.MessagePromoteGrace(ctx, p, 50)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- res
+	}()
+	res := <-got
+	tp.mu.Unlock()
+	if res == nil || !res.Busy || res.Promoted != 0 {
+		t.Fatalf("grace promotion of a held topic: %+v, want Busy and nothing promoted", res)
+	}
+	if r, err := s.MessageGet(ctx, "q", "a"); err != nil || r.State != store.StateScheduled {
+		t.Fatalf("after the busy answer: %v %v, want a still scheduled", r, err)
+	}
+
+	res, err := s.MessagePromoteGrace(ctx, p, 50)
+	if err != nil || res.Busy || res.Promoted != 1 {
+		t.Fatalf("grace promotion of a free topic: %+v %v, want 1 promoted", res, err)
+	}
+	// A plain promotion never answers Busy: it waits.
+	if res, err := s.MessagePromote(ctx, p); err != nil || res.Busy {
+		t.Fatalf("MessagePromote: %+v %v", res, err)
+	}
+	mustVerify(t, s)
+}
+
+// MessageLeaseDue does not scan s/ while the topic's mark shows nothing
+// due (the first lease learns the mark), and still takes what comes due,
+// including a message inserted due before the mark.
+func TestLeaseDueSkipsScanWhenNothingDue(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	insert(t, s, "q", 100, m("late", 5000))
+	lease := func(now int64) []*store.Record {
+		t.Helper()
+		recs, err := s.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "q", Now: now, Max: 10, LeaseFor: 1000, Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	if recs := lease(1000); len(recs) != 0 {
+		t.Fatalf("nothing due at 1000, leased %d", len(recs))
+	}
+	before := scheduledScans.Load()
+	for now := int64(1001); now < 1100; now++ {
+		if recs := lease(now); len(recs) != 0 {
+			t.Fatalf("nothing due at %d, leased %d", now, len(recs))
+		}
+	}
+	if n := scheduledScans.Load() - before; n != 0 {
+		t.Errorf("%d scans of s/ by 99 leases with nothing due, want 0", n)
+	}
+
+	insert(t, s, "q", 1100, m("early", 1200)) // lowers the mark
+	if recs := lease(1150); len(recs) != 0 {
+		t.Fatalf("nothing due at 1150, leased %d", len(recs))
+	}
+	if recs := lease(1200); len(recs) != 1 || recs[0].ID != "early" {
+		t.Fatalf("at 1200 leased %v, want early", recs)
+	}
+	if recs := lease(5000); len(recs) != 1 || recs[0].ID != "late" {
+		t.Fatalf("at 5000 leased %v, want late", recs)
+	}
+	if scheduledScans.Load()-before == 0 {
+		t.Error("no scan of s/ counted: the check above checked nothing")
+	}
+	mustVerify(t, s)
+}
+
+// BenchmarkLeaseDueNothingDue: a long-poll's MessageLeaseDue on a topic
+// with 1,000 messages scheduled later and nothing ready (a consumer back
+// for more between due times): what the s/ mark check saves per call.
+func BenchmarkLeaseDueNothingDue(b *testing.B) {
+	s := openMem(b, vfs.NewMem())
+	defer s.Close()
+	ms := make([]store.InsertMessage, 1000)
+	for i := range ms {
+		ms[i] = m(fmt.Sprint("m", i), int64(10_000+i))
+	}
+	insert(b, s, "q", 100, ms...)
+	p := &store.MessageLeaseParams{Topic: "q", Now: 1000, Max: 100, LeaseFor: 1000, Token: "tok"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if recs, err := s.MessageLeaseDue(ctx, p); err != nil || len(recs) != 0 {
+			b.Fatal(recs, err)
+		}
+	}
+}
