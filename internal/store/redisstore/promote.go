@@ -11,9 +11,13 @@ import (
 // ready (R4: in the store, atomically, whoever runs it).
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
+//	ARGV[4] the notification channel, ARGV[5] the topic
 //
 // Returns {now, promoted, next due score or "0"}. Due means score <= now,
-// so nothing is promoted early by the script's clock.
+// so nothing is promoted early by the script's clock. When it promoted
+// any, it publishes "topic\t0" (ready now) itself: other servers armed
+// the same due time, and whichever promotes first must wake their
+// long-polls too, or they sleep until the sweep.
 var promoteScript = newScript(flagsState, `
 local ms = redis.call('ZRANGE', IDX[1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]), 'WITHSCORES')
 for i = 1, #ms, 2 do
@@ -27,6 +31,7 @@ for i = 1, #ms, 2 do
     save(k, r)
   end
 end
+if #ms > 0 then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '\t0') end
 local h = redis.call('ZRANGE', IDX[1], 0, 0, 'WITHSCORES')
 return {NOW, #ms / 2, h[2] or '0'}
 `)
@@ -50,7 +55,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		return nil, err
 	}
 	parts := newPartFailures(s, ctx, "promote")
-	ctx, end := s.bound(ctx, 1) // peek, promote, notify
+	ctx, end := s.bound(ctx, 1) // peek, promote
 	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
@@ -58,6 +63,9 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	res := &store.PromoteResult{}
 	if p.Max <= 0 {
 		return res, nil
+	}
+	if s.oneServer {
+		return s.promoteOneServer(ctx, p)
 	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
@@ -76,7 +84,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	var callPart []int
 	for i, n := range counts {
 		if n > 0 {
-			calls = append(calls, s.partCall(promoteScript, ks[i], now, n))
+			calls = append(calls, s.partCall(promoteScript, ks[i], now, n, s.keys.channel(), p.Topic))
 			callPart = append(callPart, i)
 		}
 	}
@@ -123,11 +131,6 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	if s.callerNow {
 		res.Now = 0 // "judged by Params.Now"
-	}
-	if res.Promoted > 0 {
-		// Other servers armed the same due time; whichever promotes first
-		// must wake their long-polls too, or they sleep until the sweep.
-		s.publish(ctx, p.Topic, 0) // ready now
 	}
 	return res, nil
 }
