@@ -228,10 +228,10 @@ func appendInsert(a []any, m store.InsertMessage, ctr uint64) []any {
 func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd, used [][]int, out []store.InsertResult) ([]store.InsertResult, error) {
 	for c, cmd := range cmds {
 		a := asSlice(cmd.Val())
-		if len(a) != 1+2*len(used[c]) {
+		if len(a) != 1+2*len(used[c]) { // #nosec G602 -- used and cmds are built together, an entry each
 			return nil, errReply("insert", cmd.Val())
 		}
-		for j, i := range used[c] {
+		for j, i := range used[c] { // #nosec G602 -- as above
 			r, err := decodeBlob(p.Topic, p.Messages[i].ID, a[2+2*j])
 			if err != nil {
 				return nil, err
