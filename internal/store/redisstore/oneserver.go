@@ -51,7 +51,7 @@ end
 //
 // Returns {now, promoted, next due score or "0"}, and publishes
 // "topic\t0" when it promoted any, as promoteScript.
-var promoteAllScript = newScript(flagsState, allPartsPrelude+`
+var promoteAllScript = newScript(flagsState, allPartsPrelude+promoteFn+`
 local n = tonumber(ARGV[A])
 local cands = {}
 for j = 0, P - 1 do
@@ -68,13 +68,10 @@ local done = math.min(n, #cands)
 for x = 1, done do
   local c = cands[x]
   usePart(c.j)
-  local k = mkey(idof(c.m))
-  local r = load(k)
+  local pri = promoteRec(mkey(idof(c.m)))
   redis.call('ZREM', IDX[1], c.m)
-  if r then -- (a member always has its message; never recreate one half)
-    r.st, r.uat = 2, NOW
-    index(r, c.m, c.due)
-    save(k, r)
+  if pri then -- (a member always has its message; never recreate one half)
+    index({st = 2, pri = pri}, c.m, c.due)
   end
 end
 if done > 0 then redis.call('PUBLISH', ARGV[A+1], ARGV[A+2] .. '\t0') end
