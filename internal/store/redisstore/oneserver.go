@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -163,13 +164,36 @@ func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromotePar
 	return res, nil
 }
 
-// leaseOneServer is MessageLease on a single server: one script, whose
-// answer is in lease order.
+// leaseOneServer is MessageLease on a single server: a peek at the
+// partitions' ready heads (read-only, one pipeline), then, if any is due,
+// one script whose answer is in lease order.
+//
+// The peek is a guard, not an optimisation: a lease script sent while
+// Redis is frozen (SIGSTOP, a stalled host) waits in the socket and runs
+// when Redis resumes, long after this call gave up: it leases messages to
+// nobody, and they come back only when that lease expires (S11's freeze
+// saw messages a lease length late). A peek sent then runs harmlessly,
+// and the script goes out only after Redis has just answered, as on a
+// Cluster. Promotions and sends stay one script: run late, they do what a
+// retry would.
 func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
 	if p.Max <= 0 {
 		return nil, nil
 	}
-	c := s.allPartsCall(leaseAllScript, p.Topic, s.nowArg(p.Now), p.Max, after(p.LeaseFor), p.Token)
+	now := s.nowArg(p.Now)
+	ks := s.keys.allParts(p.Topic)
+	targets := make([]peekTarget, len(ks))
+	for i, k := range ks {
+		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
+	}
+	pk := s.peek(ctx, "lease", targets, now, "now", 1)
+	if err := pk.err(); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(pk.per, func(c []cand) bool { return len(c) > 0 }) {
+		return nil, nil
+	}
+	c := s.allPartsCall(leaseAllScript, p.Topic, now, p.Max, after(p.LeaseFor), p.Token)
 	cmds, err := s.run(ctx, "lease", []call{c}, nil)
 	if err != nil {
 		return nil, err
