@@ -72,9 +72,17 @@
 // On a single server (Store.oneServer: a *redis.Client whose server is
 // not in Cluster mode), where a script may touch keys of any slot, a send
 // (sendScript), a promotion and a lease (oneserver.go) are each one script
-// over all the topic's partitions: one round trip, atomic, and the lease
-// and promotion merge partitions exactly. On a Cluster they keep to one
+// over all the topic's partitions: atomic, and the lease and promotion
+// merge partitions exactly. A send and a promotion are one round trip; a
+// lease peeks first (read-only), so that a lease script is never sent to
+// a Redis that stopped answering: it would run when Redis resumed and
+// lease messages to a caller long gone. On a Cluster they keep to one
 // partition's slot per script, as follows.
+//
+// A promotion rewrites only the head of the record's header (state
+// through UpdatedAt, SETRANGE), never the payload; the bytes are those a
+// whole-record rewrite would store. Every other transition rewrites the
+// whole record: the receipt, whose length changes, precedes the payload.
 //
 // Not atomic on a Cluster, by design: registering a topic and reserving
 // Seq numbers before an insert (other slots; a failure leaves an empty
