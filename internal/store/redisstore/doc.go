@@ -55,21 +55,40 @@
 //
 // Every state transition of a partition is one Lua script (EVALSHA, with
 // EVAL when the script cache is empty), documented with its KEYS, ARGV and
-// reply beside the Go method that runs it (insert, cancel and reschedule
-// in message.go; promote in promote.go; lease, ack, nack, extend and
-// expire in lease.go; dead letters and the dedup purge in dead.go; topic
-// info in topic.go; peeks in merge.go; the rate limiter in ratelimit.go;
-// schedules in schedule.go). All keys a script touches share the
-// partition's hash tag, so none is CROSSSLOT; Redis 7 checks that the
-// message keys a script names from ARGV are in the declared slot. Scripts
-// validate before they write. At maxmemory only the insert script is
-// refused (flags in lua.go): the others move existing messages, so
-// consumers can drain a full Redis.
+// reply beside the Go method that runs it (insert, send, cancel and
+// reschedule in message.go; promote in promote.go; lease, ack, nack,
+// extend and expire in lease.go; the single-server promote and lease over
+// all partitions in oneserver.go; dead letters and the dedup purge in
+// dead.go; topic info in topic.go; peeks in merge.go; the rate limiter in
+// ratelimit.go; schedules in schedule.go). All keys a script that may run
+// on a Cluster touches share the partition's hash tag, so none is
+// CROSSSLOT; there Redis 7 checks that the message keys a script names
+// from ARGV are in the declared slot. Only the single-server scripts
+// (sendScript, oneserver.go) span slots. Scripts validate before they
+// write. At maxmemory only the insert scripts are refused (flags in
+// lua.go): the others move existing messages, so consumers can drain a
+// full Redis.
 //
-// Not atomic, by design: registering a topic and reserving Seq numbers
-// before an insert (other slots; a failure leaves an empty topic or a gap
-// in Seq), and the settings put. A call that spans partitions (an insert
-// or ack batch, a lease of Max messages) is atomic per partition only.
+// On a single server (Store.oneServer: a *redis.Client whose server is
+// not in Cluster mode), where a script may touch keys of any slot, a send
+// (sendScript), a promotion and a lease (oneserver.go) are each one script
+// over all the topic's partitions: atomic, and the lease and promotion
+// merge partitions exactly. A send and a promotion are one round trip; a
+// lease peeks first (read-only), so that a lease script is never sent to
+// a Redis that stopped answering: it would run when Redis resumed and
+// lease messages to a caller long gone. On a Cluster they keep to one
+// partition's slot per script, as follows.
+//
+// A promotion rewrites only the head of the record's header (state
+// through UpdatedAt, SETRANGE), never the payload; the bytes are those a
+// whole-record rewrite would store. Every other transition rewrites the
+// whole record: the receipt, whose length changes, precedes the payload.
+//
+// Not atomic on a Cluster, by design: registering a topic and reserving
+// Seq numbers before an insert (other slots; a failure leaves an empty
+// topic or a gap in Seq), and the settings put. A call that spans
+// partitions there (an insert or ack batch, a lease of Max messages) is
+// atomic per partition only.
 //
 // # Order
 //
@@ -80,10 +99,12 @@
 // Seq) order and lease in (Priority, DueAt, Seq) order among those due,
 // inside one script; a lease reads each priority's ready index (those
 // listed in ready:prios) by score up to now, so a not-yet-due entry holds
-// nothing back. Across partitions they peek at every head, merge in the
-// same order and take each partition's share; with several servers
-// racing, a peeked head may be gone, so the cross-partition order is best
-// effort.
+// nothing back. Across partitions, on a single server, one script reads
+// every partition's due heads, sorts them (comparing Seq counters as
+// numbers: Lua compares strings by the server's locale) and takes the
+// first; on a Cluster they peek at every head, merge in the same order and
+// take each partition's share, and with several servers racing a peeked
+// head may be gone, so the cross-partition order is best effort there.
 //
 // Priority 0 keeps the layout from before priorities (the ready key, no
 // priority byte), so old data needs no migration. Per-priority keys
@@ -130,10 +151,21 @@
 //
 // # Notifications
 //
-// After a call that leaves messages scheduled or ready, the store
-// publishes "topic\tdueMS" on "<prefix>:notify"; Subscribe hands them to
-// the engine, and reports when it is live so the engine re-reads every
-// topic. Promotions publish too: every server arms the same due time and
-// only the first promotes. The engine's 5 s safety sweep covers lost
-// notifications.
+// After a call that leaves messages scheduled or ready, "topic\tdueMS"
+// is published on "<prefix>:notify"; Subscribe hands them to the engine,
+// and reports when it is live so the engine re-reads every topic. The
+// insert, promote and lease expiry scripts publish it themselves (PUBLISH names no key,
+// so a script on a Cluster may call it, and it reaches every node's
+// subscribers), saving a round trip per send and per promotion: one
+// notification per script that inserted (on a Cluster, one per partition
+// of a batch) or promoted something, none for duplicates. Redis writes
+// the AOF (with appendfsync always, fsyncs it) before it sends any client
+// output, Pub/Sub messages included, so nobody hears of a write that is
+// not yet durable. Promotions publish because every server arms the same
+// due time and only the first promotes. The lease expiry script publishes
+// too. Reschedule, nack, dead replay and settings changes still PUBLISH
+// from the client; on a Cluster go-redis sends that keyless command to
+// the masters in turn, so while one is down some of those notifications
+// wait for the call's bound and are lost. The engine's 5 s safety sweep
+// covers lost notifications.
 package redisstore

@@ -81,6 +81,9 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	if err := checkTime("LeaseFor", p.LeaseFor); err != nil {
 		return nil, err
 	}
+	if s.oneServer {
+		return s.leaseOneServer(ctx, p)
+	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
 	now := s.nowArg(p.Now)
@@ -351,11 +354,15 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 // inside the script, so it is expired once (asynq #717).
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
+//	ARGV[4] the notification channel, ARGV[5] the topic
 //
-// Returns {now, id1, rec1, id2, rec2, …}.
+// Returns {now, id1, rec1, id2, rec2, …}. When some message went back to
+// ready, it publishes "topic\t0" itself: no client round trip, and on a
+// Cluster none to a master picked for the keyless PUBLISH, which may be
+// the one that is down (see "Notifications" in doc.go).
 var expireScript = newScript(flagsState, `
 local ms = redis.call('ZRANGE', IDX[3], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {NOW}
+local out, ready = {NOW}, false
 for _, m in ipairs(ms) do
   local id = idof(m)
   local k = mkey(id)
@@ -363,19 +370,21 @@ for _, m in ipairs(ms) do
   redis.call('ZREM', IDX[3], m)
   if r then
     fail(r, m, NOW, 'lease expired', false)
+    if r.st == 2 then ready = true end
     out[#out+1] = id
     out[#out+1] = save(k, r)
   end
 end
+if ready then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '\t0') end
 return out
 `)
 
 // LeaseExpire implements store.Store. It visits every partition of every
 // registered topic (one pipelined peek each: O(topics × partitions) per
 // call), merges the expired heads by (LeaseUntil, Seq) and expires each
-// partition's share of Max. Records come back in that order. Its three
-// round trips (the registry, the peeks, the expiries; then the
-// notifications) are each O(topics × partitions) long, so it is bounded
+// partition's share of Max (the scripts publish the notifications).
+// Records come back in that order. Its three round trips (the registry,
+// the peeks, the expiries) are each O(topics × partitions) long, so it is bounded
 // by sweepRounds × Timeout rather than one Timeout: it runs in the
 // engines' background sweep, where nobody waits for a 503, and a tighter
 // bound could keep a large but healthy keyspace from ever being swept.
@@ -404,12 +413,11 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 	var srcs []int
 	for i, n := range counts {
 		if n > 0 {
-			calls = append(calls, s.partCall(expireScript, targets[i].k, now, n))
+			calls = append(calls, s.partCall(expireScript, targets[i].k, now, n, s.keys.channel(), targets[i].k.topic))
 			srcs = append(srcs, i)
 		}
 	}
 	var out []*store.Record
-	readyAt := map[string]int64{}
 	cmds, errs := s.runEach(ctx, "expire", calls)
 	for c, cmd := range cmds {
 		if errs[c] != nil {
@@ -427,11 +435,6 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 			parts.fail(srcs[c], err)
 			continue
 		}
-		for _, r := range recs {
-			if r.State == store.StateReady {
-				readyAt[topic] = 0 // ready now
-			}
-		}
 		out = append(out, recs...)
 	}
 	if len(out) == 0 {
@@ -441,7 +444,6 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 	slices.SortStableFunc(out, func(a, b *store.Record) int {
 		return cmp.Compare(rankFor(rank, a), rankFor(rank, b))
 	})
-	s.publishMany(ctx, readyAt)
 	return out, nil
 }
 

@@ -12,52 +12,128 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// insertScript inserts messages of one partition, deduplicating by id.
-//
-//	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
-//	ARGV[3]   the topic number tn, ARGV[4] n, then n groups of 7: id, ctr
-//	          (Seq's counter part), payload, headers (encodeHeaders; ""
-//	          for none), due (Unix ms, or "+delay" after now), max attempts,
-//	          priority (0-255)
-//
-// Returns {now, dup1, rec1, dup2, rec2, …}: dup is 1 when the id already
+// insertBody defines insertOne, which inserts the message whose id is
+// ARGV[b], deduplicating by id, with the Seq counter ctr and topic number
+// tn; ARGV[b+2 …] are its payload, headers (encodeHeaders; "" for none),
+// due (Unix ms, or "+delay" after now), max attempts and priority
+// (0-255). It appends dup and rec to out: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
 // call) and rec is then the existing record, else the new one. A message
-// due at or before now goes straight to ready.
-var insertScript = newScript(flagsGrow, `
-local out = {NOW}
-local tn, n = tonumber(ARGV[3]), tonumber(ARGV[4])
-for i = 0, n - 1 do
-  local b = 5 + i * 7
+// due at or before now goes straight to ready. It returns the new
+// message's store.NotifyDue (nil for a duplicate), which announce
+// publishes for the earliest: each insert script publishes its
+// notification itself, saving the client a round trip, and a send of
+// duplicates announces nothing. Subscribers cannot hear it before the
+// insert is durable: Redis writes (with appendfsync always, fsyncs) the
+// AOF before it sends any client output, Pub/Sub messages included.
+const insertBody = `
+local function insertOne(out, b, tn, ctr)
   local id = ARGV[b]
   local k = mkey(id)
   local old = redis.call('GET', k)
   if old then
     out[#out+1] = 1
     out[#out+1] = old
-  else
-    local r = {st = 1, tn = tn, ctr = tonumber(ARGV[b+1]), p = ARGV[b+2], h = ARGV[b+3],
-      due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
-      cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
-    if r.due <= NOW then r.st = 2 end
-    out[#out+1] = 0
-    out[#out+1] = save(k, r)
-    index(r, member(r, id), istr(r.due))
+    return nil
   end
+  local r = {st = 1, tn = tn, ctr = ctr, p = ARGV[b+2], h = ARGV[b+3],
+    due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
+    cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
+  local due = r.due
+  if r.due <= NOW then r.st, due = 2, 0 end
+  out[#out+1] = 0
+  out[#out+1] = save(k, r)
+  index(r, member(r, id), istr(r.due))
+  return due
 end
+local function earlier(a, b)
+  if not a or (b and b < a) then return b end
+  return a
+end
+local function announce(channel, topic, due)
+  if due then redis.call('PUBLISH', channel, topic .. '\t' .. istr(due)) end
+end
+`
+
+// insertScript inserts messages of one partition whose Seq was reserved
+// beforehand (reserveSeq): for a Cluster, where the topic's Seq counter
+// is in another slot.
+//
+//	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
+//	ARGV[3] the topic number tn, ARGV[4] n, ARGV[5] the notification
+//	channel, ARGV[6] the topic, then n groups of 7: id, ctr (Seq's
+//	counter part), then insertOne's
+//
+// Returns {now, dup1, rec1, dup2, rec2, …} (insertOne) and publishes
+// "topic\tdue", the earliest due of the new messages, if any.
+var insertScript = newScript(flagsGrow, insertBody+`
+local out, tn, earliest = {NOW}, tonumber(ARGV[3]), nil
+for i = 0, tonumber(ARGV[4]) - 1 do
+  local b = 7 + i * 7
+  earliest = earlier(earliest, insertOne(out, b, tn, tonumber(ARGV[b+1])))
+end
+announce(ARGV[5], ARGV[6], earliest)
 return out
 `)
 
-// MessageInsertMany implements store.Store. The topic is registered and
-// a block of Seq numbers reserved in one round trip (the topic registry
-// and the topic's Seq counter live outside the partitions' slots, so this
-// is not part of the atomic insert: a failure after it leaves a known,
-// empty topic and a gap in Seq, both harmless); then each partition's
-// messages are inserted by one atomic script. The call is atomic per
-// partition, not across partitions: after an error some partitions may
-// hold their messages, and a retry with the same ids finds them as
-// duplicates. All its round trips (up to four for a new topic, and the
-// notification) share one Timeout (Store.bound).
+// sendScript is a whole send in one round trip, for a single Redis
+// server (or a Sentinel master), where a script may touch keys of any
+// slot: it registers the topic, reserves the call's Seq block and
+// numbers the topic as reserveSeq and assignTopicNumber do, then inserts
+// every message, whatever its partition, all atomically, and publishes
+// one notification. Never on a Cluster: the topic's meta hash, the
+// registry and the topic-number counter are in other slots than the
+// partitions (see "Key layout").
+//
+//	KEYS and ARGV[1 … A-1] as allPartsPrelude says; then KEYS[5P+1] the
+//	topic's meta hash, KEYS[5P+2] the topic-number counter, KEYS[5P+3]
+//	the topic registry
+//	ARGV[A] "1" to add the topic to the registry, else ""; ARGV[A+1] n,
+//	ARGV[A+2] the notification channel, ARGV[A+3] the topic, then n
+//	groups of 8: partition, id, the message's place in the call (0, 1,
+//	…; its Seq counter is the block's first plus that), then insertOne's
+//
+// Returns insertScript's answer, or {now, "corrupt", what, value} when
+// the counter or the topic number is out of range (nothing inserted).
+var sendScript = newScript(flagsGrow, allPartsPrelude+insertBody+`
+local meta, n = KEYS[5*P+1], tonumber(ARGV[A+1])
+if ARGV[A] == '1' then redis.call('SADD', KEYS[5*P+3], ARGV[A+3]) end
+local last = redis.call('HINCRBY', meta, 'seq', n)
+if last < n or last > `+strconv.Itoa(maxCtr)+` then return {NOW, 'corrupt', 'seq', last} end
+local raw = redis.call('HGET', meta, 'tn')
+local tn
+if raw then
+  tn = tonumber(raw)
+  if not tn or tn < 1 or tn > `+strconv.Itoa(maxTN)+` or tn % 1 ~= 0 then return {NOW, 'corrupt', 'tn', raw} end
+else
+  tn = redis.call('INCR', KEYS[5*P+2])
+  if tn < 1 or tn > `+strconv.Itoa(maxTN)+` then return {NOW, 'corrupt', 'topic number', tn} end
+  redis.call('HSET', meta, 'tn', tn)
+end
+local out, base, earliest = {NOW}, last - n + 1, nil
+for i = 0, n - 1 do
+  local b = A + 4 + i * 8
+  usePart(tonumber(ARGV[b]))
+  earliest = earlier(earliest, insertOne(out, b + 1, tn, base + tonumber(ARGV[b+2])))
+end
+announce(ARGV[A+2], ARGV[A+3], earliest)
+return out
+`)
+
+// MessageInsertMany implements store.Store. On a single Redis server
+// (not a Cluster) the whole call is one round trip and atomic: sendScript
+// registers the topic, reserves Seq, inserts into every partition and
+// publishes. On a Cluster the topic is registered and a block of Seq
+// numbers reserved in one round trip (the topic registry and the topic's
+// Seq counter live outside the partitions' slots, so this is not part of
+// the atomic insert: a failure after it leaves a known, empty topic and a
+// gap in Seq, both harmless); then each partition's messages are inserted
+// by one atomic script, all in one pipeline, and each script publishes
+// its partition's earliest due. There the call is atomic per partition,
+// not across partitions: after an error some partitions may hold their
+// messages, and a retry with the same ids finds them as duplicates. All
+// its round trips (up to three for a new topic) share one Timeout
+// (Store.bound).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) (_ []store.InsertResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -79,6 +155,35 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 			return nil, err
 		}
 	}
+	now := s.nowArg(p.Now)
+	if s.oneServer {
+		reg := s.needsRegister(p.Topic)
+		regArg := ""
+		if reg {
+			regArg = "1"
+		}
+		a := make([]any, 0, 4+8*len(p.Messages))
+		a = append(a, regArg, len(p.Messages), s.keys.channel(), p.Topic)
+		all := make([]int, len(p.Messages))
+		for i, m := range p.Messages {
+			all[i] = i
+			a = append(a, s.keys.partitionOf(m.ID))
+			a = appendInsert(a, m, uint64(i)) // #nosec G115 -- i is an index, >= 0
+		}
+		c := s.allPartsCall(sendScript, p.Topic, now, a...)
+		c.keys = append(c.keys, s.keys.meta(p.Topic), s.keys.topicNums(), s.keys.topics())
+		cmds, err := s.run(ctx, "insert", []call{c}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if a := asSlice(cmds[0].Val()); len(a) == 4 && asString(a[1]) == "corrupt" {
+			return nil, fmt.Errorf("redisstore: insert: topic %q: %v %v out of range: %w", p.Topic, a[2], a[3], store.ErrCorrupt)
+		}
+		if reg {
+			s.regAt.Store(p.Topic, time.Now())
+		}
+		return s.readInserts(p, cmds, [][]int{all}, out)
+	}
 	tn, first, err := s.reserveSeq(ctx, p.Topic, len(p.Messages))
 	if err != nil {
 		return nil, err
@@ -88,45 +193,51 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	args := make([][]any, s.keys.parts)
 	for i, m := range p.Messages {
 		part := s.keys.partitionOf(m.ID)
+		if slots[part] == nil {
+			args[part] = []any{tn, 0, s.keys.channel(), p.Topic}
+		}
 		slots[part] = append(slots[part], i)
-		args[part] = append(args[part], m.ID, first+uint64(i), m.Payload, encodeHeaders(m.Headers),
-			dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
+		args[part] = appendInsert(args[part], m, first+uint64(i)) // #nosec G115 -- i is an index, >= 0
 	}
 	var calls []call
 	var used [][]int
-	now := s.nowArg(p.Now)
-	for part, a := range args {
-		if len(a) == 0 {
+	for part, sl := range slots {
+		if len(sl) == 0 {
 			continue
 		}
-		k := s.keys.part(p.Topic, part)
-		calls = append(calls, s.partCall(insertScript, k, now, append([]any{tn, len(slots[part])}, a...)...))
-		used = append(used, slots[part])
+		args[part][1] = len(sl)
+		calls = append(calls, s.partCall(insertScript, s.keys.part(p.Topic, part), now, args[part]...))
+		used = append(used, sl)
 	}
 	cmds, err := s.run(ctx, "insert", calls, nil)
 	if err != nil {
 		return nil, err
 	}
-	earliest := int64(-1)
+	return s.readInserts(p, cmds, used, out)
+}
+
+// appendInsert appends a message's insert arguments: id, ctr, then
+// insertOne's.
+func appendInsert(a []any, m store.InsertMessage, ctr uint64) []any {
+	return append(a, m.ID, ctr, m.Payload, encodeHeaders(m.Headers),
+		dueArg(m.DueAt, m.Relative, m.Delay), strconv.FormatInt(int64(m.MaxAttempts), 10), int(m.Priority))
+}
+
+// readInserts decodes the insert scripts' answers into out; used[c] are
+// the indexes in p.Messages of cmds[c]'s messages.
+func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd, used [][]int, out []store.InsertResult) ([]store.InsertResult, error) {
 	for c, cmd := range cmds {
 		a := asSlice(cmd.Val())
-		if len(a) != 1+2*len(used[c]) {
+		if len(a) != 1+2*len(used[c]) { // #nosec G602 -- used and cmds are built together, an entry each
 			return nil, errReply("insert", cmd.Val())
 		}
-		for j, i := range used[c] {
+		for j, i := range used[c] { // #nosec G602 -- as above
 			r, err := decodeBlob(p.Topic, p.Messages[i].ID, a[2+2*j])
 			if err != nil {
 				return nil, err
 			}
-			dup := asInt(a[1+2*j]) == 1
-			out[i] = store.InsertResult{Record: r, Duplicate: dup}
-			if !dup && (earliest < 0 || store.NotifyDue(r) < earliest) {
-				earliest = store.NotifyDue(r)
-			}
+			out[i] = store.InsertResult{Record: r, Duplicate: asInt(a[1+2*j]) == 1}
 		}
-	}
-	if earliest >= 0 {
-		s.publish(ctx, p.Topic, earliest)
 	}
 	return out, nil
 }

@@ -6,43 +6,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/delayq/delayq/internal/store"
 )
 
 // publish tells every subscribed engine that topic has a message due at
-// due (0: ready now; see store.NotifyDue). One PUBLISH per call, after the call's scripts
-// succeeded, carrying the earliest due time of the call: "topic\tdueMS".
+// due (0: ready now; see store.NotifyDue), for the calls whose scripts do
+// not publish themselves (the insert and promote scripts do: see
+// "Notifications" in doc.go). One PUBLISH per call, after the call's
+// scripts succeeded, carrying the earliest due time of the call:
+// "topic\tdueMS".
 // A failed publish is logged, not returned: the state change is already
 // durable, and engines' safety sweeps find what a lost notification
 // would have announced.
 func (s *Store) publish(ctx context.Context, topic string, due int64) {
 	msg := topic + "\t" + strconv.FormatInt(due, 10)
 	s.publishFailed(ctx, topic, s.rdb.Publish(ctx, s.keys.channel(), msg).Err())
-}
-
-// publishMany publishes the earliest due time of each topic, all in one
-// pipeline (a sweep may touch many topics).
-func (s *Store) publishMany(ctx context.Context, due map[string]int64) {
-	if len(due) <= 1 {
-		for topic, d := range due {
-			s.publish(ctx, topic, d)
-		}
-		return
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make(map[string]*redis.IntCmd, len(due))
-	for topic, d := range due {
-		cmds[topic] = pipe.Publish(ctx, s.keys.channel(), topic+"\t"+strconv.FormatInt(d, 10))
-	}
-	_, _ = pipe.Exec(ctx)
-	for topic, cmd := range cmds {
-		if err := cmd.Err(); err != nil {
-			s.publishFailed(ctx, topic, err)
-			return // one warning per call is enough
-		}
-	}
 }
 
 // publishFailed logs a failed publish, unless the caller gave up

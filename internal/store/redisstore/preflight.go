@@ -148,6 +148,14 @@ func warnNoContextTimeout(rdb redis.UniversalClient, log *slog.Logger) {
 	}
 }
 
+// clusterEnabled reports whether the server c talks to runs in Cluster
+// mode (INFO cluster), or might: when INFO does not answer, the store
+// keeps to scripts that stay in one slot.
+func clusterEnabled(ctx context.Context, c *redis.Client) bool {
+	info, err := c.Info(ctx, "cluster").Result()
+	return err != nil || parseInfo(info)["cluster_enabled"] != "0"
+}
+
 // readServerConfig asks CONFIG GET, falling back to INFO.
 func readServerConfig(ctx context.Context, c redis.UniversalClient) (serverConfig, error) {
 	sc := serverConfig{addr: addrOf(c)}

@@ -7,26 +7,51 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
+// promoteFn is the promotion of one record, shared by promoteScript and
+// promoteAllScript. promoteRec(k) makes the scheduled record k ready as of
+// NOW and returns its priority, or nil when k does not exist. It reads
+// and rewrites only the record's fixed header (GETRANGE, SETRANGE of its
+// first 28 bytes: state through UpdatedAt), never the payload: a
+// promotion changes nothing else, and a whole-record GET and SET would
+// copy the payload into Lua and back, and send all of it to the AOF and
+// the replicas. The bytes it leaves are those save would write (the
+// priority bit of the state byte kept), so the record format is unchanged.
+// A record is at least recHeader + 10 bytes, so the 47 read always cover
+// the priority byte when there is one.
+const promoteFn = `
+local function promoteRec(k)
+  local h = redis.call('GETRANGE', k, 0, 46)
+  if #h < 47 then return nil end
+  local st = string.byte(h, 1)
+  local pri = 0
+  if st >= PRI then pri = string.byte(h, 47) end
+  redis.call('SETRANGE', k, 0, string.char(st - st % PRI + 2) .. string.sub(h, 2, 22) .. struct.pack('>i6', NOW))
+  return pri
+end
+`
+
 // promoteScript moves the partition's first n due scheduled messages to
 // ready (R4: in the store, atomically, whoever runs it).
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
+//	ARGV[4] the notification channel, ARGV[5] the topic
 //
 // Returns {now, promoted, next due score or "0"}. Due means score <= now,
-// so nothing is promoted early by the script's clock.
-var promoteScript = newScript(flagsState, `
+// so nothing is promoted early by the script's clock. When it promoted
+// any, it publishes "topic\t0" (ready now) itself: other servers armed
+// the same due time, and whichever promotes first must wake their
+// long-polls too, or they sleep until the sweep.
+var promoteScript = newScript(flagsState, promoteFn+`
 local ms = redis.call('ZRANGE', IDX[1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]), 'WITHSCORES')
 for i = 1, #ms, 2 do
   local m, due = ms[i], ms[i+1]
-  local k = mkey(idof(m))
-  local r = load(k)
+  local pri = promoteRec(mkey(idof(m)))
   redis.call('ZREM', IDX[1], m)
-  if r then -- (a member always has its message; never recreate one half)
-    r.st, r.uat = 2, NOW
-    index(r, m, due)
-    save(k, r)
+  if pri then -- (a member always has its message; never recreate one half)
+    index({st = 2, pri = pri}, m, due)
   end
 end
+if #ms > 0 then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '\t0') end
 local h = redis.call('ZRANGE', IDX[1], 0, 0, 'WITHSCORES')
 return {NOW, #ms / 2, h[2] or '0'}
 `)
@@ -50,7 +75,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		return nil, err
 	}
 	parts := newPartFailures(s, ctx, "promote")
-	ctx, end := s.bound(ctx, 1) // peek, promote, notify
+	ctx, end := s.bound(ctx, 1) // peek, promote
 	defer end(&err)
 	if err := checkTopic(p.Topic); err != nil {
 		return nil, err
@@ -58,6 +83,9 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	res := &store.PromoteResult{}
 	if p.Max <= 0 {
 		return res, nil
+	}
+	if s.oneServer {
+		return s.promoteOneServer(ctx, p)
 	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
@@ -76,7 +104,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	var callPart []int
 	for i, n := range counts {
 		if n > 0 {
-			calls = append(calls, s.partCall(promoteScript, ks[i], now, n))
+			calls = append(calls, s.partCall(promoteScript, ks[i], now, n, s.keys.channel(), p.Topic))
 			callPart = append(callPart, i)
 		}
 	}
@@ -123,11 +151,6 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 	}
 	if s.callerNow {
 		res.Now = 0 // "judged by Params.Now"
-	}
-	if res.Promoted > 0 {
-		// Other servers armed the same due time; whichever promotes first
-		// must wake their long-polls too, or they sleep until the sweep.
-		s.publish(ctx, p.Topic, 0) // ready now
 	}
 	return res, nil
 }

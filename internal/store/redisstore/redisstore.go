@@ -99,7 +99,11 @@ type Store struct {
 	ownClient bool
 	keys      keyspace
 	log       *slog.Logger
-	callerNow bool          // TimeSource == TimeCaller
+	callerNow bool // TimeSource == TimeCaller
+	// oneServer: the client talks to one Redis server that is not in
+	// Cluster mode (a plain URL, or a Sentinel master), so a script may
+	// touch keys of any slot (sendScript).
+	oneServer bool
 	timeout   time.Duration // whole-call bound (callTimeout); 0: none
 
 	// regAt is when this Store last added each topic to the registry
@@ -169,6 +173,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	parts, err := s.fixPartitions(ctx, prefix, opts.Partitions)
 	if err != nil {
 		return fail(err)
+	}
+	if c, ok := s.rdb.(*redis.Client); ok {
+		s.oneServer = !clusterEnabled(ctx, c)
 	}
 	s.keys = keyspace{prefix: prefix, parts: parts}
 	return s, nil

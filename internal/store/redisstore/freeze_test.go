@@ -1,0 +1,105 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+)
+
+// TestLeaseDuringFreezeLeasesNothing: a lease called while Redis is
+// frozen (SIGSTOP) fails, and what it sent, which Redis runs when it
+// resumes, leases nothing: the ready message stays ready for the next
+// lease. A lease that sent its script straight away would leave the
+// message inflight to nobody until its lease ran out (in S11's freeze,
+// messages that came due during it were delivered a lease length late).
+func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const topic, now = "frz", int64(1_000_000)
+	s, err := Open(ctx, Options{URL: srv.URL(), Prefix: "frz", TimeSource: TimeCaller, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.oneServer {
+		t.Fatal("not on the single-server path")
+	}
+	lease := func() ([]*store.Record, error) {
+		return s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok"})
+	}
+	// Load the scripts and leave an idle pooled connection, which the
+	// call during the freeze writes to.
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now,
+		Messages: []store.InsertMessage{{ID: "warm", DueAt: now - 1, MaxAttempts: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := lease(); err != nil || len(recs) != 1 {
+		t.Fatalf("warm-up lease: %d records, %v", len(recs), err)
+	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now,
+		Messages: []store.InsertMessage{{ID: "a", DueAt: now - 1, MaxAttempts: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	scripts := func() int64 {
+		info, err := admin.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for line := range strings.SplitSeq(info, "\n") {
+			for _, c := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				if rest, ok := strings.CutPrefix(line, c); ok {
+					var v int64
+					fmt.Sscanf(rest, "%d", &v)
+					n += v
+				}
+			}
+		}
+		return n
+	}
+	before := scripts()
+
+	srv.Pause()
+	_, err = lease()
+	srv.Resume()
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("lease during the freeze: %v; want store.ErrUnavailable", err)
+	}
+	// Wait until Redis has run what the call sent (a connection made
+	// after the resume is served after the frozen socket's bytes, but
+	// wait for the count anyway).
+	for deadline := time.Now().Add(10 * time.Second); scripts() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("what the lease sent during the freeze never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Read back through a store with a generous timeout: on a loaded
+	// machine the first calls after the resume may be slow.
+	s2, err := Open(ctx, Options{URL: srv.URL(), Prefix: "frz", TimeSource: TimeCaller, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	r, err := s2.MessageGet(ctx, topic, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != store.StateReady {
+		t.Fatalf("after the freeze, the message is %v (deliveries %d); want ready: the failed lease leased it to nobody", r.State, r.Deliveries)
+	}
+	if recs, err := s2.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok2"}); err != nil || len(recs) != 1 || recs[0].ID != "a" {
+		t.Fatalf("lease after the freeze: %v, %v; want a", recs, err)
+	}
+}

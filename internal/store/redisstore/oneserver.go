@@ -1,0 +1,210 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// On a single Redis server (Store.oneServer: not a Cluster, so a script
+// may touch keys of any slot) a promotion and a lease run as one script
+// over all the topic's partitions instead of a pipelined peek at every
+// partition's head and then a script per partition: one round trip
+// instead of two, and the merge across partitions is exact, since no
+// other server can move a head between the peek and the script.
+//
+// These scripts take every partition's five index keys, partition j's
+// as KEYS[5j+1 … 5j+5], and on ARGV:
+//
+//	ARGV[1] now, ARGV[2] partition 0's message prefix (the prelude's)
+//	ARGV[3] P, the partition count, ARGV[4 … 3+P] each partition's
+//	        message prefix; the script's own arguments from ARGV[4+P]
+//
+// usePart points the prelude's IDX and MPFX (locals of the same chunk,
+// so every prelude function sees the change) at partition j. ctrnum
+// decodes the Seq counter at the start of an index member: the merge
+// compares numbers, since Lua compares strings by the server's locale
+// (strcoll), which need not be byte order.
+const allPartsPrelude = `
+local P = tonumber(ARGV[3])
+local A = 4 + P
+local function usePart(j)
+  IDX = {KEYS[5*j+1], KEYS[5*j+2], KEYS[5*j+3], KEYS[5*j+4], KEYS[5*j+5]}
+  MPFX = ARGV[4+j]
+end
+local function ctrnum(m)
+  local n = 0
+  for i = 2, string.byte(m) - 47 do
+    local c = string.byte(m, i)
+    local d
+    if c <= 57 then d = c - 48 elseif c <= 90 then d = c - 55 else d = c - 61 end
+    n = n * 62 + d
+  end
+  return n
+end
+`
+
+// promoteAllScript is promoteScript over all partitions: it takes the
+// first n due scheduled messages of the topic in (DueAt, Seq) order.
+//
+//	ARGV[A] n, ARGV[A+1] the notification channel, ARGV[A+2] the topic
+//
+// Returns {now, promoted, next due score or "0"}, and publishes
+// "topic\t0" when it promoted any, as promoteScript.
+var promoteAllScript = newScript(flagsState, allPartsPrelude+promoteFn+`
+local n = tonumber(ARGV[A])
+local cands = {}
+for j = 0, P - 1 do
+  local ms = redis.call('ZRANGE', KEYS[5*j+1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+  for i = 1, #ms, 2 do
+    cands[#cands+1] = {j = j, m = ms[i], due = ms[i+1], s = tonumber(ms[i+1]), c = ctrnum(ms[i])}
+  end
+end
+table.sort(cands, function(a, b)
+  if a.s ~= b.s then return a.s < b.s end
+  return a.c < b.c
+end)
+local done = math.min(n, #cands)
+for x = 1, done do
+  local c = cands[x]
+  usePart(c.j)
+  local pri = promoteRec(mkey(idof(c.m)))
+  redis.call('ZREM', IDX[1], c.m)
+  if pri then -- (a member always has its message; never recreate one half)
+    index({st = 2, pri = pri}, c.m, c.due)
+  end
+end
+if done > 0 then redis.call('PUBLISH', ARGV[A+1], ARGV[A+2] .. '\t0') end
+local nextDue, nextS
+for j = 0, P - 1 do
+  local h = redis.call('ZRANGE', KEYS[5*j+1], 0, 0, 'WITHSCORES')
+  if h[2] and (not nextS or tonumber(h[2]) < nextS) then nextDue, nextS = h[2], tonumber(h[2]) end
+end
+return {NOW, done, nextDue or '0'}
+`)
+
+// leaseAllScript is leaseScript over all partitions: it leases the
+// topic's first n ready messages due by now in (priority, DueAt, Seq)
+// order.
+//
+//	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
+//
+// Returns {now, id1, rec1, id2, rec2, …} in that order, as leaseScript.
+var leaseAllScript = newScript(flagsState, allPartsPrelude+`
+local n = tonumber(ARGV[A])
+local lu, token = at(ARGV[A+1]), ARGV[A+2]
+local lus = istr(lu)
+local cands = {}
+for j = 0, P - 1 do
+  usePart(j)
+  for _, pri in ipairs(readyPrios()) do
+    -- Only those due by NOW, as leaseScript.
+    local ms = redis.call('ZRANGE', rkey(pri), '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+    for i = 1, #ms, 2 do
+      cands[#cands+1] = {j = j, pri = pri, m = ms[i], s = tonumber(ms[i+1]), c = ctrnum(ms[i])}
+    end
+  end
+end
+table.sort(cands, function(a, b)
+  if a.pri ~= b.pri then return a.pri < b.pri end
+  if a.s ~= b.s then return a.s < b.s end
+  return a.c < b.c
+end)
+local out = {NOW}
+for x = 1, math.min(n, #cands) do
+  local c = cands[x]
+  usePart(c.j)
+  local id = idof(c.m)
+  local k = mkey(id)
+  local r = load(k)
+  if r then
+    unindex(r, c.m)
+    r.dlv = r.dlv + 1
+    r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
+    redis.call('ZADD', IDX[3], lus, c.m)
+    out[#out+1] = id
+    out[#out+1] = save(k, r)
+  else
+    redis.call('ZREM', rkey(c.pri), c.m)
+  end
+end
+return out
+`)
+
+// allPartsCall builds a call of an all-partitions script on topic's
+// partitions with now and the script's own args.
+func (s *Store) allPartsCall(sc *script, topic, now string, args ...any) call {
+	ks := s.keys.allParts(topic)
+	keys := make([]string, 0, 5*len(ks))
+	a := make([]any, 0, 3+len(ks)+len(args))
+	a = append(a, now, ks[0].msgPrefix, len(ks))
+	for _, k := range ks {
+		keys = append(keys, k.all()...)
+		a = append(a, k.msgPrefix)
+	}
+	return call{sc: sc, keys: keys, args: append(a, args...)}
+}
+
+// promoteOneServer is MessagePromote on a single server: one script.
+func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	c := s.allPartsCall(promoteAllScript, p.Topic, s.nowArg(p.Now), p.Max, s.keys.channel(), p.Topic)
+	cmds, err := s.run(ctx, "promote", []call{c}, nil)
+	if err != nil {
+		return nil, err
+	}
+	a := asSlice(cmds[0].Val())
+	if len(a) != 3 {
+		return nil, errReply("promote", cmds[0].Val())
+	}
+	res := &store.PromoteResult{Now: asInt(a[0]), Promoted: int(asInt(a[1])), NextDue: parseInt(asString(a[2]))}
+	if s.callerNow {
+		res.Now = 0 // "judged by Params.Now"
+	}
+	return res, nil
+}
+
+// leaseOneServer is MessageLease on a single server: a peek at the
+// partitions' ready heads (read-only, one pipeline), then, if any is due,
+// one script whose answer is in lease order.
+//
+// The peek is a guard, not an optimisation: a lease script sent while
+// Redis is frozen (SIGSTOP, a stalled host) waits in the socket and runs
+// when Redis resumes, long after this call gave up: it leases messages to
+// nobody, and they come back only when that lease expires (S11's freeze
+// saw messages a lease length late). A peek sent then runs harmlessly,
+// and the script goes out only after Redis has just answered, as on a
+// Cluster. Promotions and sends stay one script: run late, they do what a
+// retry would.
+func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	if p.Max <= 0 {
+		return nil, nil
+	}
+	now := s.nowArg(p.Now)
+	ks := s.keys.allParts(p.Topic)
+	targets := make([]peekTarget, len(ks))
+	for i, k := range ks {
+		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
+	}
+	pk := s.peek(ctx, "lease", targets, now, "now", 1)
+	if err := pk.err(); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(pk.per, func(c []cand) bool { return len(c) > 0 }) {
+		return nil, nil
+	}
+	c := s.allPartsCall(leaseAllScript, p.Topic, now, p.Max, after(p.LeaseFor), p.Token)
+	cmds, err := s.run(ctx, "lease", []call{c}, nil)
+	if err != nil {
+		return nil, err
+	}
+	a := asSlice(cmds[0].Val())
+	if len(a) < 1 {
+		return nil, errReply("lease", cmds[0].Val())
+	}
+	recs, err := decodePairs(p.Topic, a[1:])
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
