@@ -1,7 +1,11 @@
 package pgstore_test
 
 import (
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -90,5 +94,65 @@ func TestSendCountsByInsert(t *testing.T) {
 	want.Ready, want.Inflight, want.Acked = want.Ready-2, 1, 1
 	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
 		t.Fatalf("counts after lease and ack: %+v %v, want %+v", tr, err, want)
+	}
+}
+
+// A schema of version 7 with counts in its stripes migrates to version 8
+// with the counts unchanged, and sends, leases and acks after the
+// migration count on top of them.
+func TestUpgradeCountsToInsert(t *testing.T) {
+	srv := pgtest.Shared(t)
+	adm := adminPool(t, srv)
+	schema := srv.NewSchema()
+	q := pgx.Identifier{schema}.Sanitize()
+	stmts := []string{"CREATE SCHEMA " + q,
+		"CREATE TABLE " + q + ".delayq_schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
+	for _, f := range []string{"0001_init", "0002_nack_final", "0003_priority", "0004_queue_plans", "0005_notify_soon", "0006_send_setwise", "0007_lease_due"} {
+		b, err := os.ReadFile("migrations/" + f + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, strings.NewReplacer("__SCHEMA__", q, "__CHANNEL__", schema+".notify").Replace(string(b)),
+			"INSERT INTO "+q+".delayq_schema_version (version, name) VALUES ("+f[3:4]+", '"+f+"')")
+	}
+	// Sent on schema 7: two due later, three due now, one of which is
+	// then leased and acked — all through the schema's own functions.
+	stmts = append(stmts,
+		"SELECT * FROM "+q+".delayq_send('t', 'later-1', 'x', 3600000)",
+		"SELECT * FROM "+q+".delayq_send('t', 'later-2', 'x', 3600000)",
+		"SELECT * FROM "+q+".delayq_send('t', 'now-1', 'x')",
+		"SELECT * FROM "+q+".delayq_send('t', 'now-2', 'x')",
+		"SELECT * FROM "+q+".delayq_send('t', 'now-3', 'x')")
+	for _, st := range stmts {
+		if _, err := adm.Exec(ctx, st); err != nil {
+			t.Fatalf("schema 7: %.80s: %v", st, err)
+		}
+	}
+
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	want := store.Counts{Scheduled: 2, Ready: 3}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("counts after the migration: %+v %v, want %+v", tr, err, want)
+	}
+	send(t, s, "t", "after-later", 3_600_000)
+	send(t, s, "t", "after-now", 0)
+	leased, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 2, LeaseFor: 60_000, Token: "tok"})
+	if err != nil || len(leased) != 2 {
+		t.Fatalf("lease: %d, %v", len(leased), err)
+	}
+	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "t", ID: leased[0].ID, Receipt: leased[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+	want = store.Counts{Scheduled: 3, Ready: 2, Inflight: 1, Acked: 1}
+	trs, err := s.TopicList(ctx) // folds
+	if err != nil || len(trs) != 1 || trs[0].Counts != want {
+		t.Fatalf("TopicList after sends, a lease and an ack on version 8: %v %v, want one topic with %+v", trs, err, want)
+	}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("TopicGet after the fold: %+v %v, want %+v", tr, err, want)
 	}
 }
