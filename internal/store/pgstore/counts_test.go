@@ -1,11 +1,7 @@
 package pgstore_test
 
 import (
-	"os"
-	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -103,18 +99,7 @@ func TestSendCountsByInsert(t *testing.T) {
 func TestUpgradeCountsToInsert(t *testing.T) {
 	srv := pgtest.Shared(t)
 	adm := adminPool(t, srv)
-	schema := srv.NewSchema()
-	q := pgx.Identifier{schema}.Sanitize()
-	stmts := []string{"CREATE SCHEMA " + q,
-		"CREATE TABLE " + q + ".delayq_schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
-	for _, f := range []string{"0001_init", "0002_nack_final", "0003_priority", "0004_queue_plans", "0005_notify_soon", "0006_send_setwise", "0007_lease_due"} {
-		b, err := os.ReadFile("migrations/" + f + ".sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts = append(stmts, strings.NewReplacer("__SCHEMA__", q, "__CHANNEL__", schema+".notify").Replace(string(b)),
-			"INSERT INTO "+q+".delayq_schema_version (version, name) VALUES ("+f[3:4]+", '"+f+"')")
-	}
+	schema, q, stmts := oldSchema(t, srv, "0001_init", "0002_nack_final", "0003_priority", "0004_queue_plans", "0005_notify_soon", "0006_send_setwise", "0007_lease_due")
 	// Sent on schema 7: two due later, three due now, one of which is
 	// then leased and acked — all through the schema's own functions.
 	stmts = append(stmts,

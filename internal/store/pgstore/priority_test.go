@@ -17,6 +17,26 @@ import (
 // oldRecCols are the rec columns a server of schema version 2 names.
 const oldRecCols = "status, topic, id, seq, state, due_at, created_at, updated_at, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, acked_at, headers, payload"
 
+// oldSchema is a fresh schema's name, quoted name, and the statements that
+// create it at the version of the given migration files (applied by
+// hand, as a build of that version did), for upgrade tests.
+func oldSchema(t *testing.T, srv *pgtest.Server, files ...string) (schema, quoted string, stmts []string) {
+	t.Helper()
+	schema = srv.NewSchema()
+	q := pgx.Identifier{schema}.Sanitize()
+	stmts = []string{"CREATE SCHEMA " + q,
+		"CREATE TABLE " + q + ".delayq_schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
+	for _, f := range files {
+		b, err := os.ReadFile("migrations/" + f + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, strings.NewReplacer("__SCHEMA__", q, "__CHANNEL__", schema+".notify").Replace(string(b)),
+			"INSERT INTO "+q+".delayq_schema_version (version, name) VALUES ("+strings.TrimLeft(f[:4], "0")+", '"+f+"')")
+	}
+	return schema, q, stmts
+}
+
 // TestUpgradeToPriority: a schema of version 2 with messages in it
 // migrates to the priority schema without losing or reordering them
 // (they read as priority 0), and what a server or application of version
@@ -25,18 +45,7 @@ const oldRecCols = "status, topic, id, seq, state, due_at, created_at, updated_a
 func TestUpgradeToPriority(t *testing.T) {
 	srv := pgtest.Shared(t)
 	adm := adminPool(t, srv)
-	schema := srv.NewSchema()
-	q := pgx.Identifier{schema}.Sanitize()
-	stmts := []string{"CREATE SCHEMA " + q,
-		"CREATE TABLE " + q + ".delayq_schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"}
-	for _, f := range []string{"0001_init", "0002_nack_final"} {
-		b, err := os.ReadFile("migrations/" + f + ".sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts = append(stmts, strings.NewReplacer("__SCHEMA__", q, "__CHANNEL__", schema+".notify").Replace(string(b)),
-			"INSERT INTO "+q+".delayq_schema_version (version, name) VALUES ("+f[3:4]+", '"+f+"')")
-	}
+	schema, q, stmts := oldSchema(t, srv, "0001_init", "0002_nack_final")
 	role := schema + "_app"
 	stmts = append(stmts, "CREATE ROLE "+role+" LOGIN", "GRANT USAGE ON SCHEMA "+q+" TO "+role,
 		"GRANT EXECUTE ON FUNCTION "+q+".delayq_send(text, text, bytea, bigint, jsonb, integer, timestamptz) TO "+role)
