@@ -41,11 +41,9 @@ type TxResult struct {
 // concurrent send of the same id) leave tx to the caller, who should roll
 // it back.
 func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMessage) ([]TxResult, error) {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	if !prefixRE.MatchString(prefix) {
-		return nil, fmt.Errorf("mysqlstore: invalid table prefix %q", prefix)
+	prefix, err := txPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]TxResult, len(msgs))
 	for i, m := range msgs {
@@ -67,7 +65,7 @@ func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMes
 		// interpolateParams, go-sql-driver makes three (prepare, execute,
 		// close), which made most of a transactional send's time.
 		args := hexLit([]byte(topic)) + ", " + idLit + ", " + hexLit(payload) + ", " + strconv.FormatInt(delay, 10) + ", " + strconv.Itoa(m.MaxAttempts)
-		call := "CALL `" + prefix + "send`(" + args + ", @delayq_id, @delayq_dup, @delayq_due)" // #nosec G202 -- the prefix is checked against prefixRE above; values are hex literals and integers formatted here
+		call := "CALL `" + prefix + "send`(" + args + ", @delayq_id, @delayq_dup, @delayq_due)" // #nosec G202 -- txPrefix checked the prefix against prefixRE; values are hex literals and integers formatted here
 		if m.Priority != 0 {
 			call = "CALL `" + prefix + "send_priority`(" + args + ", " + strconv.Itoa(int(m.Priority)) + ", @delayq_id, @delayq_dup, @delayq_due)" // #nosec G202 -- as above
 		}
@@ -85,6 +83,18 @@ func SendTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMes
 	return out, nil
 }
 
+// txPrefix is the table prefix an application's send names: DefaultPrefix
+// for "", checked because it is written into the statement.
+func txPrefix(prefix string) (string, error) {
+	if prefix == "" {
+		return DefaultPrefix, nil
+	}
+	if !prefixRE.MatchString(prefix) {
+		return "", fmt.Errorf("mysqlstore: invalid table prefix %q", prefix)
+	}
+	return prefix, nil
+}
+
 // hexLit is b as an SQL hex literal (X'…'): a binary string, whatever the
 // connection's character set (an empty one for no bytes).
 func hexLit(b []byte) string { return "X'" + hex.EncodeToString(b) + "'" }
@@ -97,11 +107,9 @@ func hexLit(b []byte) string { return "X'" + hex.EncodeToString(b) + "'" }
 // strings, so an id that is not valid UTF-8 is refused here (SendTx sends
 // any bytes).
 func SendManyTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...TxMessage) ([]TxResult, error) {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	if !prefixRE.MatchString(prefix) {
-		return nil, fmt.Errorf("mysqlstore: invalid table prefix %q", prefix)
+	prefix, err := txPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	if len(msgs) == 0 {
 		return nil, nil
@@ -130,7 +138,7 @@ func SendManyTx(ctx context.Context, tx *sql.Tx, prefix, topic string, msgs ...T
 	}
 	// Hex literals, as in SendTx: one round trip whatever the driver's
 	// settings.
-	call := "CALL `" + prefix + "send_many`(" + hexLit([]byte(topic)) + ", CONVERT(" + hexLit(doc) + " USING utf8mb4), @delayq_results)" // #nosec G202 -- the prefix is checked against prefixRE above; values are hex literals
+	call := "CALL `" + prefix + "send_many`(" + hexLit([]byte(topic)) + ", CONVERT(" + hexLit(doc) + " USING utf8mb4), @delayq_results)" // #nosec G202 -- txPrefix checked the prefix against prefixRE; values are hex literals
 	if _, err := tx.ExecContext(ctx, call); err != nil {
 		return nil, fmt.Errorf("mysqlstore: send: %w", err)
 	}
