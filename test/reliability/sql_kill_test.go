@@ -101,8 +101,9 @@ type s30Results struct {
 // sends and reads /readyz every 50/200 ms. Pass: lost 0, unexpected 0,
 // early 0 (by the database's stamps and by the client's clock),
 // resurrected 0 (no delivery after an ok ack), duplicates within the
-// acks that ended info or 409 (leases are committed before they are
-// answered, so a kill loses none); while it is gone every probe send
+// acks that ended info or 409 (a PostgreSQL lease commits without waiting
+// for its WAL flush, so a kill may undo one already answered: its ack
+// then answers 409); while it is gone every probe send
 // answers (none hangs), and 503 while it is still gone; /readyz answers
 // non-200 naming the store; after the restart /readyz is 200 on both
 // servers again without restarting them.

@@ -181,7 +181,9 @@
 // A call that returned nil committed; whether the commit survives a crash
 // is the database's configuration (synchronous_commit, fsync, replication:
 // with asynchronous replicas a failover loses what was not replicated).
-// Leases, extends, promotions and expiries commit like the rest.
+// Leases, extends, promotions and expiries commit with synchronous_commit
+// off for their own transaction (relaxed.go): a crash may undo them, which
+// only means a message is promoted, delivered or expired again.
 //
 // # Unavailability
 //

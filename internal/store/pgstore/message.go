@@ -64,6 +64,17 @@ func scanRec(row pgx.Row) (int32, *store.Record, error) {
 // recs runs a query answering rec rows and reads them all.
 func (s *Store) recs(ctx context.Context, op, sql string, args ...any) ([]int32, []*store.Record, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
+	return s.readRecs(op, rows, err)
+}
+
+// recsRelaxed is recs for an operation a crash may undo (see queryRelaxed).
+func (s *Store) recsRelaxed(ctx context.Context, op, sql string, args ...any) ([]int32, []*store.Record, error) {
+	rows, err := s.queryRelaxed(ctx, sql, args...)
+	return s.readRecs(op, rows, err)
+}
+
+// readRecs reads the rec rows of a query and closes them.
+func (s *Store) readRecs(op string, rows pgx.Rows, err error) ([]int32, []*store.Record, error) {
 	if err != nil {
 		return nil, nil, s.fail(op, err)
 	}
@@ -78,6 +89,7 @@ func (s *Store) recs(ctx context.Context, op, sql string, args ...any) ([]int32,
 		sts = append(sts, st)
 		out = append(out, r)
 	}
+	rows.Close() // a batch's commit reports its error here
 	if err := rows.Err(); err != nil {
 		return nil, nil, s.fail(op, err)
 	}
@@ -96,6 +108,12 @@ func (s *Store) readErr(op string, err error) error {
 // one runs an operation on one message and maps its status to an error.
 func (s *Store) one(ctx context.Context, op, topic, id, sql string, args ...any) (*store.Record, error) {
 	sts, recs, err := s.recs(ctx, op, sql, args...)
+	return onlyRec(op, topic, id, sts, recs, err)
+}
+
+// onlyRec is the one answer of an operation on one message, its status
+// mapped to an error.
+func onlyRec(op, topic, id string, sts []int32, recs []*store.Record, err error) (*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -270,8 +288,17 @@ func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromote
 func (s *Store) promoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
 	var res store.PromoteResult
 	var promoted int32
-	err := s.pool.QueryRow(ctx, "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace")+"($1, $2, $3, $4)",
-		s.nowArg(p.Now), p.Topic, p.Max, grace).Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
+	rows, err := s.queryRelaxed(ctx, "SELECT promoted, next_due, held_due, now_ms FROM "+s.fn("op_promote_grace")+"($1, $2, $3, $4)",
+		s.nowArg(p.Now), p.Topic, p.Max, grace)
+	if err == nil {
+		// pgx.CollectExactlyOneRow: no row is pgx.ErrNoRows, as QueryRow's.
+		_, err = pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (struct{}, error) {
+			return struct{}{}, row.Scan(&promoted, &res.NextDue, &res.HeldDue, &res.Now)
+		})
+		if err == nil {
+			err = rows.Err() // closed: the commit's error, if any
+		}
+	}
 	if err != nil {
 		return nil, s.fail("promote", err)
 	}
@@ -294,7 +321,7 @@ func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	_, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
+	_, recs, err := s.recsRelaxed(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
 		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
 	return recs, err
 }
@@ -306,7 +333,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	_, recs, err := s.recs(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease")+"($1, $2, $3, $4, $5)",
+	_, recs, err := s.recsRelaxed(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease")+"($1, $2, $3, $4, $5)",
 		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
 	return recs, err
 }
@@ -391,8 +418,9 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	return s.one(ctx, "extend", p.Topic, p.ID, "SELECT "+recCols+" FROM "+s.fn("op_extend")+"($1, $2, $3, $4, $5)",
+	sts, recs, err := s.recsRelaxed(ctx, "extend", "SELECT "+recCols+" FROM "+s.fn("op_extend")+"($1, $2, $3, $4, $5)",
 		s.nowArg(p.Now), p.Topic, p.ID, p.Receipt, p.LeaseFor)
+	return onlyRec("extend", p.Topic, p.ID, sts, recs, err)
 }
 
 // LeaseExpire implements store.Store.
@@ -402,7 +430,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) (_ 
 	}
 	ctx, end := s.bound(ctx)
 	defer end(&err)
-	_, recs, err := s.recs(ctx, "expire leases", "SELECT "+recCols+" FROM "+s.fn("op_expire")+"($1, $2)", s.nowArg(p.Now), p.Max)
+	_, recs, err := s.recsRelaxed(ctx, "expire leases", "SELECT "+recCols+" FROM "+s.fn("op_expire")+"($1, $2)", s.nowArg(p.Now), p.Max)
 	if err != nil {
 		return nil, err
 	}
