@@ -41,11 +41,13 @@ import (
 )
 
 // Targets documents the --target words Resolve accepts.
-const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess), serve-redis[:nopersist][:/path/to/delayq] (delayq serve --redis on a redis-server subprocess: appendfsync always, or no persistence with nopersist or --durable=false), serve-postgres:URL[:tx] and serve-mysql:URL[:tx] (delayq serve on that database in a fresh schema / table prefix; :tx sends one application transaction per send call through pgtx / mysqltx)"
+const Targets = "delayq targets: embedded (engine + Pebble in a temp dir), memory (engine + memstore: a ceiling), http://host:port (a running server), serve[:/path/to/delayq] (a delayq serve subprocess), serve-redis[:nopersist][:/path/to/delayq] (delayq serve --redis on a redis-server subprocess: appendfsync always, or no persistence with nopersist or --durable=false), serve-postgres:URL[:tx] and serve-mysql:URL[:tx] (delayq serve on that database in a fresh schema / table prefix; :tx sends one application transaction per send call through pgtx / mysqltx); json+ before any HTTP target (json+serve:…, json+http://…) sends, leases and acks through a plain net/http + encoding/json client instead of the SDK"
 
 // Resolve maps a --target word to a delayq target.
 func Resolve(spec string) (bench.Factory, bool, error) {
 	switch {
+	case strings.HasPrefix(spec, PlainPrefix):
+		return resolvePlain(spec)
 	case spec == "embedded":
 		return bench.Factory{Name: "embedded", Open: openEmbedded}, true, nil
 	case spec == "memory":
@@ -105,19 +107,19 @@ func topicName(o bench.OpenOptions) string {
 // message), Lease with long-poll, AckBatch.
 type QueueTarget struct {
 	mu    sync.RWMutex
-	q     domain.Queue
+	q     queueAPI
 	Topic string
 	// Lease is the lease duration asked for (default 60 s).
 	Lease time.Duration
 }
 
-func (t *QueueTarget) queue() domain.Queue {
+func (t *QueueTarget) queue() queueAPI {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.q
 }
 
-func (t *QueueTarget) setQueue(q domain.Queue) {
+func (t *QueueTarget) setQueue(q queueAPI) {
 	t.mu.Lock()
 	t.q = q
 	t.mu.Unlock()
@@ -172,7 +174,7 @@ func (t *QueueTarget) Consume(ctx context.Context, o bench.ConsumeOptions, handl
 	return errors.Join(errs...)
 }
 
-func (t *QueueTarget) consumeLoop(ctx context.Context, q domain.Queue, req domain.LeaseRequest, handle func([]bench.Delivery)) error {
+func (t *QueueTarget) consumeLoop(ctx context.Context, q queueAPI, req domain.LeaseRequest, handle func([]bench.Delivery)) error {
 	acks := make([]domain.AckRequest, 0, req.Max)
 	ds := make([]bench.Delivery, 0, req.Max)
 	for ctx.Err() == nil {

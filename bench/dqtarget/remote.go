@@ -27,7 +27,10 @@ func httpClient(base string) (*delayq.Client, error) {
 
 type httpTarget struct {
 	QueueTarget
+	base string
 }
+
+func (t *httpTarget) baseURL() string { return t.base }
 
 func openHTTP(_ context.Context, base string, o bench.OpenOptions) (bench.Target, error) {
 	if !o.Durable {
@@ -37,7 +40,7 @@ func openHTTP(_ context.Context, base string, o bench.OpenOptions) (bench.Target
 	if err != nil {
 		return nil, err
 	}
-	t := &httpTarget{}
+	t := &httpTarget{base: base}
 	t.Topic = topicName(o)
 	t.setQueue(c)
 	return t, nil
@@ -119,6 +122,8 @@ func openServe(ctx context.Context, bin string, o bench.OpenOptions) (bench.Targ
 	t.setQueue(c)
 	return t, nil
 }
+
+func (t *serveTarget) baseURL() string { return "http://" + t.addr }
 
 func (t *serveTarget) start(ctx context.Context) (time.Time, error) {
 	args := []string{"serve", "--addr", t.addr, "--data", t.dir}
