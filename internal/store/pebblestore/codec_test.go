@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"errors"
 	"maps"
 	"math"
@@ -42,7 +43,7 @@ func TestRecordCodecPriorityVersions(t *testing.T) {
 	// Version 2 with priority 0 is never written: damage, not priority 0.
 	bad := append([]byte{recordVersionPriority, v1[1], 0}, v1[2:len(v1)-4]...)
 	bad = appendChecksum(bad, 0)
-	if _, err := decodeRecord(bad, "t", "a"); !errors.Is(err, errBadRecord) {
+	if _, _, err := decodeRecord(bad, "t", "a"); !errors.Is(err, errBadRecord) {
 		t.Fatalf("version 2 with priority 0: err = %v", err)
 	}
 }
@@ -63,8 +64,8 @@ func recordsEqual(a, b *store.Record) bool {
 func TestRecordCodecRoundTrip(t *testing.T) {
 	for _, r := range sampleRecords() {
 		enc := encodeRecord(nil, r)
-		got, err := decodeRecord(enc, r.Topic, r.ID)
-		if err != nil {
+		got, split, err := decodeRecord(enc, r.Topic, r.ID)
+		if err != nil || split {
 			t.Fatalf("decode(%+v): %v", r, err)
 		}
 		if !recordsEqual(r, got) {
@@ -83,7 +84,7 @@ func TestRecordCodecGarbage(t *testing.T) {
 	for _, r := range sampleRecords() {
 		enc := encodeRecord(nil, r)
 		for n := 0; n < len(enc); n++ {
-			if _, err := decodeRecord(enc[:n], "t", "i"); !errors.Is(err, errBadRecord) {
+			if _, _, err := decodeRecord(enc[:n], "t", "i"); !errors.Is(err, errBadRecord) {
 				t.Fatalf("truncated to %d/%d: err = %v", n, len(enc), err)
 			}
 		}
@@ -91,7 +92,7 @@ func TestRecordCodecGarbage(t *testing.T) {
 			for bit := range 8 {
 				b := append([]byte(nil), enc...)
 				b[i] ^= 1 << bit
-				if _, err := decodeRecord(b, "t", "i"); !errors.Is(err, errBadRecord) {
+				if _, _, err := decodeRecord(b, "t", "i"); !errors.Is(err, errBadRecord) {
 					t.Fatalf("bit %d of byte %d flipped: err = %v", bit, i, err)
 				}
 			}
@@ -108,8 +109,58 @@ func TestRecordCodecGarbage(t *testing.T) {
 		{recordVersion, 1, 1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0}, // int32 overflow
 	} {
 		enc := appendCRC(body)
-		if _, err := decodeRecord(enc, "t", "i"); !errors.Is(err, errBadRecord) {
+		if _, _, err := decodeRecord(enc, "t", "i"); !errors.Is(err, errBadRecord) {
 			t.Fatalf("body %x: err = %v", body, err)
+		}
+	}
+}
+
+// splitRoundTrip decodes r's state record and body.
+func splitRoundTrip(r *store.Record) (*store.Record, error) {
+	got, split, err := decodeRecord(encodeState(nil, r), r.Topic, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !split || got.Payload != nil || got.Headers != nil {
+		return nil, errors.New("a state record decodes as combined, or with a body")
+	}
+	return got, decodeBody(encodeBody(nil, r), got)
+}
+
+// The state record and the body of format 3 round-trip, the state record
+// never holds the payload, and truncations and bit flips of either are
+// rejected.
+func TestSplitCodec(t *testing.T) {
+	for _, r := range sampleRecords() {
+		got, err := splitRoundTrip(r)
+		if err != nil || !recordsEqual(r, got) {
+			t.Fatalf("split round trip: %v\n got %+v\nwant %+v", err, got, r)
+		}
+		st, body := encodeState(nil, r), encodeBody(nil, r)
+		if len(r.Payload) > 0 && bytes.Contains(st, r.Payload) {
+			t.Fatalf("state record % x holds the payload %q", st, r.Payload)
+		}
+		decodeState := func(b []byte) error { _, _, err := decodeRecord(b, "t", "i"); return err }
+		decodeBody := func(b []byte) error { return decodeBody(b, &store.Record{}) }
+		for _, c := range []struct {
+			enc    []byte
+			decode func([]byte) error
+		}{{st, decodeState}, {body, decodeBody}} {
+			enc, decode := c.enc, c.decode
+			for n := 0; n < len(enc); n++ {
+				if err := decode(enc[:n]); !errors.Is(err, errBadRecord) {
+					t.Fatalf("truncated to %d/%d: err = %v", n, len(enc), err)
+				}
+			}
+			for i := range enc {
+				for bit := range 8 {
+					b := append([]byte(nil), enc...)
+					b[i] ^= 1 << bit
+					if err := decode(b); !errors.Is(err, errBadRecord) {
+						t.Fatalf("bit %d of byte %d flipped: err = %v", bit, i, err)
+					}
+				}
+			}
 		}
 	}
 }
@@ -128,26 +179,41 @@ func FuzzRecordCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, garbage []byte, state uint8, seq uint64, due int64, n int32, payload []byte, hk, hv, receipt string) {
 		// Garbage, as is and with a valid checksum appended.
 		for _, b := range [][]byte{garbage, appendChecksum(append([]byte(nil), garbage...), 0)} {
-			r, err := decodeRecord(b, "t", "i")
+			r, split, err := decodeRecord(b, "t", "i")
 			if err == nil {
 				// Whatever decodes must re-encode to the same bytes.
-				if enc := encodeRecord(nil, r); string(enc) != string(b) {
+				enc := encodeRecord(nil, r)
+				if split {
+					enc = encodeState(nil, r)
+				}
+				if string(enc) != string(b) {
 					t.Fatalf("decoded garbage re-encodes differently")
 				}
 			} else if !errors.Is(err, errBadRecord) {
 				t.Fatalf("unwrapped error %v", err)
+			}
+			var body store.Record
+			if err := decodeBody(b, &body); err == nil {
+				if enc := encodeBody(nil, &body); string(enc) != string(b) {
+					t.Fatalf("decoded garbage body re-encodes differently")
+				}
+			} else if !errors.Is(err, errBadRecord) {
+				t.Fatalf("unwrapped body error %v", err)
 			}
 		}
 		x := &store.Record{Topic: "t", ID: "i", Seq: seq, State: store.State(state%5 + 1),
 			Payload: payload, Headers: map[string]string{hk: hv}, DueAt: due, CreatedAt: -due,
 			UpdatedAt: due ^ 0x5555, Deliveries: n, Failures: -n, MaxAttempts: n / 2,
 			LastError: hv, Receipt: receipt, LeaseUntil: due + 1, DeadAt: int64(n), AckedAt: int64(seq)}
-		got, err := decodeRecord(encodeRecord(nil, x), "t", "i")
+		got, _, err := decodeRecord(encodeRecord(nil, x), "t", "i")
 		if err != nil {
 			t.Fatalf("decode(encode(x)): %v", err)
 		}
 		if !recordsEqual(x, got) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, x)
+		}
+		if got, err = splitRoundTrip(x); err != nil || !recordsEqual(x, got) {
+			t.Fatalf("split round trip: %v\n got %+v\nwant %+v", err, got, x)
 		}
 	})
 }

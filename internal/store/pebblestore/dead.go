@@ -35,7 +35,7 @@ func (s *Store) deadBatch(ctx context.Context, topicName, id string, max int,
 		defer t.mu.Unlock()
 		var rs []*store.Record
 		if id != "" {
-			r, err := s.getRecord(topicName, id)
+			r, err := s.readRecord(x, topicName, id, true)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,8 @@
 // times sort first); seq is 8 big-endian bytes.
 //
 //	key                                              value
-//	m/ topic \x00 id                                 message record (see codec.go)
+//	m/ topic \x00 id                                 message state record (see codec.go)
+//	b/ topic \x00 id                                 message body: payload, headers (see codec.go)
 //	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq) (id \x01 prio when prio != 0)
 //	r/ topic \x00 dueAt(8) seq(8)                    id    ready, priority 0, lease order (id \x00 promotedAt(8) when promoted)
 //	p/ topic \x00 prio(1) dueAt(8) seq(8)            id    ready, priority 1-255, lease order (as r/)
@@ -21,14 +22,25 @@
 //	t/ topic                                         settings blob (TopicSettingsPut)
 //	c/ topic                                         counters: 5 × int64 LE, merge operator
 //	k/ name                                          recurring schedule (see schedule.go)
-//	z/format                                         format version (2; see keys.go)
+//	z/format                                         format version (3; see keys.go)
 //	z/seq                                            seq high-water mark, 8 bytes BE
 //
-// A message has its m/ record and exactly the index entries of its state
-// (one of s/ r/ p/ d/; i/ + l/ when inflight; a/ when acked). Every operation
-// rewrites the record, moves the index entries and merges the counter
-// delta in ONE batch, so a crash never leaves them out of step; Verify
-// checks that invariant by a full recount.
+// A message has its m/ record, its b/ body unless acked, and exactly the
+// index entries of its state (one of s/ r/ p/ d/; i/ + l/ when inflight;
+// a/ when acked). Every operation rewrites the record, moves the index
+// entries and merges the counter delta in ONE batch, so a crash never
+// leaves them out of step; Verify checks that invariant by a full recount.
+//
+// The body is written once, by the send, and deleted with the message
+// (cancel, dead-letter delete) or when it is acked (the tombstone keeps
+// the state record alone until DedupPurge). A lease, nack, extend, lease
+// expiry, reschedule or replay rewrites the state record only: a few dozen
+// bytes whatever the payload size (format 3; formats 1 and 2 stored one
+// combined record, which every lease rewrote payload included). A lease
+// reads the state record and the body (two point reads); an ack reads the
+// state record alone. A combined record left by format 1 or 2 is read as
+// it is and written split by its first state change (see readRecord and
+// txn.put), so the upgrade rewrites z/format alone.
 //
 // Promotion is the exception: it moves index entries only. Each due s/
 // key is replaced by the r/ key with the same suffix, whose value is the

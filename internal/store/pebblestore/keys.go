@@ -10,7 +10,8 @@ import (
 // Key prefixes. See doc.go for the layout. Every prefix is one letter and a
 // slash so that a full listing of the keyspace is easy to read.
 const (
-	pfxMessage   = 'm' // m/{topic}\x00{id}                       → record
+	pfxMessage   = 'm' // m/{topic}\x00{id}                       → state record
+	pfxBody      = 'b' // b/{topic}\x00{id}                       → body (payload, headers)
 	pfxScheduled = 's' // s/{topic}\x00{due}{seq}                 → id
 	pfxReady     = 'r' // r/{topic}\x00{due}{seq}                 → id (priority 0)
 	pfxReadyPrio = 'p' // p/{topic}\x00{prio}{due}{seq}           → id (priority 1-255)
@@ -38,7 +39,15 @@ var (
 // priority other than 0. Version 1 data is version 2 data without them, so
 // Open upgrades it by rewriting z/format alone; a binary that knows only
 // version 1 refuses a version 2 directory instead of misreading it.
-const formatVersion = 2
+//
+// Version 3 split a message into a state record (m/, version-3 record)
+// and a body (b/: payload and headers), so that a state change rewrites
+// a few dozen bytes rather than the payload. Version 1 and 2 records
+// (combined) are still read as they are and become split at their first
+// state change, so Open again upgrades by rewriting z/format alone; a
+// binary that knows only version 2 refuses a version 3 directory, whose
+// state records it cannot read.
+const formatVersion = 3
 
 // oldestFormat is the oldest format Open reads (and upgrades).
 const oldestFormat = 1
@@ -60,6 +69,12 @@ func topicPrefix(p byte, topic string) []byte {
 
 func messageKey(topic, id string) []byte {
 	k := topicPrefix(pfxMessage, topic)
+	return append(k, id...)
+}
+
+// bodyKey is where a split message keeps its payload and headers.
+func bodyKey(topic, id string) []byte {
+	k := topicPrefix(pfxBody, topic)
 	return append(k, id...)
 }
 

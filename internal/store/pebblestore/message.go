@@ -261,7 +261,8 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 // update runs a read-modify-write of one message under its topic lock:
 // fn gets the current record and returns the new one (nil: delete) and
 // the record to return. The batch is durable unless durable is false.
-func (s *Store) update(ctx context.Context, topicName, id string, durable bool,
+// fn's record has its payload and headers only if withBody.
+func (s *Store) update(ctx context.Context, topicName, id string, durable, withBody bool,
 	fn func(r *store.Record) (nw, ret *store.Record, err error)) (*store.Record, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -279,7 +280,7 @@ func (s *Store) update(ctx context.Context, topicName, id string, durable bool,
 	ret, err := func() (*store.Record, error) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		r, err := s.getRecord(topicName, id)
+		r, err := s.readRecord(x, topicName, id, withBody)
 		if err != nil {
 			return nil, err
 		}
@@ -306,7 +307,7 @@ func (s *Store) update(ctx context.Context, topicName, id string, durable bool,
 
 // MessageCancel implements store.Store. Durable on nil error.
 func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams) (*store.Record, error) {
-	return s.update(ctx, p.Topic, p.ID, true, func(r *store.Record) (*store.Record, *store.Record, error) {
+	return s.update(ctx, p.Topic, p.ID, true, true, func(r *store.Record) (*store.Record, *store.Record, error) {
 		switch r.State {
 		case store.StateScheduled, store.StateReady, store.StateInflight:
 			return nil, r, nil
@@ -317,7 +318,7 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 
 // MessageReschedule implements store.Store. Durable on nil error.
 func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageRescheduleParams) (*store.Record, error) {
-	return s.update(ctx, p.Topic, p.ID, true, func(r *store.Record) (*store.Record, *store.Record, error) {
+	return s.update(ctx, p.Topic, p.ID, true, true, func(r *store.Record) (*store.Record, *store.Record, error) {
 		if r.State != store.StateScheduled && r.State != store.StateReady {
 			return nil, nil, store.ErrConflict
 		}
@@ -352,7 +353,8 @@ func ackedRecord(r *store.Record, now int64) *store.Record {
 
 // MessageAck implements store.Store. Durable on nil error.
 func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error {
-	_, err := s.update(ctx, p.Topic, p.ID, true, func(r *store.Record) (*store.Record, *store.Record, error) {
+	// An ack drops the body: no need to read it.
+	_, err := s.update(ctx, p.Topic, p.ID, true, false, func(r *store.Record) (*store.Record, *store.Record, error) {
 		if err := checkLease(r, p.Receipt); err != nil {
 			return nil, nil, err
 		}
@@ -389,7 +391,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 				errs[i] = store.ErrConflict // acked earlier in this call
 				continue
 			}
-			r, err := s.getRecord(p.Topic, it.ID)
+			r, err := s.readRecord(x, p.Topic, it.ID, false) // acked: the body goes unread
 			if errors.Is(err, store.ErrNotFound) {
 				errs[i] = err
 				continue
@@ -437,7 +439,7 @@ func failRecord(r *store.Record, now, retryAt int64, reason string, final bool) 
 
 // MessageNack implements store.Store. Durable on nil error.
 func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
-	return s.update(ctx, p.Topic, p.ID, true, func(r *store.Record) (*store.Record, *store.Record, error) {
+	return s.update(ctx, p.Topic, p.ID, true, true, func(r *store.Record) (*store.Record, *store.Record, error) {
 		if err := checkLease(r, p.Receipt); err != nil {
 			return nil, nil, err
 		}
@@ -449,7 +451,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 // MessageExtend implements store.Store. Not fsync'd: a crash may revert it,
 // which only makes the lease expire earlier (redelivery is allowed).
 func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
-	return s.update(ctx, p.Topic, p.ID, false, func(r *store.Record) (*store.Record, *store.Record, error) {
+	return s.update(ctx, p.Topic, p.ID, false, true, func(r *store.Record) (*store.Record, *store.Record, error) {
 		if err := checkLease(r, p.Receipt); err != nil {
 			return nil, nil, err
 		}

@@ -625,9 +625,18 @@ func classify(what string, err error) error {
 	return fmt.Errorf("pebblestore: %s: %w: %w", what, store.ErrUnavailable, err)
 }
 
-// getRecord reads a message record; missing → store.ErrNotFound; a value
-// that fails to decode → store.ErrCorrupt naming the key.
+// getRecord reads a message with its payload and headers; missing →
+// store.ErrNotFound; a value that fails to decode → store.ErrCorrupt
+// naming the key.
 func (s *Store) getRecord(topic, id string) (*store.Record, error) {
+	return s.readRecord(nil, topic, id, true)
+}
+
+// readRecord reads a message's record and, if withBody, its body: one
+// point read for a combined record (formats 1 and 2) or an acked one, two
+// for a split one. A writer passes its txn, which notes the combined
+// records it read (their first rewrite must write the body).
+func (s *Store) readRecord(x *txn, topic, id string, withBody bool) (*store.Record, error) {
 	k := messageKey(topic, id)
 	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -638,13 +647,44 @@ func (s *Store) getRecord(topic, id string) (*store.Record, error) {
 	}
 	// decodeRecord copies every field it keeps, so it reads Pebble's buffer
 	// in place: the payload is copied once per read, not twice (every
-	// lease and ack reads its record).
-	r, err := decodeRecord(v, topic, id)
+	// lease reads its body).
+	r, split, err := decodeRecord(v, topic, id)
 	_ = closer.Close()
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: key %q: %w: %w", k, store.ErrCorrupt, err)
 	}
+	if !split {
+		if x != nil {
+			x.noteCombined(r)
+		}
+		return r, nil
+	}
+	if !withBody || r.State == store.StateAcked {
+		return r, nil
+	}
+	if err := s.readBody(r); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// readBody reads the b/ body of split record r into it. A missing body is
+// damage: the store writes and deletes it with the record.
+func (s *Store) readBody(r *store.Record) error {
+	k := bodyKey(r.Topic, r.ID)
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("pebblestore: key %q: %w: the body of a %s message is missing", k, store.ErrCorrupt, r.State)
+	}
+	if err != nil {
+		return classify(fmt.Sprintf("read %q", k), err)
+	}
+	err = decodeBody(v, r)
+	_ = closer.Close()
+	if err != nil {
+		return fmt.Errorf("pebblestore: key %q: %w: %w", k, store.ErrCorrupt, err)
+	}
+	return nil
 }
 
 // onDiskFull runs (inside Pebble's FS wrapper, with writes blocked) when a

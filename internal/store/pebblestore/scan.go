@@ -55,7 +55,7 @@ func suffix(k []byte) []byte { return bytes.Clone(k[len(k)-16:]) }
 // MessagePromote) and is returned as ready.
 func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*store.Record, error) {
 	id, promotedAt, promoted := parseReadyValue(val)
-	r, err := s.getRecord(t.name, string(id))
+	r, err := s.readRecord(x, t.name, string(id), true)
 	if errors.Is(err, store.ErrNotFound) {
 		_ = x.b.Delete(key, nil)
 		return nil, nil
@@ -533,7 +533,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 	var out []*store.Record
 	for _, c := range cands {
 		t := ts[slices.IndexFunc(ts, func(t *topic) bool { return t.name == c.topic })]
-		r, err := s.getRecord(c.topic, c.id)
+		r, err := s.readRecord(x, c.topic, c.id, true)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
@@ -578,7 +578,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 	n := 0
 	for _, c := range cands {
 		t := ts[slices.IndexFunc(ts, func(t *topic) bool { return t.name == c.topic })]
-		r, err := s.getRecord(c.topic, c.id)
+		r, err := s.readRecord(x, c.topic, c.id, false)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return 0, err
 		}

@@ -22,6 +22,22 @@ type txn struct {
 	// batch outside it), apply always runs under it.
 	lows    []lowKey
 	applied bool
+	// Records read in the combined layout of formats 1 and 2 (nil until
+	// one is read): put writes the body of their new state, which the
+	// records read split never need.
+	combined map[*store.Record]bool
+}
+
+// writeCombined makes put write combined records (formats 1 and 2), for
+// the tests that build a directory of an older format.
+var writeCombined bool
+
+// noteCombined notes that r was read in the combined layout.
+func (x *txn) noteCombined(r *store.Record) {
+	if x.combined == nil {
+		x.combined = make(map[*store.Record]bool)
+	}
+	x.combined[r] = true
 }
 
 type lowKey struct {
@@ -73,10 +89,18 @@ func entryOf(r *store.Record) indexEntry {
 }
 
 // put replaces record old (nil: none) by nw (nil: delete) in topic t.
+// old must be the record as the txn read it (readRecord with x), or nil.
+//
+// The body (b/: payload, headers) is written at insert and when a
+// combined record is rewritten, and deleted with the message or when it
+// is acked; every other change writes the small state record only, so
+// nw's payload is ignored then (it may not even have been read).
 func (x *txn) put(t *topic, old, nw *store.Record) {
 	var from, to store.State
+	oldBody := false // old has a b/ key
 	if old != nil {
 		from = old.State
+		oldBody = !x.combined[old] && old.State != store.StateAcked
 		e := entryOf(old)
 		if e.key != nil {
 			_ = x.b.Delete(e.key, nil)
@@ -87,7 +111,19 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 	}
 	if nw != nil {
 		to = nw.State
-		_ = x.b.Set(messageKey(nw.Topic, nw.ID), encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+		mk := messageKey(nw.Topic, nw.ID)
+		switch {
+		case writeCombined:
+			_ = x.b.Set(mk, encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+		default:
+			_ = x.b.Set(mk, encodeState(make([]byte, 0, 48+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+			switch newBody := nw.State != store.StateAcked; {
+			case newBody && !oldBody:
+				_ = x.b.Set(bodyKey(nw.Topic, nw.ID), encodeBody(make([]byte, 0, 16+len(nw.Payload)), nw), nil)
+			case !newBody && oldBody:
+				_ = x.b.Delete(bodyKey(nw.Topic, nw.ID), nil)
+			}
+		}
 		e := entryOf(nw)
 		if e.key != nil {
 			v := []byte(nw.ID)
@@ -107,6 +143,9 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		}
 	} else if old != nil {
 		_ = x.b.Delete(messageKey(old.Topic, old.ID), nil)
+		if oldBody {
+			_ = x.b.Delete(bodyKey(old.Topic, old.ID), nil)
+		}
 	}
 	x.delta(t).move(from, to)
 }

@@ -10,9 +10,10 @@ import (
 )
 
 // Verify checks the whole store (a full scan: for tests and offline
-// checks, never on the hot path): every record decodes, every record has
-// exactly the index entries its state calls for and no index entry is
-// stale, and the per-topic counters, both in memory and as stored under
+// checks, never on the hot path): every record and body decodes, every
+// record has exactly the index entries its state calls for and no index
+// entry is stale, every split record that needs a body has one and no
+// body is left without one, and the per-topic counters, both in memory and as stored under
 // c/, equal a recount of the records. It returns the first problems found
 // joined into one error, or nil.
 func (s *Store) Verify() error {
@@ -42,7 +43,8 @@ func (s *Store) Verify() error {
 		}
 	}
 	recount := map[string]*delta{}
-	want := map[string]bool{} // index keys the records call for
+	want := map[string]bool{}   // index keys the records call for
+	bodies := map[string]bool{} // b/ keys the records call for
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("m/"), UpperBound: []byte("m0")})
 	if err != nil {
 		return err
@@ -55,10 +57,13 @@ func (s *Store) Verify() error {
 			continue
 		}
 		topic, id := string(k[2:i]), string(k[i+1:])
-		r, err := decodeRecord(it.Value(), topic, id)
+		r, split, err := decodeRecord(it.Value(), topic, id)
 		if err != nil {
 			report("key %q: %w", k, err)
 			continue
+		}
+		if split && r.State != store.StateAcked {
+			bodies[string(bodyKey(topic, id))] = true
 		}
 		if err := s.resolve(r); err != nil { // promoted: indexed in r/
 			report("key %q: %w", k, err)
@@ -99,6 +104,27 @@ func (s *Store) Verify() error {
 	}
 	for k := range want {
 		report("missing index entry %q", k)
+	}
+	it, err = s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("b/"), UpperBound: []byte("b0")})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if !bodies[string(k)] {
+			report("body %q without a message that needs it", k)
+			continue
+		}
+		delete(bodies, string(k))
+		if err := decodeBody(it.Value(), &store.Record{}); err != nil {
+			report("key %q: %w", k, err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for k := range bodies {
+		report("missing body %q", k)
 	}
 	for _, n := range names {
 		t := s.lookupTopic(n)
