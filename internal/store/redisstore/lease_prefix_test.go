@@ -286,3 +286,64 @@ func checkPrefixOnly(t *testing.T, url string, addrs []string, oneServer bool) {
 		}
 	}
 }
+
+// TestAreaGrowsOnce: a nack reason too long for a record's receipt area
+// rewrites the record whole once (SET), with an area that then holds it
+// beside the next receipt, so the next lease and nack rewrite only the
+// prefix again; a message under AREAMIN bytes gets no area (its record
+// is laid out as format 2 wrote it, and rewritten whole).
+func TestAreaGrowsOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const topic, now = "grow", int64(1_000_000)
+	s, err := Open(ctx, Options{URL: srv.URL(), Prefix: "grow", TimeSource: TimeCaller, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nd := newNodes(t, s, []string{srv.Addr()})
+	big := bytes.Repeat([]byte("p"), 64<<10)
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now, Messages: []store.InsertMessage{
+		{ID: "big", DueAt: now, MaxAttempts: 10, Payload: big},
+		{ID: "small", DueAt: now + 1, MaxAttempts: 10, Payload: []byte("tiny")},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if b := nd.record(topic, "small"); b[0]&recArea != 0 {
+		t.Errorf("a 4-byte message has a receipt area (state byte %#x)", b[0])
+	}
+	reason := strings.Repeat("r", 100)
+	// cycle leases big, then nacks it with why, and returns the number of
+	// SET and SETRANGE the nack and then the lease ran.
+	cycle := func(at int64, why string) (sets, setranges int64) {
+		t.Helper()
+		nd.resetStats()
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: at, Max: 1, LeaseFor: 100, Token: "0123456789abcdef"})
+		if err != nil || len(recs) != 1 || recs[0].ID != "big" || !bytes.Equal(recs[0].Payload, big) {
+			t.Fatalf("lease: %d records, %v; want big with its payload", len(recs), err)
+		}
+		r, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: "big", Receipt: recs[0].Receipt, Now: at + 1, Error: why})
+		if err != nil || r.LastError != why || !bytes.Equal(r.Payload, big) {
+			t.Fatalf("nack: %v; last error %q", err, r.LastError)
+		}
+		c := nd.calls()
+		return c["set"], c["setrange"]
+	}
+	if sets, ranges := cycle(now+10, "short"); sets != 0 || ranges != 2 {
+		t.Errorf("lease and short nack: %d SET, %d SETRANGE; want 0, 2", sets, ranges)
+	}
+	if sets, ranges := cycle(now+20, reason); sets != 1 || ranges != 1 {
+		t.Errorf("lease and 100-byte nack: %d SET, %d SETRANGE; want 1 (the nack, growing the area), 1", sets, ranges)
+	}
+	if sets, ranges := cycle(now+30, reason); sets != 0 || ranges != 2 {
+		t.Errorf("lease and 100-byte nack again: %d SET, %d SETRANGE; want 0, 2 (the area fits now)", sets, ranges)
+	}
+	got, err := s.MessageGet(ctx, topic, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LastError != reason || got.Deliveries != 3 || got.Failures != 3 || !bytes.Equal(got.Payload, big) {
+		t.Errorf("big at the end: deliveries %d, failures %d, last error %d bytes, %d-byte payload; want 3, 3, 100, 64 KiB", got.Deliveries, got.Failures, len(got.LastError), len(got.Payload))
+	}
+}
