@@ -38,7 +38,7 @@ func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
 // machine's load disturb little. The lease time includes its reply,
 // which carries the payload either way.
 //
-//	go test -run XXX -bench LeaseRedisCPU -benchtime 3x ./internal/store/redisstore
+//	go test -run XXX -bench LeaseRedisCPU -benchtime 2x ./internal/store/redisstore
 func BenchmarkLeaseRedisCPU(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
