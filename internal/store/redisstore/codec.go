@@ -74,7 +74,7 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 // recHeader is the size of a message record's fixed header (HDR in the
 // Lua prelude), all big-endian:
 //
-//	st   1  state (1-5)
+//	st   1  state (1-5), and the flags recPriority and recArea
 //	tn   3  topic number  \ Seq = tn<<ctrBits | ctr
 //	ctr  6  counter       /
 //	due  6  DueAt            (signed; Unix ms)
@@ -87,17 +87,34 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 //
 // then, only when st has bit recPriority set (Priority > 0), one byte of
 // Priority — so a message of the default priority costs nothing more,
-// and a record written before priorities existed reads as priority 0 —
-// followed by Receipt (uint16 length + bytes), LastError (uint32 length +
-// bytes), headers (uint32 length + encodeHeaders bytes), and the payload
-// as the rest. One slot t serves three times because the contract keeps
-// LeaseUntil, DeadAt and AckedAt zero outside their state. 46 + 10 bytes
-// of overhead: a 256-byte payload stays in jemalloc's 320-byte class.
+// and a record written before priorities existed reads as priority 0.
+// Then, when st has bit recArea set, the area: its size (uint32) and that
+// many bytes holding Receipt (uint16 length + bytes) and LastError
+// (uint32 length + bytes), zero-padded. Records written before the area
+// existed (no recArea) have Receipt and LastError there unpadded, as
+// old servers wrote them. Then headers (uint32 length + encodeHeaders
+// bytes), and the payload as the rest. One slot t serves three times
+// because the contract keeps LeaseUntil, DeadAt and AckedAt zero outside
+// their state.
+//
+// Everything a lease, an extension, a nack or a lease expiry changes is
+// in the header and the area, so when the new Receipt and LastError fit
+// the area those rewrite only the record's first bytes (save in the
+// prelude), never its headers or payload. Only records with 1 KiB or
+// more of headers and payload get an area (48 bytes when new: an engine
+// receipt, 16-character token, '-', Deliveries, beside "lease expired";
+// 46 + 4 + 48 + 4 bytes of overhead): the others are laid out as in
+// format 2 (46 + 10 bytes, so a 256-byte payload stays in jemalloc's
+// 320-byte class) and rewritten whole, which costs them about as much.
 const recHeader = 1 + 3 + 6 + 4*6 + 3*4
 
 // recPriority is the bit of a record's state byte that says a Priority
 // byte follows the fixed header (PRI in the Lua prelude).
 const recPriority = 0x80
+
+// recArea is the bit of a record's state byte that says the receipt and
+// last error are in a sized area (LAY in the Lua prelude).
+const recArea = 0x40
 
 // blobReader reads a record's fields in order; a short read marks it bad.
 type blobReader struct {
@@ -135,17 +152,39 @@ func (r *blobReader) str(lenBytes int) string {
 	return s
 }
 
+// recBytes is a record as a script answered it: its bytes, or, when the
+// script rewrote only its prefix, {prefix, the bytes before}, spliced
+// here (the payload then never went through a Lua concatenation).
+func recBytes(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []any:
+		if len(x) != 2 {
+			return "", false
+		}
+		head, ok1 := x[0].(string)
+		old, ok2 := x[1].(string)
+		if !ok1 || !ok2 || len(head) > len(old) {
+			return "", false
+		}
+		return head + old[len(head):], true
+	}
+	return "", false
+}
+
 // decodeBlob reads a message record as a script stored it (a STRING; see
-// recHeader). The id is not in the value: the caller knows it.
+// recHeader) or answered it (see recBytes). The id is not in the value:
+// the caller knows it.
 func decodeBlob(topic, id string, v any) (*store.Record, error) {
-	b, ok := v.(string)
+	b, ok := recBytes(v)
 	if !ok {
 		return nil, errReply("record", v)
 	}
 	r := &blobReader{b: b}
 	rec := &store.Record{Topic: topic, ID: id}
 	st := r.uint(1)
-	rec.State = store.State(st &^ recPriority) // #nosec G115 -- a 1-byte field (< 256); unknown states are rejected below
+	rec.State = store.State(st &^ (recPriority | recArea)) // #nosec G115 -- a 1-byte field (< 256); unknown states are rejected below
 	tn, ctr := r.uint(3), r.uint(6)
 	rec.Seq = tn<<ctrBits | ctr
 	rec.DueAt, rec.CreatedAt, rec.UpdatedAt = r.int(6), r.int(6), r.int(6)
@@ -154,7 +193,13 @@ func decodeBlob(topic, id string, v any) (*store.Record, error) {
 	if st&recPriority != 0 {
 		rec.Priority = uint8(r.uint(1)) // #nosec G115 -- a 1-byte field
 	}
-	rec.Receipt, rec.LastError = r.str(2), r.str(4)
+	if st&recArea != 0 {
+		area := &blobReader{b: r.str(4)}
+		rec.Receipt, rec.LastError = area.str(2), area.str(4)
+		r.bad = r.bad || area.bad
+	} else {
+		rec.Receipt, rec.LastError = r.str(2), r.str(4)
+	}
 	h := r.str(4)
 	if r.bad {
 		return nil, fmt.Errorf("redisstore: record %s/%s: truncated (%d bytes): %w", topic, id, len(b), store.ErrCorrupt)

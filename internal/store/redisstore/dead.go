@@ -128,7 +128,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 var deadReplayScript = newScript(flagsState, `
 local ms
 if ARGV[3] ~= '' then
-  local r = load(mkey(ARGV[3]))
+  local r = loadHead(mkey(ARGV[3]))
   if not r or r.st ~= 4 then return {NOW, 'nf'} end
   ms = {member(r, ARGV[3])}
 else

@@ -28,9 +28,10 @@
 //	dq:{orders#2}:acked   ZSET   tombstones score AckedAt     member  "
 //	dq:{orders#2}:m:<id>  STRING the message: a 46-byte binary header
 //	                             (state, Seq, times, counts), a priority
-//	                             byte only when not 0, receipt, last
-//	                             error, headers, then the payload
-//	                             (recHeader in codec.go)
+//	                             byte only when not 0, a sized area
+//	                             holding receipt and last error,
+//	                             headers, then the payload (recHeader
+//	                             in codec.go)
 //	dq:{orders}:meta      HASH   seq (the topic's Seq counter), tn (its
 //	                             topic number), settings (the engine's blob)
 //	dq:{orders}:rate      HASH   tok, ts: the topic's rate-limit token bucket
@@ -80,9 +81,16 @@
 // partition's slot per script, as follows.
 //
 // A promotion rewrites only the head of the record's header (state
-// through UpdatedAt, SETRANGE), never the payload; the bytes are those a
-// whole-record rewrite would store. Every other transition rewrites the
-// whole record: the receipt, whose length changes, precedes the payload.
+// through UpdatedAt, SETRANGE), never the payload. A lease, an extension,
+// a nack, a lease expiry, a reschedule and a dead replay rewrite the
+// header and the receipt area (SETRANGE of the record's first ~100
+// bytes) whenever the new receipt and last error fit the area, and
+// otherwise the whole record once, with a larger area; an ack writes a
+// small tombstone from the record's first bytes (GETRANGE), never reading
+// the payload. The scripts that answer the record still read it whole
+// (GET): the caller gets the payload. Records written by format-2 builds
+// (no area; formatVersion) are read as they are and rewritten whole, in
+// the current layout, by their first such change.
 //
 // Not atomic on a Cluster, by design: registering a topic and reserving
 // Seq numbers before an insert (other slots; a failure leaves an empty

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,9 +51,11 @@ func TestCtr62Order(t *testing.T) {
 
 // TestLuaCodecMatchesGo: the prelude's ctr62 equals the Go one, and a
 // record packed by the prelude's save decodes in Go to the fields given,
-// including negative times, binary strings and a priority; a record of
-// priority 0 has the layout of records written before priorities existed
-// (no priority byte), so those read as priority 0.
+// including negative times, binary strings and a priority, with a
+// receipt area (1 KiB or more of headers and payload) or without; a
+// record of priority 0 has no priority byte (as before priorities
+// existed, so those read as priority 0), and a small one is laid out as
+// format 2 wrote it.
 func TestLuaCodecMatchesGo(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -85,42 +88,54 @@ local back, b = load(mkey(ARGV[3]))
 return {b, save(mkey(ARGV[3]), back)}
 `)
 	hdr := map[string]string{"k\xff": "\x00v"}
-	for _, prio := range []uint8{0, 1, 255} {
-		want := &store.Record{
-			Topic: "t", ID: "x", Seq: maxTN<<ctrBits | maxCtr, State: store.StateInflight,
-			Payload: []byte("\x00\xffpay\nload"), Headers: hdr, Priority: prio,
-			DueAt: -5, CreatedAt: 1 << 46, UpdatedAt: 1796128921941,
-			Deliveries: 7, Failures: 2, MaxAttempts: 1<<31 - 1, LastError: "boom\x00",
-			Receipt: "tok-7", LeaseUntil: -(1 << 46),
-		}
-		a, err := pack.run(ctx, rdb, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
-			want.LeaseUntil, want.Deliveries, want.Failures, want.MaxAttempts, want.Receipt, want.LastError,
-			encodeHeaders(hdr), want.Payload, int(prio)).Slice()
-		if err != nil || len(a) != 2 {
-			t.Fatalf("pack: %v %v", a, err)
-		}
-		if a[0] != a[1] {
-			t.Fatal("load then save changed the record")
-		}
-		got, err := decodeBlob("t", "x", a[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := storeDiff(want, got); d != "" {
-			t.Fatal(d)
-		}
-		size := recHeader + 2 + len(want.Receipt) + 4 + len(want.LastError) + 4 + len(encodeHeaders(hdr)) + len(want.Payload)
-		b := a[0].(string)
-		if prio != 0 {
-			size++ // the priority byte
-			if b[0]&recPriority == 0 || b[recHeader] != prio {
-				t.Fatalf("priority %d: state byte %#x, byte after the header %d", prio, b[0], b[recHeader])
+	small := []byte("\x00\xffpay\nload")
+	large := bytes.Repeat([]byte("\x00\xffpay\nload"), 110) // headers and payload >= AREAMIN
+	for _, payload := range [][]byte{small, large} {
+		for _, prio := range []uint8{0, 1, 255} {
+			want := &store.Record{
+				Topic: "t", ID: "x", Seq: maxTN<<ctrBits | maxCtr, State: store.StateInflight,
+				Payload: payload, Headers: hdr, Priority: prio,
+				DueAt: -5, CreatedAt: 1 << 46, UpdatedAt: 1796128921941,
+				Deliveries: 7, Failures: 2, MaxAttempts: 1<<31 - 1, LastError: "boom\x00",
+				Receipt: "tok-7", LeaseUntil: -(1 << 46),
 			}
-		} else if b[0] != byte(want.State) {
-			t.Fatalf("priority 0: state byte %#x, want the old layout's %d", b[0], want.State)
-		}
-		if len(b) != size {
-			t.Fatalf("priority %d: record is %d bytes, want %d", prio, len(b), size)
+			a, err := pack.run(ctx, rdb, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
+				want.LeaseUntil, want.Deliveries, want.Failures, want.MaxAttempts, want.Receipt, want.LastError,
+				encodeHeaders(hdr), want.Payload, int(prio)).Slice()
+			if err != nil || len(a) != 2 {
+				t.Fatalf("pack: %v %v", a, err)
+			}
+			// A record with an area is rewritten up to it; one without
+			// (small: as format 2 wrote it) whole.
+			again, ok := recBytes(a[1])
+			if _, isHead := a[1].([]any); !ok || isHead != (len(payload) == len(large)) || again != a[0] {
+				t.Fatalf("%d-byte payload: load then save: %v (prefix-only rewrite: %v), want the record unchanged", len(payload), ok, isHead)
+			}
+			got, err := decodeBlob("t", "x", a[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := storeDiff(want, got); d != "" {
+				t.Fatal(d)
+			}
+			state := byte(want.State)
+			size := recHeader + 2 + len(want.Receipt) + 4 + len(want.LastError) + 4 + len(encodeHeaders(hdr)) + len(want.Payload)
+			if len(payload) == len(large) {
+				state |= recArea
+				size = recHeader + 4 + 48 + 4 + len(encodeHeaders(hdr)) + len(want.Payload) // a new record's area is 48 bytes
+			}
+			b := a[0].(string)
+			if prio != 0 {
+				size++ // the priority byte
+				if b[0] != state|recPriority || b[recHeader] != prio {
+					t.Fatalf("priority %d: state byte %#x, byte after the header %d", prio, b[0], b[recHeader])
+				}
+			} else if b[0] != state {
+				t.Fatalf("priority 0: state byte %#x, want %#x (no priority byte)", b[0], state)
+			}
+			if len(b) != size {
+				t.Fatalf("priority %d, %d-byte payload: record is %d bytes, want %d", prio, len(payload), len(b), size)
+			}
 		}
 	}
 }
@@ -139,7 +154,8 @@ func FuzzDecodeBlob(f *testing.F) {
 	f.Add(strings.Repeat("\x00", recHeader+10))
 	f.Add("\x03" + strings.Repeat("\x01", recHeader-1) + "\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload")
 	f.Add("\x01")
-	f.Add("\x82" + strings.Repeat("\x01", recHeader-1) + "\x07\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload") // priority 7
+	f.Add("\x82" + strings.Repeat("\x01", recHeader-1) + "\x07\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00payload")                         // priority 7
+	f.Add("\xc3" + strings.Repeat("\x01", recHeader-1) + "\x07\x00\x00\x00\x0a\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00payload") // an area, padded
 	f.Fuzz(func(t *testing.T, b string) {
 		r, err := decodeBlob("t", "x", b)
 		if err != nil {

@@ -208,7 +208,7 @@ local out = {NOW}
 for i = 0, tonumber(ARGV[3]) - 1 do
   local id, receipt = ARGV[4 + 2*i], ARGV[5 + 2*i]
   local k = mkey(id)
-  local code, st, r = leased(k, receipt)
+  local code, st, r = leased(k, receipt, loadHead)
   if code == 'ok' then
     local m = member(r, id)
     redis.call('ZREM', IDX[3], m)
@@ -300,7 +300,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 var nackScript = newScript(flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
-local code, st, r = leased(k, ARGV[4])
+local code, st, r = leased(k, ARGV[4], load)
 if code ~= 'ok' then return {NOW, code, st} end
 local m = member(r, id)
 redis.call('ZREM', IDX[3], m)
@@ -331,7 +331,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 var extendScript = newScript(flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
-local code, st, r = leased(k, ARGV[4])
+local code, st, r = leased(k, ARGV[4], load)
 if code ~= 'ok' then return {NOW, code, st} end
 local lu = at(ARGV[5])
 redis.call('ZADD', IDX[3], istr(lu), member(r, id))

@@ -40,7 +40,9 @@ import (
 // slots).
 //
 // A message key holds one STRING laid out as recHeader (codec.go) says;
-// the prelude packs and unpacks it with its HDR format.
+// the prelude packs and unpacks it with its HDR format. A record in a
+// script's answer is its bytes, or {prefix, the bytes before} when save
+// rewrote only its prefix (recBytes splices them).
 //
 // Index members are ctr62(counter) .. id, where counter is the topic-local
 // part of Seq and ctr62 an order-preserving encoding (a length digit, then
@@ -80,33 +82,98 @@ local function ctr62(n)
 end
 local function seqof(m) return string.sub(m, 1, string.byte(m) - 47) end
 local function idof(m) return string.sub(m, string.byte(m) - 46) end
--- A message record (see decodeBlob): st tn ctr due cat uat t dlv fail max,
--- then the priority byte pri only when st has bit PRI set (pri > 0), then
--- rcpt, err, h (length-prefixed), then the payload p. t is LeaseUntil when
--- inflight, DeadAt when dead, AckedAt when acked, else 0.
+-- A message record (see decodeBlob and recHeader): st tn ctr due cat uat t
+-- dlv fail max, then the priority byte pri only when st has bit PRI set
+-- (pri > 0), then, when st has bit LAY set, the area: its size cap (4
+-- bytes) and cap bytes holding rcpt and err (length-prefixed) and zero
+-- padding; without LAY (records written before the area existed) rcpt and
+-- err follow unpadded. Then h (length-prefixed) and the payload. t is
+-- LeaseUntil when inflight, DeadAt when dead, AckedAt when acked, else 0.
 local HDR = '>BI3I6i6i6i6i6i4i4i4'
-local VAR = '>I2c0I4c0I4c0'
-local PRI = 128
-local function load(k)
-  local b = redis.call('GET', k)
-  if not b then return nil end
+local AREAF = '>I2c0I4c0'
+local PRI, LAY = 128, 64
+-- A new record's area holds a receipt of the engine's tokens (16 + '-' +
+-- deliveries) beside "lease expired"; one that outgrows its area is
+-- rewritten whole with RROOM bytes to spare, room for the next receipt.
+-- Only records whose headers and payload take AREAMIN bytes or more get
+-- an area: a smaller one is rewritten whole at about the cost of its
+-- prefix, and the area's bytes would cost it more memory than it saves.
+local AREA, RROOM, AREAMIN = 48, 34, 1024
+-- parse reads b up to the headers: the record r, and where h starts.
+local function parse(b)
   local r, pos = {pri = 0}, nil
   r.st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max, pos = struct.unpack(HDR, b)
   if r.st >= PRI then
     r.st = r.st - PRI
     r.pri, pos = struct.unpack('>B', b, pos)
   end
-  r.rcpt, r.err, r.h, pos = struct.unpack(VAR, b, pos)
-  r.p = string.sub(b, pos)
+  if r.st >= LAY then
+    r.st = r.st - LAY
+    r.cap, pos = struct.unpack('>I4', b, pos)
+    if #b < pos - 1 + r.cap then error('short area') end
+    r.rcpt, r.err = struct.unpack(AREAF, b, pos)
+    pos = pos + r.cap
+  else
+    r.rcpt, r.err, pos = struct.unpack(AREAF, b, pos)
+  end
+  return r, pos
+end
+-- load reads the whole record at k (nil if none); r.p, the payload, is
+-- taken from r.b only if save rewrites the record whole.
+local function load(k)
+  local b = redis.call('GET', k)
+  if not b then return nil end
+  local r, pos = parse(b)
+  r.h, r.ppos = struct.unpack('>I4c0', b, pos)
+  r.b = b
   return r, b
 end
--- save writes r to k and returns the stored bytes (the script's answer).
+-- loadHead reads the record at k up to its headers only (GETRANGE), for
+-- a script that drops the payload: r has no h, p or b.
+local function loadHead(k)
+  local n = 128
+  while true do
+    local b = redis.call('GETRANGE', k, 0, n - 1)
+    if b == '' then return nil end
+    local ok, r = pcall(parse, b)
+    if ok then return r end
+    if #b < n then error(r) end -- the whole record, and still short
+    n = n * 16
+  end
+end
+-- prefix packs r's header and area (of size cap, area bytes a), or
+-- without cap a header followed by a unpadded (no area, as format 2).
+local function prefix(r, a, cap)
+  local st, x = r.st, ''
+  if cap then st = st + LAY end
+  if (r.pri or 0) > 0 then st, x = st + PRI, struct.pack('>B', r.pri) end
+  local head = struct.pack(HDR, st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max) .. x
+  if not cap then return head .. a end
+  return head .. struct.pack('>I4', cap) .. a .. string.rep('\0', cap - #a)
+end
+-- save writes r to k and returns the record for the script's answer.
+-- A record load read whose receipt and error fit its area is rewritten
+-- up to the area's end only (SETRANGE): the headers and payload are
+-- neither copied into the script nor written again (nor to the AOF and
+-- replicas), and the answer is {prefix, the bytes load read}, which the
+-- client splices. Any other is written whole (SET) and answered as its
+-- bytes: a new record, a record whose area is too small (it gets a larger
+-- one, RROOM to spare), one without an area, and a tombstone. A record of
+-- AREAMIN bytes of headers and payload or more gets an area, except a
+-- tombstone (never leased again); the others none.
 local function save(k, r)
-  local pri, st = r.pri or 0, r.st
-  local x = ''
-  if pri > 0 then st, x = st + PRI, struct.pack('>B', pri) end
-  local b = struct.pack(HDR, st, r.tn, r.ctr, r.due, r.cat, r.uat, r.t, r.dlv, r.fail, r.max) .. x ..
-    struct.pack(VAR, #r.rcpt, r.rcpt, #r.err, r.err, #r.h, r.h) .. r.p
+  local a = struct.pack(AREAF, #r.rcpt, r.rcpt, #r.err, r.err)
+  if r.b and r.cap and #a <= r.cap then
+    local head = prefix(r, a, r.cap)
+    redis.call('SETRANGE', k, 0, head)
+    return {head, r.b}
+  end
+  local p = r.p or string.sub(r.b, r.ppos)
+  local cap
+  if r.st ~= 5 and #r.h + #p >= AREAMIN then
+    if #a <= AREA then cap = AREA else cap = #a + RROOM end
+  end
+  local b = prefix(r, a, cap) .. struct.pack('>I4', #r.h) .. r.h .. p
   redis.call('SET', k, b)
   return b
 end
@@ -146,10 +213,11 @@ local function unindex(r, m)
   redis.call('ZREM', k, m)
   if pri > 0 and redis.call('EXISTS', k) == 0 then redis.call('ZREM', prios(), istr(pri)) end
 end
--- leased loads k and checks that it is inflight under receipt:
--- 'ok' | 'nf' | 'conflict', the state, and the record.
-local function leased(k, receipt)
-  local r = load(k)
+-- leased loads k (with ld: load, or loadHead) and checks that it is
+-- inflight under receipt: 'ok' | 'nf' | 'conflict', the state, and the
+-- record.
+local function leased(k, receipt, ld)
+  local r = ld(k)
   if not r then return 'nf', 0 end
   if r.st ~= 3 or r.rcpt ~= receipt then return 'conflict', r.st end
   return 'ok', r.st, r

@@ -15,7 +15,7 @@ import (
 // promotion changes nothing else, and a whole-record GET and SET would
 // copy the payload into Lua and back, and send all of it to the AOF and
 // the replicas. The bytes it leaves are those save would write (the
-// priority bit of the state byte kept), so the record format is unchanged.
+// priority and area bits of the state byte kept), in the record's layout.
 // A record is at least recHeader + 10 bytes, so the 47 read always cover
 // the priority byte when there is one.
 const promoteFn = `
@@ -25,7 +25,7 @@ local function promoteRec(k)
   local st = string.byte(h, 1)
   local pri = 0
   if st >= PRI then pri = string.byte(h, 47) end
-  redis.call('SETRANGE', k, 0, string.char(st - st % PRI + 2) .. string.sub(h, 2, 22) .. struct.pack('>i6', NOW))
+  redis.call('SETRANGE', k, 0, string.char(st - st % LAY + 2) .. string.sub(h, 2, 22) .. struct.pack('>i6', NOW))
   return pri
 end
 `

@@ -115,7 +115,7 @@ func checkPromoteHeaderOnly(t *testing.T, url string, addrs []string, oneServer 
 	}
 	for i := range n {
 		want := bytes.Clone(before[i])
-		want[0] = want[0]&recPriority | byte(store.StateReady)
+		want[0] = want[0]&(recPriority|recArea) | byte(store.StateReady)
 		var uat [8]byte
 		binary.BigEndian.PutUint64(uat[:], uint64(at))
 		copy(want[22:28], uat[2:])

@@ -26,10 +26,19 @@ const (
 )
 
 // formatVersion is stored under "format" in the config hash; Open refuses
-// a keyspace written by another format. 2: messages are packed STRINGs,
-// index members ctr62 .. id, Seq per topic (1: a hash per message,
-// members seq:id, a store-wide Seq key).
-const formatVersion = "2"
+// a keyspace written by another format, except prevFormat. 3: records may
+// hold their receipt and last error in a sized area (recArea), which
+// builds of format 2 misread. 2: messages are packed STRINGs, index
+// members ctr62 .. id, Seq per topic (1: a hash per message, members
+// seq:id, a store-wide Seq key).
+const formatVersion = "3"
+
+// prevFormat is the format this build upgrades in place at Open: every
+// format-2 record is one it reads (without recArea), and rewrites in the
+// current layout on its first rewritten change. Once the config says 3,
+// older builds refuse the keyspace (ErrNewerFormat) instead of misreading
+// records with an area.
+const prevFormat = "2"
 
 // TimeSource says which clock judges "now" (due, lease expiry, stamps).
 type TimeSource int
@@ -426,6 +435,12 @@ func (s *Store) fixPartitions(ctx context.Context, prefix string, want int) (int
 	n, err := strconv.Atoi(fmt.Sprint(vals[0]))
 	if err != nil || n < 1 || n > MaxPartitions {
 		return 0, fmt.Errorf("redisstore: %s partitions = %v: %w", key, vals[0], store.ErrCorrupt)
+	}
+	if fmt.Sprint(vals[1]) == prevFormat {
+		if err := s.rdb.HSet(ctx, key, "format", formatVersion).Err(); err != nil {
+			return 0, unavailable("open: upgrade the format", err)
+		}
+		vals[1] = formatVersion
 	}
 	if f := fmt.Sprint(vals[1]); f != formatVersion {
 		// HSETNX wrote nothing over an existing format: the keyspace is

@@ -1,0 +1,145 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/redisstore/redistest"
+)
+
+// scriptUsec reads the Redis time spent in scripts so far (commandstats
+// usec of EVALSHA and EVAL).
+func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
+	info := admin.Info(ctx, "commandstats").Val()
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, c := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(line, c); ok {
+				_, u, _ := strings.Cut(rest, ",usec=")
+				var v int64
+				fmt.Sscanf(u, "%d", &v)
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// BenchmarkLeaseRedisCPU reports the Redis time spent in scripts per
+// message for a lease, an ack, a nack and a lease expiry, with 1 KiB and
+// 64 KiB payloads (commandstats usec of EVALSHA/EVAL): what rewriting
+// only a record's prefix saves, by a measure the client side and the
+// machine's load disturb little. The lease time includes its reply,
+// which carries the payload either way.
+//
+//	go test -run XXX -bench LeaseRedisCPU -benchtime 2x ./internal/store/redisstore
+func BenchmarkLeaseRedisCPU(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			srv := redistest.Start(b)
+			ctx := context.Background()
+			s, err := Open(ctx, Options{URL: srv.URL(), Prefix: "bl", TimeSource: TimeCaller, Timeout: 30 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer admin.Close()
+			const per = 1000
+			payload := bytes.Repeat([]byte("x"), size)
+			insert := func(topic string) {
+				for j := 0; j < per; j += 100 {
+					var msgs []store.InsertMessage
+					for k := j; k < j+100; k++ {
+						msgs = append(msgs, store.InsertMessage{ID: fmt.Sprint("m", k), DueAt: 1000, MaxAttempts: 3, Payload: payload})
+					}
+					if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: 1000, Messages: msgs}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			// leaseAll leases the topic's per messages (the first
+			// message alone, so that the script's EVAL is not measured)
+			// and returns them and the Redis time of the rest.
+			leaseAll := func(topic string, leaseFor int64) ([]*store.Record, int64) {
+				var recs []*store.Record
+				var u int64
+				for len(recs) < per {
+					max := 100
+					if len(recs) == 0 {
+						max = 1
+					}
+					u0 := scriptUsec(ctx, admin)
+					got, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: 2000, Max: max, LeaseFor: leaseFor, Token: "0123456789abcdef"})
+					if err != nil || len(got) == 0 {
+						b.Fatal(len(got), err)
+					}
+					if len(recs) > 0 {
+						u += scriptUsec(ctx, admin) - u0
+					}
+					recs = append(recs, got...)
+				}
+				return recs, u
+			}
+			var lease, ack, nack, expire, leased int64
+			for i := 0; b.Loop(); i++ {
+				// Lease, then ack in batches of 100.
+				topic := fmt.Sprint("a", i)
+				insert(topic)
+				recs, u := leaseAll(topic, 1_000_000)
+				lease += u
+				leased += per - 1
+				u0 := scriptUsec(ctx, admin)
+				for j := 0; j < per; j += 100 {
+					var items []store.AckItem
+					for _, r := range recs[j : j+100] {
+						items = append(items, store.AckItem{ID: r.ID, Receipt: r.Receipt})
+					}
+					errs, err := s.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: topic, Now: 2001, Items: items})
+					if err != nil || errs[0] != nil {
+						b.Fatal(err, errs)
+					}
+				}
+				ack += scriptUsec(ctx, admin) - u0
+				// Lease, then nack each (to a retry in the future).
+				topic = fmt.Sprint("n", i)
+				insert(topic)
+				recs, _ = leaseAll(topic, 1_000_000)
+				u0 = scriptUsec(ctx, admin)
+				for _, r := range recs {
+					if _, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: r.ID, Receipt: r.Receipt, Now: 2001, RetryDelay: 1_000_000, Error: "boom"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				nack += scriptUsec(ctx, admin) - u0
+				// Lease for 10 ms, then expire them (back to ready).
+				topic = fmt.Sprint("e", i)
+				insert(topic)
+				leaseAll(topic, 10)
+				u0 = scriptUsec(ctx, admin)
+				for n := 0; n < per; {
+					got, err := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: 3000, Max: 200})
+					if err != nil || len(got) == 0 {
+						b.Fatal(len(got), err)
+					}
+					n += len(got)
+				}
+				expire += scriptUsec(ctx, admin) - u0
+				if err := admin.FlushAll(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(b.N * per)
+			b.ReportMetric(float64(lease)/float64(leased), "lease-µs/msg")
+			b.ReportMetric(float64(ack)/n, "ack-µs/msg")
+			b.ReportMetric(float64(nack)/n, "nack-µs/msg")
+			b.ReportMetric(float64(expire)/n, "expire-µs/msg")
+		})
+	}
+}
