@@ -14,7 +14,8 @@
 # server's CPU per transaction (postmaster and all its processes, exited
 # backends included, from /proc; needs PGDATA for postmaster.pid) and
 # the load average. Every run starts on empty tables (reset.sql) after a
-# checkpoint. On a loaded machine tps follows the load; WAL per
+# checkpoint (RESET=no: on the tables as they are, e.g. filled by
+# fill.sql). On a loaded machine tps follows the load; WAL per
 # transaction does not, and CPU per transaction much less.
 set -e
 cd "$(dirname "$0")"
@@ -28,7 +29,7 @@ cpu() { # clock ticks of the postmaster, its live children and its reaped ones
 }
 for r in $(seq "$rounds"); do
   for v in $variants; do
-    psql -q -f reset.sql >/dev/null
+    [ "${RESET:-}" = no ] || psql -q -f reset.sql >/dev/null
     psql -qAtc checkpoint >/dev/null
     w0=$(psql -qAtc "select pg_current_wal_lsn()")
     c0=$(cpu)
