@@ -7,8 +7,9 @@
 #   psql "$URL" -f setup.sql
 #   for send.sql's variants sendd (count row inserted) and sendn (no count):
 #   two more schemas dqd and dqn made by `delayq migrate` (version 7), with
-#   count_add replaced as in variants.sql; for send7 / send8: schemas dq7
-#   and dq8chk made by `delayq migrate` of a version 7 and a version 8 build
+#   count_add replaced as in variants.sql; for send7 / send8 / send9:
+#   schemas dq7, dq8chk and dq9 made by `delayq migrate` of a version 7,
+#   8 and 9 build
 #   PGHOST=127.0.0.1 PGPORT=… PGUSER=… PGDATABASE=… PGDATA=… sh run.sh [rounds] [seconds] [variants…]
 # Prints one line per run: variant, tps, WAL bytes per transaction, the
 # server's CPU per transaction (postmaster and all its processes, exited

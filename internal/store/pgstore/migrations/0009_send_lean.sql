@@ -15,7 +15,8 @@
 -- one) is taken back where needed and answered by op_insert as before,
 -- so duplicates, tombstones and races keep their answers.
 --
--- Generated ids (id NULL) are UUIDs of the version 7 layout (RFC 9562):
+-- Generated ids (id NULL, in delayq_send and delayq_send_many) are UUIDs
+-- of the version 7 layout (RFC 9562):
 -- 48 bits of the database clock's milliseconds, then random bits. They
 -- read like the random (version 4) UUIDs of earlier versions — 36
 -- characters, hex and hyphens — but consecutive sends land next to each
@@ -214,4 +215,164 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RETURN QUERY SELECT * FROM __SCHEMA__.delayq_send(delayq_send.topic, delayq_send.id, delayq_send.payload, delayq_send.delay_ms,
         delayq_send.headers, delayq_send.max_attempts, delayq_send.deliver_at, 0);
+END $$;
+
+-- delayq_send_many as in version 6, generating version 7 UUIDs too.
+CREATE OR REPLACE FUNCTION __SCHEMA__.delayq_send_many(
+    topic        text,
+    ids          text[],
+    payloads     bytea[],
+    delays_ms    bigint[] DEFAULT NULL,
+    headers      jsonb[] DEFAULT NULL,
+    max_attempts integer[] DEFAULT NULL,
+    deliver_at   timestamptz[] DEFAULT NULL,
+    priorities   integer[] DEFAULT NULL)
+RETURNS TABLE (message_id text, duplicate boolean, due_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c_max_delay constant bigint := 315360000000; -- 10 years, delayq's default --max-delay
+    v_now bigint := __SCHEMA__.now_ms();
+    n integer := coalesce(array_length(payloads, 1), 0);
+    v_ids text[];
+    v_payloads bytea[];
+    v_headers bytea[];
+    v_dues bigint[];
+    v_relative boolean[];
+    v_delays bigint[];
+    v_attempts integer[];
+    v_generated boolean[];
+    v_priorities smallint[];
+    v_default_attempts integer;
+    v_settings bytea;
+    v_id text;
+    v_delay bigint;
+    v_due bigint;
+    v_pri integer;
+    v_att integer;
+    v_h jsonb;
+    v_enc bytea;
+    v_n integer;
+    v_size bigint;
+    v_ok boolean;
+    i integer;
+    r __SCHEMA__.rec;
+BEGIN
+    IF delayq_send_many.topic IS NULL OR delayq_send_many.topic !~ '^[A-Za-z0-9._:-]{1,200}$' THEN
+        RAISE EXCEPTION 'delayq_send_many: topic %: want 1-200 chars of A-Z a-z 0-9 . _ : -', quote_nullable(delayq_send_many.topic)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (ids IS NOT NULL AND coalesce(array_length(ids, 1), 0) <> n)
+       OR (delays_ms IS NOT NULL AND coalesce(array_length(delays_ms, 1), 0) <> n)
+       OR (headers IS NOT NULL AND coalesce(array_length(headers, 1), 0) <> n)
+       OR (max_attempts IS NOT NULL AND coalesce(array_length(max_attempts, 1), 0) <> n)
+       OR (deliver_at IS NOT NULL AND coalesce(array_length(deliver_at, 1), 0) <> n)
+       OR (priorities IS NOT NULL AND coalesce(array_length(priorities, 1), 0) <> n)
+       OR array_ndims(payloads) > 1 THEN
+        RAISE EXCEPTION 'delayq_send_many: want one-dimensional arrays as long as payloads (%), or NULL', n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    IF n > 10000 THEN
+        RAISE EXCEPTION 'delayq_send_many: % messages, the limit is 10000 per call', n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1..n LOOP
+        v_id := ids[i];
+        v_generated[i] := v_id IS NULL;
+        IF v_id IS NULL THEN
+            v_id := __SCHEMA__.uuid7(v_now);
+        ELSIF v_id !~ '^[A-Za-z0-9._:@+=-]{1,200}$' THEN
+            RAISE EXCEPTION 'delayq_send_many: message %: id %: want 1-200 chars of A-Z a-z 0-9 . _ : @ + = -', i, quote_literal(v_id)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_ids[i] := v_id;
+        v_payloads[i] := coalesce(payloads[i], ''::bytea);
+        IF octet_length(v_payloads[i]) > 1048576 THEN
+            RAISE EXCEPTION 'delayq_send_many: message %: payload is % bytes, the limit is 1048576', i, octet_length(v_payloads[i])
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_pri := coalesce(priorities[i], 0);
+        IF v_pri < 0 OR v_pri > 255 THEN
+            RAISE EXCEPTION 'delayq_send_many: message %: priority %: want 0 to 255', i, v_pri
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_priorities[i] := v_pri;
+        v_delay := coalesce(delays_ms[i], 0);
+        v_due := 0;
+        v_relative[i] := true;
+        IF deliver_at[i] IS NOT NULL THEN
+            IF v_delay <> 0 THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: give either delay_ms or deliver_at, not both', i
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            -- Rounded up: sub-millisecond precision never makes it early.
+            v_due := ceil(extract(epoch FROM deliver_at[i]) * 1000)::bigint;
+            v_relative[i] := false;
+            IF v_due < 0 THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: deliver_at % is before 1970', i, deliver_at[i]
+                    USING ERRCODE = 'invalid_parameter_value';
+            ELSIF v_due - v_now > c_max_delay THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: deliver_at % is beyond the maximum delay of 10 years', i, deliver_at[i]
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        ELSIF v_delay < 0 OR v_delay > c_max_delay THEN
+            RAISE EXCEPTION 'delayq_send_many: message %: delay_ms %: want 0 to % (10 years)', i, v_delay, c_max_delay
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_dues[i] := v_due;
+        v_delays[i] := v_delay;
+        v_att := max_attempts[i];
+        IF v_att IS NULL THEN
+            IF v_default_attempts IS NULL THEN
+                SELECT t.settings INTO v_settings FROM __SCHEMA__.topic t WHERE t.name = delayq_send_many.topic;
+                -- The engine's settings blob is JSON; its max_attempts is
+                -- set only when the topic overrides the default.
+                IF v_settings IS NOT NULL AND octet_length(v_settings) > 0 THEN
+                    v_default_attempts := (convert_from(v_settings, 'UTF8')::jsonb ->> 'max_attempts')::integer;
+                END IF;
+                v_default_attempts := coalesce(nullif(v_default_attempts, 0), 25);
+            END IF;
+            v_att := v_default_attempts;
+        ELSIF v_att < 1 OR v_att > 1000 THEN
+            RAISE EXCEPTION 'delayq_send_many: message %: max_attempts %: want 1 to 1000', i, v_att
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_attempts[i] := v_att;
+        v_h := headers[i];
+        v_enc := NULL;
+        IF v_h IS NOT NULL AND v_h <> 'null'::jsonb THEN
+            IF jsonb_typeof(v_h) <> 'object' THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: headers must be a JSON object of strings', i
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            SELECT count(*), coalesce(sum(octet_length(convert_to(h.key, 'UTF8')) + octet_length(convert_to(h.value #>> '{}', 'UTF8'))), 0),
+                   bool_and(jsonb_typeof(h.value) = 'string') AND bool_and(h.key <> '' AND h.key !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]')
+              INTO v_n, v_size, v_ok
+              FROM jsonb_each(v_h) h;
+            IF v_n > 64 OR v_size > 8192 THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: headers have % entries, % bytes; the limits are 64 and 8192', i, v_n, v_size
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF v_n > 0 AND NOT v_ok THEN
+                RAISE EXCEPTION 'delayq_send_many: message %: headers must map non-empty keys without control characters or line separators to strings', i
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            -- The store's header encoding, as delayq_send's.
+            SELECT string_agg(int4send(octet_length(convert_to(h.key, 'UTF8'))) || convert_to(h.key, 'UTF8')
+                              || int4send(octet_length(convert_to(h.value, 'UTF8'))) || convert_to(h.value, 'UTF8'),
+                              ''::bytea ORDER BY convert_to(h.key, 'UTF8'))
+              INTO v_enc FROM jsonb_each_text(v_h) h;
+        END IF;
+        v_headers[i] := v_enc;
+    END LOOP;
+    FOR r IN SELECT * FROM __SCHEMA__.op_insert(NULL, delayq_send_many.topic, v_ids, v_payloads, v_headers,
+        v_dues, v_relative, v_delays, v_attempts, v_generated, true, v_priorities)
+    LOOP
+        message_id := r.id;
+        duplicate := r.status = 1;
+        due_at := to_timestamp(r.due_at / 1000.0);
+        RETURN NEXT;
+    END LOOP;
 END $$;
