@@ -11,4 +11,5 @@ END $$;
 DO $$ BEGIN
   IF to_regnamespace('dq7') IS NOT NULL THEN TRUNCATE dq7.message, dq7.q_scheduled, dq7.topic_count; END IF;
   IF to_regnamespace('dq8chk') IS NOT NULL THEN TRUNCATE dq8chk.message, dq8chk.q_scheduled, dq8chk.topic_count; END IF;
+  IF to_regnamespace('dq9') IS NOT NULL THEN TRUNCATE dq9.message, dq9.q_scheduled, dq9.q_ready, dq9.topic_count; END IF;
 END $$;

@@ -7,14 +7,16 @@
 #   psql "$URL" -f setup.sql
 #   for send.sql's variants sendd (count row inserted) and sendn (no count):
 #   two more schemas dqd and dqn made by `delayq migrate` (version 7), with
-#   count_add replaced as in variants.sql; for send7 / send8: schemas dq7
-#   and dq8chk made by `delayq migrate` of a version 7 and a version 8 build
+#   count_add replaced as in variants.sql; for send7 / send8 / send9:
+#   schemas dq7, dq8chk and dq9 made by `delayq migrate` of a version 7,
+#   8 and 9 build
 #   PGHOST=127.0.0.1 PGPORT=… PGUSER=… PGDATABASE=… PGDATA=… sh run.sh [rounds] [seconds] [variants…]
 # Prints one line per run: variant, tps, WAL bytes per transaction, the
 # server's CPU per transaction (postmaster and all its processes, exited
 # backends included, from /proc; needs PGDATA for postmaster.pid) and
 # the load average. Every run starts on empty tables (reset.sql) after a
-# checkpoint. On a loaded machine tps follows the load; WAL per
+# checkpoint (RESET=no: on the tables as they are, e.g. filled by
+# fill.sql). On a loaded machine tps follows the load; WAL per
 # transaction does not, and CPU per transaction much less.
 set -e
 cd "$(dirname "$0")"
@@ -28,7 +30,7 @@ cpu() { # clock ticks of the postmaster, its live children and its reaped ones
 }
 for r in $(seq "$rounds"); do
   for v in $variants; do
-    psql -q -f reset.sql >/dev/null
+    [ "${RESET:-}" = no ] || psql -q -f reset.sql >/dev/null
     psql -qAtc checkpoint >/dev/null
     w0=$(psql -qAtc "select pg_current_wal_lsn()")
     c0=$(cpu)

@@ -127,14 +127,16 @@ func TestDelayqSendManyRefuses(t *testing.T) {
 // moving to tombstone waits for the ack (the unique key), then inserts —
 // the row it conflicted with is gone — and must find the tombstone in
 // its next statement: the send answers the tombstone as a duplicate and
-// leaves no live message, in a batch (the set-based insert) and alone.
+// leaves no live message, in a batch (the set-based insert), alone, and
+// through delayq_send (its own insert since schema 9).
 func TestInsertRacesAck(t *testing.T) {
 	srv := pgtest.Shared(t)
 	s := openAt(t, srv)
 	adm := adminPool(t, srv)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
-	for _, batch := range []bool{true, false} {
-		topic := fmt.Sprintf("t-%v", batch)
+	for _, mode := range []string{"batch", "alone", "delayq_send"} {
+		batch := mode == "batch"
+		topic := "t-" + mode
 		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Messages: []store.InsertMessage{
 			{ID: "x", Payload: []byte("x"), Relative: true, MaxAttempts: 3},
 		}}); err != nil {
@@ -167,28 +169,43 @@ func TestInsertRacesAck(t *testing.T) {
 			err error
 		}
 		done := make(chan answer, 1)
+		fn := "op_insert"
 		go func() {
-			res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Messages: msgs})
-			done <- answer{res, err}
+			if mode != "delayq_send" {
+				res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Messages: msgs})
+				done <- answer{res, err}
+				return
+			}
+			var r store.InsertResult
+			var dueAt time.Time
+			err := adm.QueryRow(ctx, "SELECT message_id, duplicate, due_at FROM "+q+".delayq_send($1, 'x', 'again', 1000)", topic).
+				Scan(new(string), &r.Duplicate, &dueAt)
+			if err == nil {
+				r.Record, err = s.MessageGet(ctx, topic, "x")
+			}
+			done <- answer{[]store.InsertResult{r}, err}
 		}()
+		if mode == "delayq_send" {
+			fn = "delayq_send"
+		}
 		// The send waits for the ack's transaction: the race is on.
 		waiting := false
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !waiting; time.Sleep(20 * time.Millisecond) {
 			var n int
-			if err := adm.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%op_insert%'", s.Schema()).Scan(&n); err != nil {
+			if err := adm.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' || $2 || '%'", s.Schema(), fn).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			waiting = n > 0
 		}
 		if !waiting {
-			t.Fatalf("batch %v: the send never waited for the ack", batch)
+			t.Fatalf("%s: the send never waited for the ack", mode)
 		}
 		if err := ackTx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		a := <-done
 		if a.err != nil {
-			t.Fatalf("batch %v: send: %v", batch, a.err)
+			t.Fatalf("%s: send: %v", mode, a.err)
 		}
 		x := a.res[0]
 		if batch {
@@ -198,17 +215,17 @@ func TestInsertRacesAck(t *testing.T) {
 			}
 		}
 		if !x.Duplicate || x.Record.ID != "x" || x.Record.State != store.StateAcked {
-			t.Errorf("batch %v: x answered %+v (duplicate %v), want the acked tombstone as a duplicate", batch, *x.Record, x.Duplicate)
+			t.Errorf("%s: x answered %+v (duplicate %v), want the acked tombstone as a duplicate", mode, *x.Record, x.Duplicate)
 		}
 		if r, err := s.MessageGet(ctx, topic, "x"); err != nil || r.State != store.StateAcked {
-			t.Errorf("batch %v: x is %+v %v, want acked", batch, r, err)
+			t.Errorf("%s: x is %+v %v, want acked", mode, r, err)
 		}
 		want := store.Counts{Acked: 1}
 		if batch {
 			want = store.Counts{Scheduled: 1, Ready: 1, Acked: 1}
 		}
 		if tr, err := s.TopicGet(ctx, topic); err != nil || tr.Counts != want {
-			t.Errorf("batch %v: counts %+v %v, want %+v", batch, tr, err, want)
+			t.Errorf("%s: counts %+v %v, want %+v", mode, tr, err, want)
 		}
 	}
 }
