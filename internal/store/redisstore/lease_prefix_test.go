@@ -121,20 +121,7 @@ func areaEnd(t *testing.T, b []byte) int {
 // record's bytes from its headers on (headers and payload) are those it
 // was inserted with, and the store reads each back with its payload.
 func TestLeaseNackExpireRewritePrefixOnly(t *testing.T) {
-	t.Parallel()
-	t.Run("standalone", func(t *testing.T) {
-		t.Parallel()
-		srv := redistest.Start(t)
-		checkPrefixOnly(t, srv.URL(), []string{srv.Addr()}, true)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		t.Parallel()
-		if testing.Short() {
-			t.Skip("cluster: skipped in -short")
-		}
-		c := redistest.StartCluster(t, 3)
-		checkPrefixOnly(t, c.URL(), c.Addrs(), false)
-	})
+	onStandaloneAndCluster(t, checkPrefixOnly)
 }
 
 func checkPrefixOnly(t *testing.T, url string, addrs []string, oneServer bool) {

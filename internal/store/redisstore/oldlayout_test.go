@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
-	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 )
 
 // encodeFormat2 is the record encoder of format 2, before the receipt
@@ -66,20 +65,7 @@ func encodeFormat2(r *store.Record) []byte {
 // header exactly; and a record rewritten by one of them is in the area
 // layout, so its next lease rewrites only its prefix.
 func TestFormat2Records(t *testing.T) {
-	t.Parallel()
-	t.Run("standalone", func(t *testing.T) {
-		t.Parallel()
-		srv := redistest.Start(t)
-		checkFormat2(t, srv.URL(), []string{srv.Addr()})
-	})
-	t.Run("cluster", func(t *testing.T) {
-		t.Parallel()
-		if testing.Short() {
-			t.Skip("cluster: skipped in -short")
-		}
-		c := redistest.StartCluster(t, 3)
-		checkFormat2(t, c.URL(), c.Addrs())
-	})
+	onStandaloneAndCluster(t, func(t *testing.T, url string, addrs []string, _ bool) { checkFormat2(t, url, addrs) })
 }
 
 func checkFormat2(t *testing.T, url string, addrs []string) {

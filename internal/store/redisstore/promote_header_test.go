@@ -25,11 +25,18 @@ import (
 // whole-record rewrite would store, so servers of either version read
 // them — and the store reads every record back ready, payload intact.
 func TestPromoteRewritesHeaderOnly(t *testing.T) {
+	onStandaloneAndCluster(t, checkPromoteHeaderOnly)
+}
+
+// onStandaloneAndCluster runs check in parallel on a redis-server of its
+// own (oneServer: the single-server scripts) and on a 3-master Cluster
+// (skipped in -short), with the URL and every node's address.
+func onStandaloneAndCluster(t *testing.T, check func(t *testing.T, url string, addrs []string, oneServer bool)) {
 	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t)
-		checkPromoteHeaderOnly(t, srv.URL(), []string{srv.Addr()}, true)
+		check(t, srv.URL(), []string{srv.Addr()}, true)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
@@ -37,7 +44,7 @@ func TestPromoteRewritesHeaderOnly(t *testing.T) {
 			t.Skip("cluster: skipped in -short")
 		}
 		c := redistest.StartCluster(t, 3)
-		checkPromoteHeaderOnly(t, c.URL(), c.Addrs(), false)
+		check(t, c.URL(), c.Addrs(), false)
 	})
 }
 
