@@ -119,7 +119,7 @@ type skewResults struct {
 // lost wake-up costs seconds: a timer 2 s late, or the 5 s safety sweep;
 // under -race 1 s of slack), the servers' CPU per message within 2× +
 // 0.5 ms, and in a quiet window (no clients; a lease and a due time per
-// server ending) Redis commands within 2× + 500 and CPU within 2× +
+// server ending) Redis commands within 2× + 3,000 and CPU within 2× +
 // 300 ms (a sweep that spins makes tens of thousands of calls).
 func TestRedisClockSkew(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
@@ -206,8 +206,11 @@ func compareSkewRun(t *testing.T, eq, sk skewRunJSON) {
 	// Commands per message under load vary 2× with batching (a slower
 	// machine leases more per call), so the spin check is the quiet window:
 	// a sweep that wakes by the wrong clock and re-arms at once makes
-	// thousands of calls a second where a healthy server makes a few.
-	if sk.QuietCmds > 2*eq.QuietCmds+500 {
+	// tens of thousands of calls (79,326 when it was broken on purpose).
+	// Healthy windows ranged 646–2,985 with equal clocks alone (the load's
+	// last redeliveries and sweeps land in it or not), so the slack is
+	// 3,000: a margin of 2× + 500 failed a healthy run (787 → 2,438).
+	if sk.QuietCmds > 2*eq.QuietCmds+3000 {
 		t.Errorf("%s clocks: %d Redis commands in the quiet window, equal clocks %d: something polls", sk.Name, sk.QuietCmds, eq.QuietCmds)
 	}
 	if sk.QuietCPUMS > 2*eq.QuietCPUMS+300 {
