@@ -244,7 +244,7 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 		b = AppendString(b, m.LastError)
 	}
 	b = append(b, `,"created_at":`...)
-	if b, ok = AppendTime(b, answerTime(m.CreatedAt)); !ok {
+	if b, ok = AppendTime(b, m.CreatedAt); !ok {
 		return b, false
 	}
 	b = append(b, `,"updated_at":`...)
