@@ -297,7 +297,9 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	if err != nil {
 		return nil, err
 	}
-	x := s.newTxn()
+	// Sized for what it may take: an empty poll keeps a small batch.
+	n := max(min(int64(p.Max), t.counts.Ready+t.counts.Scheduled), 1)
+	x := s.newTxnSized(int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen)) // #nosec G115 -- n ≤ p.Max, an int
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {

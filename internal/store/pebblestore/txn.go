@@ -22,6 +22,9 @@ type txn struct {
 	// batch outside it), apply always runs under it.
 	lows    []lowKey
 	applied bool
+	// scratch holds a record's encoding until the batch copies it.
+	scratch []byte
+	sized   int // newTxnSized's estimate (0: newTxn)
 	// Records read in the combined layout of formats 1 and 2 (nil until
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
@@ -47,6 +50,30 @@ type lowKey struct {
 }
 
 func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
+
+// newTxnSized starts a txn whose batch has room for about size bytes.
+// A batch starts at 1 KiB and doubles as it fills, copying itself each
+// time; Pebble pools batches, but the pool empties at every GC, which a
+// busy server runs many times a second: growing a batch send's 130 KiB
+// batch from 1 KiB allocated twice its size, a quarter of the bytes the
+// server allocated in a batched drain (issue #20).
+func (s *Store) newTxnSized(size int) *txn {
+	return &txn{s: s, b: s.db.NewBatchWithSize(size), sized: size}
+}
+
+// sizedHook, when set (tests), is called by apply with a sized txn's
+// estimate and its batch's final length.
+var sizedHook func(sized, length int)
+
+// perMessageBatch is a generous estimate of the batch bytes a send, a
+// lease or an ack writes per message besides its payload, headers, topic
+// and id: the state record, the fixed parts of its keys, Pebble's entry
+// headers. A lease sizes ids at typicalIDLen (it has not read them yet):
+// a batch of longer ones grows.
+const (
+	perMessageBatch = 256
+	typicalIDLen    = 64
+)
 
 func (x *txn) delta(t *topic) *delta {
 	for i, u := range x.topics {
@@ -116,10 +143,14 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		case writeCombined:
 			_ = x.b.Set(mk, encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
 		default:
-			_ = x.b.Set(mk, encodeState(make([]byte, 0, 48+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+			// Encoded in x.scratch, which Set copies into the batch: no
+			// allocation per record (a body is a payload's size).
+			x.scratch = encodeState(x.scratch[:0], nw)
+			_ = x.b.Set(mk, x.scratch, nil)
 			switch newBody := nw.State != store.StateAcked; {
 			case newBody && !oldBody:
-				_ = x.b.Set(bodyKey(nw.Topic, nw.ID), encodeBody(make([]byte, 0, 16+len(nw.Payload)), nw), nil)
+				x.scratch = encodeBody(x.scratch[:0], nw)
+				_ = x.b.Set(bodyKey(nw.Topic, nw.ID), x.scratch, nil)
 			case !newBody && oldBody:
 				_ = x.b.Delete(bodyKey(nw.Topic, nw.ID), nil)
 			}
@@ -167,6 +198,9 @@ func (x *txn) apply(durable bool) error {
 	}
 	if x.b.Empty() {
 		return nil
+	}
+	if sizedHook != nil && x.sized > 0 {
+		sizedHook(x.sized, x.b.Len())
 	}
 	if err := x.s.apply(x.b, durable); err != nil {
 		return err
