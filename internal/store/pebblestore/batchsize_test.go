@@ -2,9 +2,12 @@ package pebblestore
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -73,4 +76,77 @@ func TestSizedBatchesFit(t *testing.T) {
 		t.Fatalf("%d sized batches checked, want at least %d (inserts, leases, acks)", checked, want)
 	}
 	mustVerify(t, s)
+}
+
+// TestTxnOpsInKeyOrder: a txn's writes other than bodies reach the batch
+// in key order, those of one key in the order written (so the batch
+// means the same), bodies at once in their own order; a caller may
+// reuse its key and value buffers after each call.
+func TestTxnOpsInKeyOrder(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		x := s.newTxn()
+		type w struct {
+			kind       pebble.InternalKeyKind
+			key, value string
+			seq        int
+		}
+		var bodies, rest []w
+		buf := make([]byte, 0, 64)
+		for i := range 1 + r.IntN(60) {
+			k := string([]byte{"mbrilacp"[r.IntN(8)], '/'}) + fmt.Sprint(r.IntN(12))
+			v := fmt.Sprint("v", round, "-", i)
+			kind := []pebble.InternalKeyKind{pebble.InternalKeyKindSet, pebble.InternalKeyKindDelete, pebble.InternalKeyKindMerge}[r.IntN(3)]
+			if kind == pebble.InternalKeyKindDelete {
+				v = ""
+			}
+			buf = append(buf[:0], k...)
+			vb := append(buf[len(buf):], v...)
+			switch kind {
+			case pebble.InternalKeyKindSet:
+				x.set(buf, vb)
+			case pebble.InternalKeyKindDelete:
+				x.del(buf)
+			default:
+				x.merge(buf, vb)
+			}
+			for j := range buf { // the caller reuses its buffers
+				buf[j] = 'X'
+			}
+			for j := range vb {
+				vb[j] = 'Y'
+			}
+			if k[0] == pfxBody {
+				bodies = append(bodies, w{kind, k, v, i})
+			} else {
+				rest = append(rest, w{kind, k, v, i})
+			}
+		}
+		x.flushOps()
+		slices.SortStableFunc(rest, func(a, b w) int { return strings.Compare(a.key, b.key) })
+		want := append(bodies, rest...)
+		var got []w
+		for rd := x.b.Reader(); ; {
+			kind, k, v, ok, err := rd.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, w{kind: kind, key: string(k), value: string(v)})
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d: %d writes in the batch, want %d", round, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].kind != want[i].kind || got[i].key != want[i].key || got[i].value != want[i].value {
+				t.Fatalf("round %d: write %d is %v %q=%q, want %v %q=%q (written %d)", round, i,
+					got[i].kind, got[i].key, got[i].value, want[i].kind, want[i].key, want[i].value, want[i].seq)
+			}
+		}
+		_ = x.b.Close()
+	}
 }

@@ -44,7 +44,8 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if err != nil {
 		return nil, err
 	}
-	x := s.newTxnSized(insertBatchSize(p))
+	size, bodies := insertBatchSize(p)
+	x := s.newTxnSized(size, size-bodies)
 	res, first, dups, err := s.insertBuild(t, x, p)
 	if err == nil {
 		t.mu.Lock()
@@ -80,20 +81,22 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	return res, nil
 }
 
-// insertBatchSize estimates the bytes of p's batch: per message its
-// body, its state record and Pebble's entry headers (see
-// perMessageBatch), the topic in its three keys and the id in those of
-// the record and body and in the index entry's value.
-func insertBatchSize(p *store.MessageInsertManyParams) int {
-	n := 64
+// insertBatchSize estimates the bytes of p's batch, and of the bodies in
+// it: per message its body, its state record and Pebble's entry headers
+// (see perMessageBatch), the topic in its three keys and the id in those
+// of the record and body and in the index entry's value.
+func insertBatchSize(p *store.MessageInsertManyParams) (size, bodies int) {
+	size = 64
 	for i := range p.Messages {
 		m := &p.Messages[i]
-		n += len(m.Payload) + perMessageBatch + 3*(len(p.Topic)+len(m.ID))
+		body := len(m.Payload) + 16
 		for k, v := range m.Headers {
-			n += len(k) + len(v) + 4
+			body += len(k) + len(v) + 4
 		}
+		bodies += body
+		size += body + perMessageBatch + 3*(len(p.Topic)+len(m.ID))
 	}
-	return n
+	return size, bodies
 }
 
 // ackBatchSize estimates the bytes of p's batch: per message its state
@@ -409,7 +412,8 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 		}
 		return errs, nil
 	}
-	x := s.newTxnSized(ackBatchSize(p))
+	size := ackBatchSize(p)
+	x := s.newTxnSized(size, size)
 	err = func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
