@@ -297,8 +297,10 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	if err != nil {
 		return nil, err
 	}
-	// Sized for what it may take: an empty poll keeps a small batch.
-	n := max(min(int64(p.Max), t.counts.Ready+t.counts.Scheduled), 1)
+	// Sized for what it may take (the promotion above counted the due
+	// messages ready): an empty poll keeps a small batch, even on a topic
+	// with a large schedule.
+	n := max(min(int64(p.Max), t.counts.Ready), 1)
 	size := int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen) // #nosec G115 -- n ≤ p.Max, an int
 	x := s.newTxnSized(size, size)
 	var out []*store.Record
