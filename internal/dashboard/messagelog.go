@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"container/list"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -54,34 +53,47 @@ type logShard struct {
 	mu  sync.Mutex
 	max int
 	per int
-	lru *list.List // of *msgEntry, front = most recent
-	m   map[msgKey]*list.Element
+	// root is the sentinel of the LRU ring: root.next is the most
+	// recently touched entry, root.prev the least.
+	root msgEntry
+	// m finds an entry by its key's hash (the one that picked the shard):
+	// an integer key hashes and compares in a few instructions, where
+	// msgKey's two strings cost a third of the log's time. A hit whose
+	// key differs (a 64-bit collision) is taken as a miss.
+	m map[uint64]*msgEntry
 }
 
 type msgKey struct{ topic, id string }
 
 type msgEntry struct {
 	key     msgKey
+	hash    uint64    // of key: its m key
 	counted time.Time // due time at which the fallback Upcoming counts it (zero: not counted)
 	events  []Event   // ring of len ≤ per, in order
+
+	prev, next *msgEntry // LRU ring links (logShard.root)
 }
 
 func newMessageLog(maxMsgs, per int) *messageLog {
 	l := &messageLog{seed: maphash.MakeSeed()}
 	perShard := max(1, (maxMsgs+len(l.shards)-1)/len(l.shards))
 	for i := range l.shards {
-		l.shards[i] = logShard{max: perShard, per: per, lru: list.New(), m: make(map[msgKey]*list.Element)}
+		s := &l.shards[i]
+		*s = logShard{max: perShard, per: per, m: make(map[uint64]*msgEntry)}
+		s.root.prev, s.root.next = &s.root, &s.root
 	}
 	return l
 }
 
-func (l *messageLog) shard(k msgKey) *logShard {
+// shard returns k's shard and hash.
+func (l *messageLog) shard(k msgKey) (*logShard, uint64) {
 	var h maphash.Hash
 	h.SetSeed(l.seed)
 	_, _ = h.WriteString(k.topic) // maphash.Hash writes never fail
 	_ = h.WriteByte(0)
 	_, _ = h.WriteString(k.id)
-	return &l.shards[h.Sum64()%uint64(len(l.shards))]
+	sum := h.Sum64()
+	return &l.shards[sum%uint64(len(l.shards))], sum
 }
 
 // add records an event and sets the due time at which the message is
@@ -89,10 +101,10 @@ func (l *messageLog) shard(k msgKey) *logShard {
 // the one set before, so the caller can move the count.
 func (l *messageLog) add(topic, id string, ev Event, counted time.Time) (prev time.Time) {
 	k := msgKey{topic, id}
-	s := l.shard(k)
+	s, h := l.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entry(k)
+	e := s.entry(k, h)
 	prev, e.counted = e.counted, counted
 	if len(e.events) == s.per {
 		copy(e.events, e.events[1:])
@@ -102,32 +114,59 @@ func (l *messageLog) add(topic, id string, ev Event, counted time.Time) (prev ti
 	return prev
 }
 
-func (s *logShard) entry(k msgKey) *msgEntry {
-	if el, ok := s.m[k]; ok {
-		s.lru.MoveToFront(el)
-		return el.Value.(*msgEntry)
+// entry returns k's entry, made the most recent; a new one when k has
+// none. A full shard evicts its least recent entry and reuses it, events
+// array included: every send, lease and ack of a drain lands here, and
+// in a steady stream of new messages each would allocate an entry and
+// regrow its events otherwise.
+func (s *logShard) entry(k msgKey, h uint64) *msgEntry {
+	e, ok := s.m[h]
+	switch {
+	case ok && e.key == k:
+		s.unlink(e)
+		s.pushFront(e)
+		return e
+	case ok: // another message with the same hash: its history goes
+		s.unlink(e)
+		delete(s.m, h)
 	}
-	if s.lru.Len() >= s.max {
-		old := s.lru.Back()
-		s.lru.Remove(old)
-		delete(s.m, old.Value.(*msgEntry).key)
+	if len(s.m) >= s.max {
+		e = s.root.prev
+		s.unlink(e)
+		delete(s.m, e.hash)
+		clear(e.events) // drop the strings they hold
+		*e = msgEntry{events: e.events[:0]}
+	} else {
+		e = &msgEntry{}
 	}
-	e := &msgEntry{key: k}
-	s.m[k] = s.lru.PushFront(e)
+	e.key, e.hash = k, h
+	s.m[h] = e
+	s.pushFront(e)
 	return e
+}
+
+func (s *logShard) unlink(e *msgEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+func (s *logShard) pushFront(e *msgEntry) {
+	e.prev, e.next = &s.root, s.root.next
+	s.root.next.prev = e
+	s.root.next = e
 }
 
 // events returns a copy of a message's recorded events, oldest first.
 func (l *messageLog) events(topic, id string) []Event {
 	k := msgKey{topic, id}
-	s := l.shard(k)
+	s, h := l.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el, ok := s.m[k]
-	if !ok {
+	e, ok := s.m[h]
+	if !ok || e.key != k {
 		return nil
 	}
-	evs := el.Value.(*msgEntry).events
+	evs := e.events
 	out := make([]Event, len(evs))
 	for i, e := range evs {
 		out[i] = e.resolved()

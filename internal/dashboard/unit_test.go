@@ -100,10 +100,53 @@ func TestRecorderBounds(t *testing.T) {
 	}
 	n := 0
 	for i := range r.msgs.shards {
-		n += r.msgs.shards[i].lru.Len()
+		s := &r.msgs.shards[i]
+		ring := 0
+		for e := s.root.next; e != &s.root; e = e.next {
+			if s.m[e.hash] != e {
+				t.Fatalf("shard %d: ring entry %v is not in the map", i, e.key)
+			}
+			ring++
+		}
+		if ring != len(s.m) {
+			t.Fatalf("shard %d: ring of %d, map of %d", i, ring, len(s.m))
+		}
+		n += ring
 	}
 	if n > 16 {
 		t.Errorf("%d message histories kept, the bound is 16", n)
+	}
+}
+
+// TestMessageLogEvictsLeastRecent: a full shard evicts the entry touched
+// least recently, and the entry it reuses for a new message starts with
+// no events and no Upcoming count.
+func TestMessageLogEvictsLeastRecent(t *testing.T) {
+	l := newMessageLog(16, 4) // one entry per shard
+	s := &l.shards[0]
+	var ids []string // ids of shard 0, in order
+	for i := 0; len(ids) < 3; i++ {
+		id := string(rune(0x4e00 + i))
+		if sh, _ := l.shard(msgKey{"a", id}); sh == s {
+			ids = append(ids, id)
+		}
+	}
+	s.max = 2
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.add("a", ids[0], Event{What: "sent"}, due)
+	l.add("a", ids[1], Event{What: "sent"}, time.Time{})
+	l.add("a", ids[0], Event{What: "leased"}, due) // ids[1] is now the least recent
+	if prev := l.add("a", ids[2], Event{What: "sent"}, time.Time{}); !prev.IsZero() {
+		t.Errorf("a new message's previous count is %v, want zero", prev)
+	}
+	if ev := l.events("a", ids[1]); ev != nil {
+		t.Errorf("the least recent message was kept: %v", ev)
+	}
+	if ev := l.events("a", ids[0]); len(ev) != 2 || ev[1].What != "leased" {
+		t.Errorf("the most recent message lost events: %v", ev)
+	}
+	if ev := l.events("a", ids[2]); len(ev) != 1 || ev[0].What != "sent" {
+		t.Errorf("the new message's events: %v, want its own only", ev)
 	}
 }
 
@@ -321,5 +364,21 @@ func TestFormat(t *testing.T) {
 		if got := fmtLat(d); got != want {
 			t.Errorf("fmtLat(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestMessageLogHashCollision: two messages whose hashes collide never
+// share a history; the later one replaces the earlier.
+func TestMessageLogHashCollision(t *testing.T) {
+	l := newMessageLog(16, 4)
+	s := &l.shards[0]
+	a, b := msgKey{"t", "a"}, msgKey{"t", "b"}
+	s.entry(a, 7).events = append(s.entry(a, 7).events, Event{What: "sent"})
+	e := s.entry(b, 7)
+	if e.key != b || len(e.events) != 0 {
+		t.Fatalf("colliding entry: key %v, events %v; want b with none", e.key, e.events)
+	}
+	if got := s.entry(a, 7); got.key != a || len(got.events) != 0 || len(s.m) != 1 {
+		t.Fatalf("a back: key %v events %v, %d entries", got.key, got.events, len(s.m))
 	}
 }

@@ -164,6 +164,9 @@ func (s *Server) lease(c *call) (int, any, error) {
 		}
 		msgs = nil // client gone or draining: nothing was handed out
 	}
+	if writeLease(c.w, msgs) {
+		return 0, nil, nil
+	}
 	return http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -12,13 +13,27 @@ import (
 // as writeJSON would write it (same bytes, same headers). False: the
 // encoder refused (a time JSON can't carry), and nothing was written.
 func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
+	return writeAppended(w, func(b []byte) ([]byte, bool) { return wire.AppendSendBatchResponse(b, out) })
+}
+
+// writeLease writes a lease answer with the hand-written encoder, as
+// writeJSON(w, 200, wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+// would write it. False: the encoder refused (a payload_json message, a
+// time JSON can't carry), and nothing was written.
+func writeLease(w http.ResponseWriter, msgs []*domain.Message) bool {
+	return writeAppended(w, func(b []byte) ([]byte, bool) { return wire.AppendLeaseResponse(b, msgs) })
+}
+
+// writeAppended writes a 200 answer that enc appends to a pooled buffer,
+// with writeJSON's headers and trailing newline; false if enc refused.
+func writeAppended(w http.ResponseWriter, enc func([]byte) ([]byte, bool)) bool {
 	bp := answerBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledAnswer {
 			answerBufs.Put(bp)
 		}
 	}()
-	b, ok := wire.AppendSendBatchResponse((*bp)[:0], out)
+	b, ok := enc((*bp)[:0])
 	if !ok {
 		return false
 	}
@@ -32,7 +47,8 @@ func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
 	return true
 }
 
-// answerBufs holds batch answer buffers (~20 KB for 100 messages), so
+// answerBufs holds answer buffers (~20 KB for a batch send of 100
+// messages, ~170 KB for a lease of 100 1 KiB binary payloads), so
 // each answer is not a fresh allocation for the GC to clear and collect.
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 

@@ -267,6 +267,95 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
+// AppendLeaseResponse appends the answer to a lease of ms as
+// json.Marshal(MessagesResponse{Messages: FromMessages(ms)}) writes it,
+// straight from the domain messages: no Message values, and a binary
+// payload base64-encoded into b rather than into a string first (a
+// lease answer is the API's largest: a payload per message). ok is false
+// where it would differ from FromMessage's mapping or json.Marshal would
+// fail (a payload_json message, a time outside years 0–9999); callers
+// then use encoding/json.
+func AppendLeaseResponse(b []byte, ms []*domain.Message) ([]byte, bool) {
+	b = append(b, `{"messages":[`...)
+	for i, m := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendDomainMessage(b, m); !ok {
+			return b, false
+		}
+	}
+	return append(b, "]}"...), true
+}
+
+// appendDomainMessage appends json.Marshal(FromMessage(m)), or false for
+// a message carrying the payload_json marker (FromMessage drops it from
+// the headers and may answer payload_json).
+func appendDomainMessage(b []byte, m *domain.Message) ([]byte, bool) {
+	if _, marked := m.Headers[HeaderPayloadFormat]; marked {
+		return b, false
+	}
+	var ok bool
+	b = append(b, `{"id":`...)
+	b = AppendString(b, m.ID)
+	b = append(b, `,"topic":`...)
+	b = AppendString(b, m.Topic)
+	if utf8.Valid(m.Payload) {
+		b = append(b, `,"payload":`...)
+		b = AppendString(b, m.Payload)
+	} else {
+		// The base64 alphabet and '=' are all carried as they are.
+		b = append(b, `,"payload_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, m.Payload)
+		b = append(b, '"')
+	}
+	if len(m.Headers) > 0 {
+		b = append(b, `,"headers":`...)
+		b = AppendStringMap(b, m.Headers)
+	}
+	b = append(b, `,"deliver_at":`...)
+	if b, ok = AppendTime(b, answerTime(m.DeliverAt)); !ok {
+		return b, false
+	}
+	b = append(b, `,"state":`...)
+	b = AppendString(b, string(m.State))
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(m.Attempt), 10)
+	b = append(b, `,"failures":`...)
+	b = strconv.AppendInt(b, int64(m.Failures), 10)
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(m.Priority), 10)
+	if m.LastError != "" {
+		b = append(b, `,"last_error":`...)
+		b = AppendString(b, m.LastError)
+	}
+	b = append(b, `,"created_at":`...)
+	if b, ok = AppendTime(b, answerTime(m.CreatedAt)); !ok {
+		return b, false
+	}
+	b = append(b, `,"updated_at":`...)
+	if b, ok = AppendTime(b, answerTime(m.UpdatedAt)); !ok {
+		return b, false
+	}
+	if m.Receipt != "" {
+		b = append(b, `,"receipt":`...)
+		b = AppendString(b, m.Receipt)
+	}
+	if !m.LeaseExpiresAt.IsZero() {
+		b = append(b, `,"lease_expires_at":`...)
+		if b, ok = AppendTime(b, answerTime(m.LeaseExpiresAt)); !ok {
+			return b, false
+		}
+	}
+	if m.Duplicate {
+		b = append(b, `,"duplicate":true`...)
+	}
+	return append(b, '}'), true
+}
+
 func appendErrorBody(b []byte, e *ErrorBody) []byte {
 	b = append(b, `{"code":`...)
 	b = AppendString(b, e.Code)

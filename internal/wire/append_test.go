@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/domain"
 )
 
 func randText(r *rand.Rand) string {
@@ -319,4 +321,72 @@ func FuzzDecodeSendBatchResponse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeResponse(t, b) })
+}
+
+// TestAppendLeaseResponseMatchesJSON compares the lease answer's encoder
+// with encoding/json on FromMessages, byte for byte, on random domain
+// messages: text and binary payloads, headers, zero and zoned times with
+// sub-millisecond digits. It refuses (ok false) exactly the messages it
+// leaves to encoding/json: the payload_json marker, years past 9999.
+func TestAppendLeaseResponseMatchesJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	optTime := func() time.Time {
+		if r.IntN(4) == 0 {
+			return time.Time{}
+		}
+		return randTime(r).Add(time.Duration(r.IntN(1e6)))
+	}
+	for range 3000 {
+		ms := make([]*domain.Message, r.IntN(4))
+		refuse := false
+		for i := range ms {
+			m := &domain.Message{ID: randText(r), Topic: randText(r), DeliverAt: optTime(),
+				State:   domain.State([]string{"ready", "inflight", "scheduled"}[r.IntN(3)]),
+				Attempt: r.IntN(3), Failures: r.IntN(2), MaxAttempts: r.IntN(10) - 2, Priority: r.IntN(3),
+				LastError: []string{"", "boom\n<x>"}[r.IntN(2)], CreatedAt: optTime(), UpdatedAt: optTime(),
+				Receipt: []string{"", "tok-1"}[r.IntN(2)], LeaseExpiresAt: optTime(), Duplicate: r.IntN(4) == 0}
+			switch r.IntN(4) {
+			case 0:
+				m.Payload = []byte(randText(r))
+			case 1:
+				m.Payload = make([]byte, r.IntN(40))
+				for j := range m.Payload {
+					m.Payload[j] = byte(r.Uint32())
+				}
+			case 2:
+				m.Payload = []byte{}
+			}
+			switch r.IntN(4) {
+			case 0:
+				m.Headers = map[string]string{"b": randText(r), "a": "1", randText(r): randText(r)}
+			case 1:
+				m.Headers = map[string]string{}
+			case 2:
+				if r.IntN(5) == 0 {
+					m.Headers = map[string]string{HeaderPayloadFormat: []string{PayloadFormatJSON, "text"}[r.IntN(2)], "k": "v"}
+					m.Payload = []byte(`{"a":"<b>"}`)
+					refuse = true
+				}
+			}
+			if r.IntN(50) == 0 {
+				m.UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+				refuse = true
+			}
+			ms[i] = m
+		}
+		got, ok := AppendLeaseResponse(nil, ms)
+		want, err := json.Marshal(MessagesResponse{Messages: FromMessages(ms)})
+		if refuse {
+			if ok {
+				t.Fatalf("encoded what it must leave to encoding/json: %s", got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || string(got) != string(want) {
+			t.Fatalf("ok %v\ngot  %s\nwant %s", ok, got, want)
+		}
+	}
 }

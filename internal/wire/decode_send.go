@@ -16,18 +16,7 @@ import (
 
 // batchItems returns the items of a prescanned {"messages":[…]} body, as
 // sub-slices of body (the generic decoder copies each into a RawMessage).
-func batchItems(body []byte) ([][]byte, bool) {
-	members, err := splitObject(body)
-	if err != nil || len(members) != 1 || members[0].key != "messages" {
-		return nil, false
-	}
-	v := members[0].val
-	if len(v) == 0 || v[0] != '[' {
-		return nil, false
-	}
-	items, err := splitArray(v)
-	return items, err == nil
-}
+func batchItems(body []byte) ([][]byte, bool) { return batchItemsOf(body, "messages") }
 
 // decodeSendFast decodes one prescanned send object into in, which must
 // be zero. On false, in is partly filled: reset it before decoding again.
@@ -149,4 +138,74 @@ func decodeSend(raw []byte, in *SendRequest, path string) error {
 	}
 	*in = SendRequest{}
 	return decodeValueAt(raw, in, path)
+}
+
+// decodeAckBatchFast decodes a prescanned batch ack body, the other half
+// of a batched drain, when it is plain: {"acks":[…]} of objects whose
+// members are "id" and "receipt" as strings without escapes. On false
+// (anything else), in is left for the generic decoder, which decides and
+// words the error as before.
+func decodeAckBatchFast(body []byte, in *AckBatchRequest) bool {
+	items, ok := batchItemsOf(body, "acks")
+	if !ok {
+		return false
+	}
+	acks := make([]AckItem, len(items))
+	for i, raw := range items {
+		if !decodeAckItemFast(raw, &acks[i]) {
+			return false
+		}
+	}
+	in.Acks = acks
+	return true
+}
+
+// batchItemsOf returns the items of a prescanned {key:[…]} body, as
+// sub-slices of body.
+func batchItemsOf(body []byte, key string) ([][]byte, bool) {
+	members, err := splitObject(body)
+	if err != nil || len(members) != 1 || members[0].key != key {
+		return nil, false
+	}
+	v := members[0].val
+	if len(v) == 0 || v[0] != '[' {
+		return nil, false
+	}
+	items, err := splitArray(v)
+	return items, err == nil
+}
+
+func decodeAckItemFast(raw []byte, a *AckItem) bool {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
+	i = skipWS(raw, i+1)
+	if raw[i] == '}' {
+		return true
+	}
+	for {
+		end := skipString(raw, i)
+		key := raw[i+1 : end-1]
+		i = skipWS(raw, end)
+		i = skipWS(raw, i+1) // ':'
+		vend := skipValue(raw, i)
+		s, ok := plainString(raw[i:vend])
+		if !ok {
+			return false
+		}
+		switch string(key) {
+		case "id":
+			a.ID = s
+		case "receipt":
+			a.Receipt = s
+		default:
+			return false
+		}
+		i = skipWS(raw, vend)
+		if raw[i] == '}' {
+			return true
+		}
+		i = skipWS(raw, i+1) // ','
+	}
 }

@@ -61,6 +61,9 @@ func DecodeStrict(body []byte, v any, allowEmpty bool) error {
 	if in, ok := v.(*SendRequest); ok {
 		return decodeSend(body, in, "")
 	}
+	if in, ok := v.(*AckBatchRequest); ok && decodeAckBatchFast(body, in) {
+		return nil
+	}
 	return decodeValue(body, reflect.ValueOf(v).Elem(), "")
 }
 

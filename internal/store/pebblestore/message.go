@@ -44,7 +44,8 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	if err != nil {
 		return nil, err
 	}
-	x := s.newTxn()
+	size, bodies := insertBatchSize(p)
+	x := s.newTxnSized(size, size-bodies)
 	res, first, dups, err := s.insertBuild(t, x, p)
 	if err == nil {
 		t.mu.Lock()
@@ -78,6 +79,36 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	// gofail: var pebbleInsertAfterSync bool
 	// if pebbleInsertAfterSync { go func() { panic("gofail: pebbleInsertAfterSync") }(); select {} }
 	return res, nil
+}
+
+// insertBatchSize estimates the bytes of p's batch, and of the bodies in
+// it: per message its body, its state record and Pebble's entry headers
+// (see perMessageBatch), the topic in its three keys and the id in those
+// of the record and body and in the index entry's value.
+func insertBatchSize(p *store.MessageInsertManyParams) (size, bodies int) {
+	size = 64
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		body := len(m.Payload) + 16
+		for k, v := range m.Headers {
+			body += len(k) + len(v) + 4
+		}
+		bodies += body
+		size += body + perMessageBatch + 3*(len(p.Topic)+len(m.ID))
+	}
+	return size, bodies
+}
+
+// ackBatchSize estimates the bytes of p's batch: per message its state
+// record and Pebble's entry headers (see perMessageBatch), the topic in
+// five keys (the record, body, both index entries deleted, the acked
+// entry) and the id in four.
+func ackBatchSize(p *store.MessageAckManyParams) int {
+	n := 64
+	for _, it := range p.Items {
+		n += perMessageBatch + 5*len(p.Topic) + 4*len(it.ID) + len(it.Receipt)
+	}
+	return n
 }
 
 // insertBuild looks the ids up and puts the new records in x. The caller
@@ -381,7 +412,8 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 		}
 		return errs, nil
 	}
-	x := s.newTxn()
+	size := ackBatchSize(p)
+	x := s.newTxnSized(size, size)
 	err = func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()

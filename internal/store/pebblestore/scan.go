@@ -57,7 +57,7 @@ func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*s
 	id, promotedAt, promoted := parseReadyValue(val)
 	r, err := s.readRecord(x, t.name, string(id), true)
 	if errors.Is(err, store.ErrNotFound) {
-		_ = x.b.Delete(key, nil)
+		x.del(key)
 		return nil, nil
 	}
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*s
 		}
 	}
 	if r.State != want || !bytes.Equal(entryOf(r).key, key) {
-		_ = x.b.Delete(key, nil)
+		x.del(key)
 		return nil, nil
 	}
 	return r, nil
@@ -193,8 +193,8 @@ func (s *Store) promoteLocked(t *topic, now, cutoff int64, max int) (*store.Prom
 			}
 		}
 		v = appendReadyValue(v[:0], id, now)
-		_ = x.b.Delete(it.Key(), nil)
-		_ = x.b.Set(k, v, nil)
+		x.del(it.Key())
+		x.set(k, v)
 		res.Promoted++
 	}
 	if err := it.Close(); err != nil {
@@ -297,7 +297,12 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	if err != nil {
 		return nil, err
 	}
-	x := s.newTxn()
+	// Sized for what it may take (the promotion above counted the due
+	// messages ready): an empty poll keeps a small batch, even on a topic
+	// with a large schedule.
+	n := max(min(int64(p.Max), t.counts.Ready), 1)
+	size := int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen) // #nosec G115 -- n ≤ p.Max, an int
+	x := s.newTxnSized(size, size)
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {
@@ -538,7 +543,7 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			return nil, err
 		}
 		if r == nil || r.State != store.StateInflight || r.LeaseUntil != c.t {
-			_ = x.b.Delete(c.key, nil) // stale entry
+			x.del(c.key) // stale entry
 			continue
 		}
 		nw := failRecord(r, p.Now, p.Now, "lease expired", false)
@@ -583,7 +588,7 @@ func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int,
 			return 0, err
 		}
 		if r == nil || r.State != store.StateAcked || r.AckedAt != c.t {
-			_ = x.b.Delete(c.key, nil)
+			x.del(c.key)
 			continue
 		}
 		x.put(t, r, nil)

@@ -151,7 +151,7 @@ func (s *Store) TopicSettingsPut(ctx context.Context, name string, settings []by
 		if v == nil {
 			v = []byte{}
 		}
-		_ = x.b.Set(topicKey(pfxTopic, name), v, nil)
+		x.set(topicKey(pfxTopic, name), v)
 		x.delta(t) // makes the topic known (c/ key) if it was not
 		revive := t.revive(x)
 		if err := x.apply(true); err != nil {
@@ -179,7 +179,7 @@ func (t *topic) revive(x *txn) (applied func()) {
 	if !t.deleted {
 		return func() {}
 	}
-	_ = x.b.Delete(topicKey(pfxDeleted, t.name), nil)
+	x.del(topicKey(pfxDeleted, t.name))
 	return func() { t.deleted = false }
 }
 
@@ -209,8 +209,8 @@ func (s *Store) TopicDelete(ctx context.Context, name string) error {
 		if n := t.counts.Live(); n > 0 {
 			return fmt.Errorf("pebblestore: topic %q holds %d messages: %w", name, n, store.ErrConflict)
 		}
-		_ = x.b.Delete(topicKey(pfxTopic, name), nil)
-		_ = x.b.Set(topicKey(pfxDeleted, name), nil, nil)
+		x.del(topicKey(pfxTopic, name))
+		x.set(topicKey(pfxDeleted, name), nil)
 		if err := x.apply(true); err != nil {
 			return err
 		}

@@ -1,6 +1,9 @@
 package pebblestore
 
 import (
+	"bytes"
+	"slices"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -22,6 +25,13 @@ type txn struct {
 	// batch outside it), apply always runs under it.
 	lows    []lowKey
 	applied bool
+	// scratch holds a record's encoding until the batch copies it.
+	scratch []byte
+	// ops are the writes other than bodies, kept (copied into arena) for
+	// apply to add to the batch in key order; see set.
+	ops   []txnOp
+	arena []byte
+	sized int // newTxnSized's estimate (0: newTxn)
 	// Records read in the combined layout of formats 1 and 2 (nil until
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
@@ -47,6 +57,33 @@ type lowKey struct {
 }
 
 func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
+
+// newTxnSized starts a txn whose batch has room for about size bytes.
+// A batch starts at 1 KiB and doubles as it fills, copying itself each
+// time; Pebble pools batches, but the pool empties at every GC, which a
+// busy server runs many times a second: growing a batch send's 130 KiB
+// batch from 1 KiB allocated twice its size, a quarter of the bytes the
+// server allocated in a batched drain (issue #20).
+//
+// small estimates the part of it that is not bodies (see set): the
+// arena that holds those writes until apply starts at that size.
+func (s *Store) newTxnSized(size, small int) *txn {
+	return &txn{s: s, b: s.db.NewBatchWithSize(size), sized: size, arena: make([]byte, 0, small)}
+}
+
+// sizedHook, when set (tests), is called by apply with a sized txn's
+// estimate and its batch's final length.
+var sizedHook func(sized, length int)
+
+// perMessageBatch is a generous estimate of the batch bytes a send, a
+// lease or an ack writes per message besides its payload, headers, topic
+// and id: the state record, the fixed parts of its keys, Pebble's entry
+// headers. A lease sizes ids at typicalIDLen (it has not read them yet):
+// a batch of longer ones grows.
+const (
+	perMessageBatch = 256
+	typicalIDLen    = 64
+)
 
 func (x *txn) delta(t *topic) *delta {
 	for i, u := range x.topics {
@@ -103,10 +140,10 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		oldBody = !x.combined[old] && old.State != store.StateAcked
 		e := entryOf(old)
 		if e.key != nil {
-			_ = x.b.Delete(e.key, nil)
+			x.del(e.key)
 		}
 		if e.global != nil {
-			_ = x.b.Delete(e.global, nil)
+			x.del(e.global)
 		}
 	}
 	if nw != nil {
@@ -114,14 +151,18 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		mk := messageKey(nw.Topic, nw.ID)
 		switch {
 		case writeCombined:
-			_ = x.b.Set(mk, encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+			x.set(mk, encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw))
 		default:
-			_ = x.b.Set(mk, encodeState(make([]byte, 0, 48+len(nw.LastError)+len(nw.Receipt)), nw), nil)
+			// Encoded in x.scratch, which Set copies into the batch: no
+			// allocation per record (a body is a payload's size).
+			x.scratch = encodeState(x.scratch[:0], nw)
+			x.set(mk, x.scratch)
 			switch newBody := nw.State != store.StateAcked; {
 			case newBody && !oldBody:
-				_ = x.b.Set(bodyKey(nw.Topic, nw.ID), encodeBody(make([]byte, 0, 16+len(nw.Payload)), nw), nil)
+				x.scratch = encodeBody(x.scratch[:0], nw)
+				x.set(bodyKey(nw.Topic, nw.ID), x.scratch)
 			case !newBody && oldBody:
-				_ = x.b.Delete(bodyKey(nw.Topic, nw.ID), nil)
+				x.del(bodyKey(nw.Topic, nw.ID))
 			}
 		}
 		e := entryOf(nw)
@@ -130,11 +171,11 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 			if nw.State == store.StateScheduled {
 				v = scheduledValue(nw)
 			}
-			_ = x.b.Set(e.key, v, nil)
+			x.set(e.key, v)
 			x.lows = append(x.lows, lowKey{t, e.ix, e.key})
 		}
 		if e.global != nil {
-			_ = x.b.Set(e.global, nil, nil)
+			x.set(e.global, nil)
 			if nw.State == store.StateInflight {
 				x.leaseKeys = append(x.leaseKeys, e.global)
 			} else {
@@ -142,12 +183,125 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 			}
 		}
 	} else if old != nil {
-		_ = x.b.Delete(messageKey(old.Topic, old.ID), nil)
+		x.del(messageKey(old.Topic, old.ID))
 		if oldBody {
-			_ = x.b.Delete(bodyKey(old.Topic, old.ID), nil)
+			x.del(bodyKey(old.Topic, old.ID))
 		}
 	}
 	x.delta(t).move(from, to)
+}
+
+// txnOp is a write kept for flushOps: key and value point into the
+// txn's arena.
+type txnOp struct {
+	kind       pebble.InternalKeyKind
+	key, value []byte
+}
+
+// set writes key = value, del deletes key and merge merges value into
+// key, in x's batch when apply runs. Bodies (b/) go into the batch at
+// once, in the order written; every other write is kept and added by
+// apply in key order (see flushOps). The caller may reuse key and value
+// when the call returns.
+func (x *txn) set(key, value []byte) { x.op(pebble.InternalKeyKindSet, key, value) }
+
+func (x *txn) del(key []byte) { x.op(pebble.InternalKeyKindDelete, key, nil) }
+
+func (x *txn) merge(key, value []byte) { x.op(pebble.InternalKeyKindMerge, key, value) }
+
+func (x *txn) op(kind pebble.InternalKeyKind, key, value []byte) {
+	if len(key) > 0 && key[0] == pfxBody {
+		// The large values: copied once, straight into the batch. A txn
+		// writes bodies in the order of their ids, which is their key
+		// order as often as ids are made in order.
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			_ = x.b.Set(key, value, nil)
+		case pebble.InternalKeyKindDelete:
+			_ = x.b.Delete(key, nil)
+		default:
+			_ = x.b.Merge(key, value, nil)
+		}
+		return
+	}
+	// Earlier ops keep pointing into the arena's old array when append
+	// moves it: nothing written there is ever changed.
+	n := len(x.arena)
+	x.arena = append(append(x.arena, key...), value...)
+	k := x.arena[n : n+len(key) : n+len(key)]
+	var v []byte
+	if value != nil {
+		v = x.arena[n+len(key) : len(x.arena) : len(x.arena)]
+	}
+	x.ops = append(x.ops, txnOp{kind, k, v})
+}
+
+// flushOps adds the kept writes to the batch in key order, stably (the
+// writes of one key keep their order, so the batch means the same). The
+// memtable inserts a batch's keys in order, each searching the skiplist
+// from the previous insert's position when the key lies just after it:
+// a run of keys in order costs a step or two each, where a txn's own
+// order (a message's state, then its index entries, then the next
+// message's: a jump to another prefix each time) searched from the top
+// every time. Keys are grouped by their prefix byte (a stable counting
+// sort), within which a txn mostly writes them in order already; a group
+// out of order is sorted.
+func (x *txn) flushOps() {
+	if len(x.ops) == 0 {
+		return
+	}
+	ops := x.ops
+	sorted := true
+	for i := 1; i < len(ops); i++ {
+		if bytes.Compare(ops[i-1].key, ops[i].key) > 0 {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		var at [257]int // at[c+1]: ops whose key starts with c; then where group c starts
+		for _, o := range ops {
+			at[int(firstByte(o.key))+1]++
+		}
+		for c := 1; c <= 256; c++ {
+			at[c] += at[c-1]
+		}
+		start := at
+		out := make([]txnOp, len(ops))
+		for _, o := range ops {
+			c := firstByte(o.key)
+			out[at[c]] = o
+			at[c]++
+		}
+		for c := range 256 {
+			g := out[start[c]:start[c+1]]
+			for i := 1; i < len(g); i++ {
+				if bytes.Compare(g[i-1].key, g[i].key) > 0 {
+					slices.SortStableFunc(g, func(a, b txnOp) int { return bytes.Compare(a.key, b.key) })
+					break
+				}
+			}
+		}
+		ops = out
+	}
+	for _, o := range ops {
+		switch o.kind {
+		case pebble.InternalKeyKindSet:
+			_ = x.b.Set(o.key, o.value, nil)
+		case pebble.InternalKeyKindDelete:
+			_ = x.b.Delete(o.key, nil)
+		default:
+			_ = x.b.Merge(o.key, o.value, nil)
+		}
+	}
+	x.ops, x.arena = x.ops[:0], x.arena[:0]
+}
+
+func firstByte(k []byte) byte {
+	if len(k) == 0 {
+		return 0
+	}
+	return k[0]
 }
 
 // apply adds the counter merges and applies the batch (see Store.apply);
@@ -162,11 +316,15 @@ func (x *txn) apply(durable bool) error {
 	}
 	for i, t := range x.topics {
 		if !x.deltas[i].zero() || !t.known {
-			_ = x.b.Merge(topicKey(pfxCounters, t.name), encodeCounts(countsFromArray(x.deltas[i])), nil)
+			x.merge(topicKey(pfxCounters, t.name), encodeCounts(countsFromArray(x.deltas[i])))
 		}
 	}
+	x.flushOps()
 	if x.b.Empty() {
 		return nil
+	}
+	if sizedHook != nil && x.sized > 0 {
+		sizedHook(x.sized, x.b.Len())
 	}
 	if err := x.s.apply(x.b, durable); err != nil {
 		return err
