@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,6 +20,9 @@ type dueStore struct {
 	promotes, graces, leaseDues atomic.Int64
 	// busy: how many grace promotions to answer Busy (-1: all).
 	busy atomic.Int64
+	// later: the NextDue a grace promotion answers beside a HeldDue, as
+	// PostgreSQL does (the earliest due after now; 0: none).
+	later atomic.Int64
 }
 
 func (s *dueStore) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
@@ -41,7 +45,7 @@ func (s *dueStore) MessagePromoteGrace(ctx context.Context, p *store.MessageProm
 		return nil, err
 	}
 	if res.NextDue != 0 && res.NextDue <= p.Now {
-		res.HeldDue, res.NextDue = res.NextDue, 0 // the tests have no message due after it
+		res.HeldDue, res.NextDue = res.NextDue, s.later.Load()
 	}
 	return res, nil
 }
@@ -229,5 +233,64 @@ func TestDueHandOffBusy(t *testing.T) {
 			t.Error("no plain promotion after the busy answers")
 		}
 		<-got
+	})
+}
+
+// TestDueHandOffCutShort: a grace promotion that Max cuts short (more
+// overdue than promoteBatch) while a later message is scheduled answers
+// HeldDue (what is still due) and NextDue (the later one, an hour away):
+// the engine calls again at once rather than sleeping until NextDue with
+// the rest of the backlog left scheduled.
+func TestDueHandOffCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &dueStore{Store: memstore.New()}
+		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(ctx)
+		if _, err := e.PauseTopic(ctx, "t", true); err != nil { // the waiter never leases
+			t.Fatal(err)
+		}
+		got := make(chan []*domain.Message, 1)
+		go func() {
+			ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+			got <- ms
+		}()
+		synctest.Wait()
+		n := 2*promoteBatch + promoteBatch/2
+		batch := make([]domain.SendRequest, 0, 100)
+		for i := range n {
+			batch = append(batch, domain.SendRequest{ID: fmt.Sprintf("m%d", i), Payload: []byte("x"), When: domain.When{Delay: time.Second}})
+			if len(batch) == cap(batch) {
+				if _, err := e.SendBatch(ctx, "t", batch); err != nil {
+					t.Fatal(err)
+				}
+				batch = batch[:0]
+			}
+		}
+		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "later", Payload: []byte("x"), When: domain.When{Delay: time.Hour}}); err != nil {
+			t.Fatal(err)
+		}
+		st.later.Store(time.Now().Add(time.Hour).UnixMilli())
+		time.Sleep(time.Second + 3*leaseGrace*time.Millisecond)
+		synctest.Wait()
+		scheduled := 0
+		for i := range n {
+			r, err := st.Store.MessageGet(ctx, "t", fmt.Sprintf("m%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State == store.StateScheduled {
+				scheduled++
+			}
+		}
+		if scheduled != 0 {
+			t.Errorf("%d of %d overdue messages still scheduled %v after their grace (graces %d)", scheduled, n, 3*leaseGrace*time.Millisecond, st.graces.Load())
+		}
+		if ms := <-got; len(ms) != 0 {
+			t.Errorf("paused topic leased %v", ms)
+		}
 	})
 }

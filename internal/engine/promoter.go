@@ -88,6 +88,12 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 			}
 			return
 		}
+		if res.Promoted == promoteBatch && res.HeldDue != 0 {
+			// Cut short with more still due (a grace promotion's NextDue
+			// is then the next message after now, maybe hours away):
+			// call again rather than sleep until NextDue.
+			continue
+		}
 		if res.NextDue > storeNow || res.Promoted < promoteBatch {
 			e.dispatcher.armPromoteIn(t, max(res.NextDue-storeNow, 1))
 			return
