@@ -58,6 +58,19 @@ func (s *dueStore) MessageLeaseDue(ctx context.Context, p *store.MessageLeasePar
 	return s.Store.MessageLease(ctx, p)
 }
 
+// openDueEngine opens an engine over a dueStore, closed when the test (in
+// its synctest bubble) ends.
+func openDueEngine(t *testing.T) (*dueStore, *Engine) {
+	t.Helper()
+	st := &dueStore{Store: memstore.New()}
+	e, err := Open(context.Background(), Config{Store: st, SafetySweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	return st, e
+}
+
 // TestDueHandOff: on a store.DueLeaser, a message coming due while a
 // long-poll waits is handed to it (its lease takes the message, no
 // promotion of it first), on time; with nobody waiting it is promoted as
@@ -66,12 +79,7 @@ func (s *dueStore) MessageLeaseDue(ctx context.Context, p *store.MessageLeasePar
 func TestDueHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &dueStore{Store: memstore.New()}
-		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close(ctx)
+		st, e := openDueEngine(t)
 		send := func(id string) {
 			t.Helper()
 			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
@@ -172,12 +180,7 @@ func TestDueHandOff(t *testing.T) {
 func TestDueHandOffBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &dueStore{Store: memstore.New()}
-		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close(ctx)
+		st, e := openDueEngine(t)
 		send := func(id string, d time.Duration) {
 			t.Helper()
 			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
@@ -244,12 +247,7 @@ func TestDueHandOffBusy(t *testing.T) {
 func TestDueHandOffCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &dueStore{Store: memstore.New()}
-		e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close(ctx)
+		st, e := openDueEngine(t)
 		if _, err := e.PauseTopic(ctx, "t", true); err != nil { // the waiter never leases
 			t.Fatal(err)
 		}

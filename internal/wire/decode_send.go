@@ -21,6 +21,13 @@ func batchItems(body []byte) ([][]byte, bool) { return batchItemsOf(body, "messa
 // decodeSendFast decodes one prescanned send object into in, which must
 // be zero. On false, in is partly filled: reset it before decoding again.
 func decodeSendFast(raw []byte, in *SendRequest) bool {
+	return eachMember(raw, func(key, v []byte) bool { return decodeSendField(key, v, in) })
+}
+
+// eachMember calls f with each member's key (unquoted, unescaped) and raw
+// value of a prescanned object, and reports false if raw is not an object
+// or f does.
+func eachMember(raw []byte, f func(key, v []byte) bool) bool {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return false
@@ -35,7 +42,7 @@ func decodeSendFast(raw []byte, in *SendRequest) bool {
 		i = skipWS(raw, end)
 		i = skipWS(raw, i+1) // ':'
 		vend := skipValue(raw, i)
-		if !decodeSendField(key, raw[i:vend], in) {
+		if !f(key, raw[i:vend]) {
 			return false
 		}
 		i = skipWS(raw, vend)
@@ -176,21 +183,8 @@ func batchItemsOf(body []byte, key string) ([][]byte, bool) {
 }
 
 func decodeAckItemFast(raw []byte, a *AckItem) bool {
-	i := skipWS(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return false
-	}
-	i = skipWS(raw, i+1)
-	if raw[i] == '}' {
-		return true
-	}
-	for {
-		end := skipString(raw, i)
-		key := raw[i+1 : end-1]
-		i = skipWS(raw, end)
-		i = skipWS(raw, i+1) // ':'
-		vend := skipValue(raw, i)
-		s, ok := plainString(raw[i:vend])
+	return eachMember(raw, func(key, v []byte) bool {
+		s, ok := plainString(v)
 		if !ok {
 			return false
 		}
@@ -202,10 +196,6 @@ func decodeAckItemFast(raw []byte, a *AckItem) bool {
 		default:
 			return false
 		}
-		i = skipWS(raw, vend)
-		if raw[i] == '}' {
-			return true
-		}
-		i = skipWS(raw, i+1) // ','
-	}
+		return true
+	})
 }
