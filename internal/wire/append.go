@@ -229,20 +229,7 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 	if b, ok = AppendTime(b, m.DeliverAt); !ok {
 		return b, false
 	}
-	b = append(b, `,"state":`...)
-	b = AppendString(b, m.State)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(m.Attempt), 10)
-	b = append(b, `,"failures":`...)
-	b = strconv.AppendInt(b, int64(m.Failures), 10)
-	b = append(b, `,"max_attempts":`...)
-	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
-	b = append(b, `,"priority":`...)
-	b = strconv.AppendInt(b, int64(m.Priority), 10)
-	if m.LastError != "" {
-		b = append(b, `,"last_error":`...)
-		b = AppendString(b, m.LastError)
-	}
+	b = appendDelivery(b, m.State, int64(m.Attempt), int64(m.Failures), int64(m.MaxAttempts), int64(m.Priority), m.LastError)
 	b = append(b, `,"created_at":`...)
 	if b, ok = AppendTime(b, m.CreatedAt); !ok {
 		return b, false
@@ -318,20 +305,7 @@ func appendDomainMessage(b []byte, m *domain.Message) ([]byte, bool) {
 	if b, ok = AppendTime(b, answerTime(m.DeliverAt)); !ok {
 		return b, false
 	}
-	b = append(b, `,"state":`...)
-	b = AppendString(b, string(m.State))
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(m.Attempt), 10)
-	b = append(b, `,"failures":`...)
-	b = strconv.AppendInt(b, int64(m.Failures), 10)
-	b = append(b, `,"max_attempts":`...)
-	b = strconv.AppendInt(b, int64(m.MaxAttempts), 10)
-	b = append(b, `,"priority":`...)
-	b = strconv.AppendInt(b, int64(m.Priority), 10)
-	if m.LastError != "" {
-		b = append(b, `,"last_error":`...)
-		b = AppendString(b, m.LastError)
-	}
+	b = appendDelivery(b, string(m.State), int64(m.Attempt), int64(m.Failures), int64(m.MaxAttempts), int64(m.Priority), m.LastError)
 	b = append(b, `,"created_at":`...)
 	if b, ok = AppendTime(b, answerTime(m.CreatedAt)); !ok {
 		return b, false
@@ -354,6 +328,26 @@ func appendDomainMessage(b []byte, m *domain.Message) ([]byte, bool) {
 		b = append(b, `,"duplicate":true`...)
 	}
 	return append(b, '}'), true
+}
+
+// appendDelivery appends a message's members from "state" to
+// "last_error", which AppendMessage and appendDomainMessage share.
+func appendDelivery(b []byte, state string, attempt, failures, maxAttempts, priority int64, lastError string) []byte {
+	b = append(b, `,"state":`...)
+	b = AppendString(b, state)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, attempt, 10)
+	b = append(b, `,"failures":`...)
+	b = strconv.AppendInt(b, failures, 10)
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, maxAttempts, 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, priority, 10)
+	if lastError != "" {
+		b = append(b, `,"last_error":`...)
+		b = AppendString(b, lastError)
+	}
+	return b
 }
 
 func appendErrorBody(b []byte, e *ErrorBody) []byte {
