@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,12 +103,13 @@ func (c counts) add(topic string, st store.State, d int64) {
 const countStripes = 64
 
 // flushCounts adds the transaction's count changes to one stripe of each
-// topic's counts: the first stripe no other transaction holds, so that a
-// long transaction (an application's, around a call of the send
-// procedure) holds one stripe and no other operation waits for it. With
-// none free it upserts a new one (newStripe): an upsert takes the row's
-// exclusive lock at once (INSERT IGNORE would take a shared one first,
-// and two such upgrading to exclusive deadlock).
+// topic's counts: the stripe the store gave the transaction (ownStripe),
+// by one upsert, so that no two of this store's transactions wait for
+// each other on it. An upsert takes the row's exclusive lock at once
+// (INSERT IGNORE would take a shared one first, and two such upgrading to
+// exclusive deadlock). With the store's stripes all held, it takes the
+// first stripe no other transaction holds (SKIP LOCKED), or upserts a new
+// one (newStripe).
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 	return s.flushCountsOf(ctx, tx, c, false)
 }
@@ -118,7 +121,23 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 // has not seen it yet: a promote once read it every time, one more
 // round trip per message in a paced flow.
 func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bool) error {
-	for topic, a := range c {
+	own, haveOwn := s.ownStripe(tx)
+	// Topics in order: two transactions holding the same stripe number
+	// (two servers) lock their rows in one order.
+	for _, topic := range slices.Sorted(maps.Keys(c)) {
+		a := c[topic]
+		if haveOwn {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+				"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
+				"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)",
+				topic, own, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
+				return err
+			}
+			if err := s.topicRow(ctx, tx, topic, sent && a[5] > 0); err != nil {
+				return err
+			}
+			continue
+		}
 		var stripe int
 		// A numbered stripe: the rows of the send procedure (schema 7) are
 		// left to foldCounts.
@@ -622,10 +641,11 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 	})
 }
 
-// MessageAckMany implements store.Store.
+// MessageAckMany implements store.Store. On the database's clock the
+// tombstones' insert reads it (ackMany): no round trip of its own.
 func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
 	var out []error
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		c := counts{}
 		var err error
 		if out, err = s.ackMany(ctx, tx, c, p.Topic, p.Items, now); err != nil {

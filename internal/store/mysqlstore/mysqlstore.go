@@ -90,6 +90,12 @@ type Store struct {
 	// lookup of existing ids and its insert.
 	afterLookup func()
 
+	// stripes hands each transaction of this store a count stripe of
+	// its own (see flushCountsOf); txStripe is the one a transaction
+	// holds until it ends.
+	stripes  stripePool
+	txStripe sync.Map // *sql.Tx -> int
+
 	closed    atomic.Bool
 	done      chan struct{}
 	closeOnce sync.Once
@@ -189,7 +195,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{p: prefix, log: o.Logger, callerNow: o.TimeSource == TimeCaller, timeout: o.Timeout, poll: o.PollInterval, done: make(chan struct{})}
+	s := &Store{p: prefix, log: o.Logger, callerNow: o.TimeSource == TimeCaller, timeout: o.Timeout, poll: o.PollInterval, done: make(chan struct{}), stripes: newStripePool()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -352,6 +358,8 @@ func (s *Store) txnRun(ctx context.Context, callNow int64, lazyClock bool, fn fu
 			return err
 		}
 	}
+	s.txStripe.Store(tx, -1) // a stripe is taken when the counts are flushed
+	defer s.releaseStripe(tx)
 	if err := fn(tx, now); err != nil {
 		_ = tx.Rollback()
 		return timedOut(ctx, err)
