@@ -90,13 +90,18 @@ func probeChurn(ctx context.Context, conn *sql.Conn, s *mysqlstore.Store, prefix
 				} `json:"nested_loop"`
 			} `json:"query_block"`
 		}
-		if err := json.Unmarshal([]byte(out), &a); err != nil || len(a.QueryBlock.Tab) != 1 {
+		// The pick's tables: q_ready, then message (its rows by primary
+		// key, none for a drained queue).
+		if err := json.Unmarshal([]byte(out), &a); err != nil || len(a.QueryBlock.Tab) == 0 {
 			return c, fmt.Errorf("ANALYZE answered %q: %v", out, err)
 		}
 		if r := a.QueryBlock.Tab[0].Table.Rows; r != 0 {
 			return c, fmt.Errorf("the probe's lease scan found %v messages in a drained queue", r)
 		}
-		c.pages, c.leaseMS = a.QueryBlock.Tab[0].Table.Stats.Pages, a.QueryBlock.MS
+		c.pages, c.leaseMS = 0, a.QueryBlock.MS
+		for _, tb := range a.QueryBlock.Tab {
+			c.pages += tb.Table.Stats.Pages
+		}
 	}
 	var typ, name, status string
 	if err := conn.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {

@@ -9,21 +9,17 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// leaseKeys leases the ready messages of keys (locked rows of q_ready, in
-// lease order), moveChunk at a time, with one statement per step for a
-// chunk: lock the message rows, delete their q_ready rows, update them,
-// insert their q_inflight rows. One message at a time (a lookup, a
-// delete, an update and an insert each) a lease of 100 was 400
+// leaseKeys leases the ready messages of keys, whose message rows the
+// pick locked and read (msgs; keys in lease order), moveChunk at a time,
+// with one statement per step for a chunk: delete their q_ready rows,
+// update them, insert their q_inflight rows. One message at a time (a
+// lookup, a delete, an update and an insert each) a lease of 100 was 400
 // statements. A key whose message is no longer ready with that Seq is
 // passed over, as before.
-func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, keys []qkey, now int64) ([]*store.Record, error) {
+func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, keys []qkey, msgs map[[2]string]*store.Record, now int64) ([]*store.Record, error) {
 	var out []*store.Record
 	for i := 0; i < len(keys); i += moveChunk {
 		chunk := keys[i:min(i+moveChunk, len(keys))]
-		msgs, err := s.lockMsgs(ctx, tx, chunk, true)
-		if err != nil {
-			return nil, err
-		}
 		var move []*store.Record
 		for _, k := range chunk {
 			r := msgs[[2]string{p.Topic, k.id}]

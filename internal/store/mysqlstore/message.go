@@ -554,13 +554,29 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 
 // leasePickSQL picks the next ready messages of a topic (topic, now,
 // max): the lease's scan, which the churn test measures.
-func (s *Store) leasePickSQL() string { return s.leasePickWith("", "?") }
+func (s *Store) leasePickSQL() string { return s.leasePickWith("0", "?") }
 
-// leasePickWith is leasePickSQL with extra columns (cols) and now an SQL
-// expression (see nowSQL).
-func (s *Store) leasePickWith(cols, now string) string {
-	return "SELECT due, seq, id, topic" + cols + " FROM " + s.t("q_ready") + " FORCE INDEX (lease_order) WHERE topic = ? AND due <= " + now + " ORDER BY priority, due, seq LIMIT ? FOR UPDATE SKIP LOCKED" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
+// leasePickWith picks and locks the next ready messages of a topic, their
+// q_ready rows in lease order on lease_order (topic, priority, due, seq)
+// and their message rows by primary key in the same statement: columns
+// msgCols, then q_ready's due and seq, then nowCol; now is the clock's
+// SQL expression (see nowSQL) or a placeholder. Reading the message rows
+// in a statement of their own was a round trip more per lease. SKIP
+// LOCKED passes over a message whose row another transaction holds, as
+// over a locked q_ready row; so it never waits, nor deadlocks.
+func (s *Store) leasePickWith(nowCol, now string) string {
+	return "SELECT STRAIGHT_JOIN " + prefixed("m.", msgCols) + ", q.due, q.seq, " + nowCol + " FROM " + s.t("q_ready") + " q FORCE INDEX (lease_order) JOIN " + s.t("message") + " m FORCE INDEX (PRIMARY) ON m.topic = q.topic AND m.id = q.id" + // #nosec G202 -- only table and column names (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
+		" WHERE q.topic = ? AND q.due <= " + now + " ORDER BY q.priority, q.due, q.seq LIMIT ? FOR UPDATE SKIP LOCKED"
 }
+
+// leaseScanner scans a row of leasePickWith: the message, then its queue
+// key and the clock.
+type leaseScanner struct {
+	rows  *sql.Rows
+	extra []any
+}
+
+func (l leaseScanner) Scan(dest ...any) error { return l.rows.Scan(append(dest, l.extra...)...) }
 
 // MessageLease implements store.Store.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
@@ -570,22 +586,43 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		if p.Max <= 0 {
 			return nil
 		}
-		// Lease order on lease_order (topic, priority, due, seq): a ready
-		// row not yet due is passed over, not a barrier. In TimeDB mode
-		// the pick reads the clock; picking nothing, the lease needs none.
-		var keys []qkey
+		// A ready row not yet due is passed over, not a barrier. In
+		// TimeDB mode the pick reads the clock; picking nothing, the
+		// lease needs none.
+		var rows *sql.Rows
 		var err error
 		if s.callerNow {
-			keys, err = s.pick(ctx, tx, s.leasePickSQL(), p.Topic, now, p.Max)
+			rows, err = tx.QueryContext(ctx, s.leasePickWith("0", "?"), p.Topic, now, p.Max)
 		} else {
 			n := s.nowSQL()
-			keys, now, err = s.pickNow(ctx, tx, s.leasePickWith(", "+n, n), p.Topic, p.Max)
+			rows, err = tx.QueryContext(ctx, s.leasePickWith(n, n), p.Topic, p.Max)
 		}
 		if err != nil {
 			return err
 		}
+		var keys []qkey
+		msgs := map[[2]string]*store.Record{}
+		for rows.Next() {
+			var k qkey
+			var picked int64
+			r, err := scanMsg(leaseScanner{rows, []any{&k.due, &k.seq, &picked}})
+			if err != nil {
+				_ = rows.Close()
+				return err
+			}
+			if !s.callerNow {
+				now = picked
+			}
+			k.id, k.top = r.ID, r.Topic
+			keys = append(keys, k)
+			msgs[[2]string{r.Topic, r.ID}] = r
+		}
+		_ = rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		c := counts{}
-		if out, err = s.leaseKeys(ctx, tx, c, p, keys, now); err != nil {
+		if out, err = s.leaseKeys(ctx, tx, c, p, keys, msgs, now); err != nil {
 			return err
 		}
 		return s.flushCounts(ctx, tx, c)
