@@ -60,27 +60,32 @@ func fromOrderedTime(u uint64) int64 { return int64(u ^ (1 << 63)) } // #nosec G
 
 // topicPrefix is "{p}/{topic}\x00": the common prefix of a topic's keys in a
 // per-topic index (or the message table).
-func topicPrefix(p byte, topic string) []byte {
-	k := make([]byte, 0, 3+len(topic))
+func topicPrefix(p byte, topic string) []byte { return topicPrefixRoom(p, topic, 0) }
+
+// topicPrefixRoom is topicPrefix with room for rest more bytes: a key
+// built on it is allocated once, not grown by each append (a send, a
+// lease and an ack build several keys per message).
+func topicPrefixRoom(p byte, topic string, rest int) []byte {
+	k := make([]byte, 0, 3+len(topic)+rest)
 	k = append(k, p, '/')
 	k = append(k, topic...)
 	return append(k, 0)
 }
 
 func messageKey(topic, id string) []byte {
-	k := topicPrefix(pfxMessage, topic)
+	k := topicPrefixRoom(pfxMessage, topic, len(id))
 	return append(k, id...)
 }
 
 // bodyKey is where a split message keeps its payload and headers.
 func bodyKey(topic, id string) []byte {
-	k := topicPrefix(pfxBody, topic)
+	k := topicPrefixRoom(pfxBody, topic, len(id))
 	return append(k, id...)
 }
 
 // indexKey is a per-topic ordered index key: {p}/{topic}\x00{t BE8}{seq BE8}.
 func indexKey(p byte, topic string, t int64, seq uint64) []byte {
-	k := topicPrefix(p, topic)
+	k := topicPrefixRoom(p, topic, 16)
 	return appendTimeSeq(k, t, seq)
 }
 
@@ -91,7 +96,7 @@ func readyKey(topic string, prio uint8, due int64, seq uint64) []byte {
 	if prio == 0 {
 		return indexKey(pfxReady, topic, due, seq)
 	}
-	k := topicPrefix(pfxReadyPrio, topic)
+	k := topicPrefixRoom(pfxReadyPrio, topic, 17)
 	k = append(k, prio)
 	return appendTimeSeq(k, due, seq)
 }

@@ -303,6 +303,7 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	n := max(min(int64(p.Max), t.counts.Ready), 1)
 	size := int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen) // #nosec G115 -- n ≤ p.Max, an int
 	x := s.newTxnSized(size, size)
+	defer x.readInOrder()()
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {

@@ -36,6 +36,16 @@ type txn struct {
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
 	combined map[*store.Record]bool
+	// reads, when set (readInOrder), serves readRecord's point reads.
+	reads *orderedReader
+}
+
+// readInOrder makes readRecord with x read through iterators (see
+// orderedReader) until the returned func is called, which the caller
+// must do before it releases the topic lock.
+func (x *txn) readInOrder() (done func()) {
+	x.reads = &orderedReader{db: x.s.db}
+	return func() { x.reads.close(); x.reads = nil }
 }
 
 // writeCombined makes put write combined records (formats 1 and 2), for
