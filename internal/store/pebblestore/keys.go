@@ -89,6 +89,35 @@ func indexKey(p byte, topic string, t int64, seq uint64) []byte {
 	return appendTimeSeq(k, t, seq)
 }
 
+// appendTopicPrefix, appendIndexKey, appendReadyKey and appendGlobalKey
+// append the keys topicPrefix, indexKey, readyKey and globalKey make to
+// dst: a txn builds the keys it only passes to its batch (which copies
+// them) in one reused buffer.
+func appendTopicPrefix(dst []byte, p byte, topic string) []byte {
+	dst = append(dst, p, '/')
+	dst = append(dst, topic...)
+	return append(dst, 0)
+}
+
+func appendIndexKey(dst []byte, p byte, topic string, t int64, seq uint64) []byte {
+	return appendTimeSeq(appendTopicPrefix(dst, p, topic), t, seq)
+}
+
+func appendReadyKey(dst []byte, topic string, prio uint8, due int64, seq uint64) []byte {
+	if prio == 0 {
+		return appendIndexKey(dst, pfxReady, topic, due, seq)
+	}
+	return appendTimeSeq(append(appendTopicPrefix(dst, pfxReadyPrio, topic), prio), due, seq)
+}
+
+func appendGlobalKey(dst []byte, p byte, t int64, topic, id string) []byte {
+	dst = append(dst, p, '/')
+	dst = binary.BigEndian.AppendUint64(dst, orderedTime(t))
+	dst = append(dst, topic...)
+	dst = append(dst, 0)
+	return append(dst, id...)
+}
+
 // readyKey is where a ready message is indexed: r/ for priority 0, whose
 // keys are those of format 1, p/ with the priority before {due}{seq}
 // otherwise, so that each index iterates in lease order.

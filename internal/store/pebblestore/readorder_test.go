@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -109,3 +110,25 @@ func TestKeysAllocateOnce(t *testing.T) {
 }
 
 var keySink []byte
+
+// TestEntryInMatchesEntryOf: the keys a txn builds in its reused buffer
+// are entryOf's, for every state, priority and a dirty buffer.
+func TestEntryInMatchesEntryOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	states := []store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead, store.StateAcked, 0}
+	buf := []byte("left over from the previous key, longer than most")
+	for range 2000 {
+		r := &store.Record{
+			Topic: fmt.Sprintf("t%d", rng.IntN(1000)), ID: fmt.Sprintf("%x", rng.Uint64()),
+			State: states[rng.IntN(len(states))], Seq: rng.Uint64(), Priority: uint8(rng.IntN(3) * rng.IntN(256)),
+			DueAt: rng.Int64() - rng.Int64(), LeaseUntil: rng.Int64(), DeadAt: rng.Int64(), AckedAt: rng.Int64(),
+		}
+		want := entryOf(r)
+		var got indexEntry
+		got, buf = entryIn(buf, r)
+		if got.ix != want.ix || !bytes.Equal(got.key, want.key) || !bytes.Equal(got.global, want.global) ||
+			(got.key == nil) != (want.key == nil) || (got.global == nil) != (want.global == nil) {
+			t.Fatalf("%+v: entryIn %d %q %q, entryOf %d %q %q", r, got.ix, got.key, got.global, want.ix, want.key, want.global)
+		}
+	}
+}

@@ -69,7 +69,15 @@ func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*s
 			r.UpdatedAt = promotedAt
 		}
 	}
-	if r.State != want || !bytes.Equal(entryOf(r).key, key) {
+	var buf []byte
+	if x != nil {
+		buf = x.keys
+	}
+	e, buf := entryIn(buf, r)
+	if x != nil {
+		x.keys = buf
+	}
+	if r.State != want || !bytes.Equal(e.key, key) {
 		x.del(key)
 		return nil, nil
 	}
