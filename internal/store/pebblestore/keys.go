@@ -60,28 +60,62 @@ func fromOrderedTime(u uint64) int64 { return int64(u ^ (1 << 63)) } // #nosec G
 
 // topicPrefix is "{p}/{topic}\x00": the common prefix of a topic's keys in a
 // per-topic index (or the message table).
-func topicPrefix(p byte, topic string) []byte {
-	k := make([]byte, 0, 3+len(topic))
+func topicPrefix(p byte, topic string) []byte { return topicPrefixRoom(p, topic, 0) }
+
+// topicPrefixRoom is topicPrefix with room for rest more bytes: a key
+// built on it is allocated once, not grown by each append (a send, a
+// lease and an ack build several keys per message).
+func topicPrefixRoom(p byte, topic string, rest int) []byte {
+	k := make([]byte, 0, 3+len(topic)+rest)
 	k = append(k, p, '/')
 	k = append(k, topic...)
 	return append(k, 0)
 }
 
 func messageKey(topic, id string) []byte {
-	k := topicPrefix(pfxMessage, topic)
+	k := topicPrefixRoom(pfxMessage, topic, len(id))
 	return append(k, id...)
 }
 
 // bodyKey is where a split message keeps its payload and headers.
 func bodyKey(topic, id string) []byte {
-	k := topicPrefix(pfxBody, topic)
+	k := topicPrefixRoom(pfxBody, topic, len(id))
 	return append(k, id...)
 }
 
 // indexKey is a per-topic ordered index key: {p}/{topic}\x00{t BE8}{seq BE8}.
 func indexKey(p byte, topic string, t int64, seq uint64) []byte {
-	k := topicPrefix(p, topic)
+	k := topicPrefixRoom(p, topic, 16)
 	return appendTimeSeq(k, t, seq)
+}
+
+// appendTopicPrefix, appendIndexKey, appendReadyKey and appendGlobalKey
+// append the keys topicPrefix, indexKey, readyKey and globalKey make to
+// dst: a txn builds the keys it only passes to its batch (which copies
+// them) in one reused buffer.
+func appendTopicPrefix(dst []byte, p byte, topic string) []byte {
+	dst = append(dst, p, '/')
+	dst = append(dst, topic...)
+	return append(dst, 0)
+}
+
+func appendIndexKey(dst []byte, p byte, topic string, t int64, seq uint64) []byte {
+	return appendTimeSeq(appendTopicPrefix(dst, p, topic), t, seq)
+}
+
+func appendReadyKey(dst []byte, topic string, prio uint8, due int64, seq uint64) []byte {
+	if prio == 0 {
+		return appendIndexKey(dst, pfxReady, topic, due, seq)
+	}
+	return appendTimeSeq(append(appendTopicPrefix(dst, pfxReadyPrio, topic), prio), due, seq)
+}
+
+func appendGlobalKey(dst []byte, p byte, t int64, topic, id string) []byte {
+	dst = append(dst, p, '/')
+	dst = binary.BigEndian.AppendUint64(dst, orderedTime(t))
+	dst = append(dst, topic...)
+	dst = append(dst, 0)
+	return append(dst, id...)
 }
 
 // readyKey is where a ready message is indexed: r/ for priority 0, whose
@@ -91,7 +125,7 @@ func readyKey(topic string, prio uint8, due int64, seq uint64) []byte {
 	if prio == 0 {
 		return indexKey(pfxReady, topic, due, seq)
 	}
-	k := topicPrefix(pfxReadyPrio, topic)
+	k := topicPrefixRoom(pfxReadyPrio, topic, 17)
 	k = append(k, prio)
 	return appendTimeSeq(k, due, seq)
 }

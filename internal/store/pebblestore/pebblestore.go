@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -646,7 +647,7 @@ func (s *Store) getRecord(topic, id string) (*store.Record, error) {
 // records it read (their first rewrite must write the body).
 func (s *Store) readRecord(x *txn, topic, id string, withBody bool) (*store.Record, error) {
 	k := messageKey(topic, id)
-	v, closer, err := s.db.Get(k)
+	v, closer, err := s.pointGet(x, readRecords, k, len(k)-len(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, store.ErrNotFound
 	}
@@ -670,17 +671,36 @@ func (s *Store) readRecord(x *txn, topic, id string, withBody bool) (*store.Reco
 	if !withBody || r.State == store.StateAcked {
 		return r, nil
 	}
-	if err := s.readBody(r); err != nil {
+	if err := s.readBody(x, r); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
+// pointGet reads key, whose first prefixLen bytes are its topic's m/ or
+// b/ prefix: through x's ordered reader if it has one (see
+// txn.readInOrder), else by DB.Get. Missing: pebble.ErrNotFound. The
+// value is valid until closer is called.
+func (s *Store) pointGet(x *txn, kind int, key []byte, prefixLen int) ([]byte, io.Closer, error) {
+	if x != nil && x.reads != nil {
+		v, ok, err := x.reads.get(kind, key[:prefixLen], key)
+		if err == nil && !ok {
+			err = pebble.ErrNotFound
+		}
+		return v, nopCloser{}, err
+	}
+	return s.db.Get(key)
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
 // readBody reads the b/ body of split record r into it. A missing body is
 // damage: the store writes and deletes it with the record.
-func (s *Store) readBody(r *store.Record) error {
+func (s *Store) readBody(x *txn, r *store.Record) error {
 	k := bodyKey(r.Topic, r.ID)
-	v, closer, err := s.db.Get(k)
+	v, closer, err := s.pointGet(x, readBodies, k, len(k)-len(r.ID))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("pebblestore: key %q: %w: the body of a %s message is missing", k, store.ErrCorrupt, r.State)
 	}

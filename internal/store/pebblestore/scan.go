@@ -69,7 +69,15 @@ func (s *Store) indexed(x *txn, t *topic, key, val []byte, want store.State) (*s
 			r.UpdatedAt = promotedAt
 		}
 	}
-	if r.State != want || !bytes.Equal(entryOf(r).key, key) {
+	var buf []byte
+	if x != nil {
+		buf = x.keys
+	}
+	e, buf := entryIn(buf, r)
+	if x != nil {
+		x.keys = buf
+	}
+	if r.State != want || !bytes.Equal(e.key, key) {
 		x.del(key)
 		return nil, nil
 	}
@@ -303,6 +311,7 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	n := max(min(int64(p.Max), t.counts.Ready), 1)
 	size := int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen) // #nosec G115 -- n ≤ p.Max, an int
 	x := s.newTxnSized(size, size)
+	defer x.readInOrder()()
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {

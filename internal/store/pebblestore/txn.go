@@ -27,6 +27,9 @@ type txn struct {
 	applied bool
 	// scratch holds a record's encoding until the batch copies it.
 	scratch []byte
+	// keys holds a key put writes but does not keep (see entryIn) until
+	// the batch copies it.
+	keys []byte
 	// ops are the writes other than bodies, kept (copied into arena) for
 	// apply to add to the batch in key order; see set.
 	ops   []txnOp
@@ -36,6 +39,16 @@ type txn struct {
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
 	combined map[*store.Record]bool
+	// reads, when set (readInOrder), serves readRecord's point reads.
+	reads *orderedReader
+}
+
+// readInOrder makes readRecord with x read through iterators (see
+// orderedReader) until the returned func is called, which the caller
+// must do before it releases the topic lock.
+func (x *txn) readInOrder() (done func()) {
+	x.reads = &orderedReader{db: x.s.db}
+	return func() { x.reads.close(); x.reads = nil }
 }
 
 // writeCombined makes put write combined records (formats 1 and 2), for
@@ -125,6 +138,45 @@ func entryOf(r *store.Record) indexEntry {
 	return indexEntry{ix: -1}
 }
 
+// entryIn is entryOf with the keys built in buf, which it returns for
+// reuse: they are valid until buf is next written.
+func entryIn(buf []byte, r *store.Record) (indexEntry, []byte) {
+	e := indexEntry{ix: -1}
+	buf = buf[:0]
+	global := -1 // where the global key starts in buf
+	switch r.State {
+	case store.StateScheduled:
+		e.ix, buf = ixScheduled, appendIndexKey(buf, pfxScheduled, r.Topic, r.DueAt, r.Seq)
+	case store.StateReady:
+		e.ix = ixReady
+		if r.Priority != 0 {
+			e.ix = ixReadyPrio
+		}
+		buf = appendReadyKey(buf, r.Topic, r.Priority, r.DueAt, r.Seq)
+	case store.StateInflight:
+		e.ix, buf = ixInflight, appendIndexKey(buf, pfxInflight, r.Topic, r.LeaseUntil, r.Seq)
+		global = len(buf)
+		buf = appendGlobalKey(buf, pfxLease, r.LeaseUntil, r.Topic, r.ID)
+	case store.StateDead:
+		e.ix, buf = ixDead, appendIndexKey(buf, pfxDead, r.Topic, r.DeadAt, r.Seq)
+	case store.StateAcked:
+		global = 0
+		buf = appendGlobalKey(buf, pfxAcked, r.AckedAt, r.Topic, r.ID)
+	}
+	switch {
+	case global < 0:
+		if e.ix >= 0 {
+			e.key = buf
+		}
+	default:
+		if global > 0 {
+			e.key = buf[:global:global]
+		}
+		e.global = buf[global:]
+	}
+	return e, buf
+}
+
 // put replaces record old (nil: none) by nw (nil: delete) in topic t.
 // old must be the record as the txn read it (readRecord with x), or nil.
 //
@@ -138,7 +190,8 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 	if old != nil {
 		from = old.State
 		oldBody = !x.combined[old] && old.State != store.StateAcked
-		e := entryOf(old)
+		var e indexEntry
+		e, x.keys = entryIn(x.keys, old) // deleted: the batch copies them
 		if e.key != nil {
 			x.del(e.key)
 		}
@@ -148,7 +201,8 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 	}
 	if nw != nil {
 		to = nw.State
-		mk := messageKey(nw.Topic, nw.ID)
+		x.keys = append(appendTopicPrefix(x.keys[:0], pfxMessage, nw.Topic), nw.ID...)
+		mk := x.keys
 		switch {
 		case writeCombined:
 			x.set(mk, encodeRecord(make([]byte, 0, 64+len(nw.Payload)+len(nw.LastError)+len(nw.Receipt)), nw))
@@ -160,9 +214,11 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 			switch newBody := nw.State != store.StateAcked; {
 			case newBody && !oldBody:
 				x.scratch = encodeBody(x.scratch[:0], nw)
-				x.set(bodyKey(nw.Topic, nw.ID), x.scratch)
+				x.keys = append(appendTopicPrefix(x.keys[:0], pfxBody, nw.Topic), nw.ID...)
+				x.set(x.keys, x.scratch)
 			case !newBody && oldBody:
-				x.del(bodyKey(nw.Topic, nw.ID))
+				x.keys = append(appendTopicPrefix(x.keys[:0], pfxBody, nw.Topic), nw.ID...)
+				x.del(x.keys)
 			}
 		}
 		e := entryOf(nw)
