@@ -69,6 +69,11 @@ return out
 // only when it leased nothing and some partition failed: "nothing ready"
 // would be a claim about partitions it could not read.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
+	return s.lease(ctx, p, false)
+}
+
+// lease is MessageLease, or with due MessageLeaseDue (leasedue.go).
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -82,7 +87,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		return nil, err
 	}
 	if s.oneServer {
-		return s.leaseOneServer(ctx, p)
+		return s.leaseOneServer(ctx, p, due)
 	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
@@ -102,7 +107,12 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		if len(targets) == 0 {
 			break
 		}
-		pk := s.peek(ctx, "lease", targets, now, "now", want)
+		var pk *peekResult
+		if due {
+			pk = s.peekDue(ctx, targets, now, want)
+		} else {
+			pk = s.peek(ctx, "lease", targets, now, "now", want)
+		}
 		for j, err := range pk.errs {
 			parts.fail(src[j], err)
 		}
@@ -114,7 +124,12 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		var callPart []int
 		for j, n := range counts {
 			if n > 0 {
-				calls = append(calls, s.partCall(leaseScript, ks[src[j]], now, n, until, p.Token))
+				k := ks[src[j]]
+				if due {
+					calls = append(calls, s.onePartCall(leaseDueScript, k, now, n, until, p.Token))
+				} else {
+					calls = append(calls, s.partCall(leaseScript, k, now, n, until, p.Token))
+				}
 				callPart = append(callPart, src[j])
 			}
 		}

@@ -137,6 +137,12 @@ func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, 
 		}
 		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, limit}}
 	}
+	return s.peekRun(ctx, op, calls, stride)
+}
+
+// peekRun runs peek scripts (calls) within half the time left to the
+// call and reads their answers (readPeek).
+func (s *Store) peekRun(ctx context.Context, op string, calls []call, stride int) *peekResult {
 	var half time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		half = max(time.Until(dl)/2, time.Millisecond)
