@@ -20,8 +20,15 @@ import (
 // lease. A lease that sent its script straight away would leave the
 // message inflight to nobody until its lease ran out (in S11's freeze,
 // messages that came due during it were delivered a lease length late).
+// The same for MessageLeaseDue and a due scheduled message: it stays
+// scheduled.
 func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 	t.Parallel()
+	t.Run("ready", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, false) })
+	t.Run("due", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, true) })
+}
+
+func checkLeaseDuringFreeze(t *testing.T, due bool) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	const topic, now = "frz", int64(1_000_000)
@@ -34,7 +41,16 @@ func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 		t.Fatal("not on the single-server path")
 	}
 	lease := func() ([]*store.Record, error) {
-		return s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok"})
+		p := &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok"}
+		if due {
+			return s.MessageLeaseDue(ctx, p)
+		}
+		return s.MessageLease(ctx, p)
+	}
+	// With due, "a" is scheduled (sent before it was due) and due by now.
+	sentAt, want := now, store.StateReady
+	if due {
+		sentAt, want = now-10, store.StateScheduled
 	}
 	// Load the scripts and leave an idle pooled connection, which the
 	// call during the freeze writes to.
@@ -45,7 +61,7 @@ func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 	if recs, err := lease(); err != nil || len(recs) != 1 {
 		t.Fatalf("warm-up lease: %d records, %v", len(recs), err)
 	}
-	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now,
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: sentAt,
 		Messages: []store.InsertMessage{{ID: "a", DueAt: now - 1, MaxAttempts: 3}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +112,10 @@ func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != store.StateReady {
-		t.Fatalf("after the freeze, the message is %v (deliveries %d); want ready: the failed lease leased it to nobody", r.State, r.Deliveries)
+	if r.State != want {
+		t.Fatalf("after the freeze, the message is %v (deliveries %d); want %v: the failed lease leased it to nobody", r.State, r.Deliveries, want)
 	}
-	if recs, err := s2.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok2"}); err != nil || len(recs) != 1 || recs[0].ID != "a" {
+	if recs, err := s2.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: 10, LeaseFor: 60_000, Token: "tok2"}); err != nil || len(recs) != 1 || recs[0].ID != "a" {
 		t.Fatalf("lease after the freeze: %v, %v; want a", recs, err)
 	}
 }
