@@ -78,8 +78,10 @@
 // merge partitions exactly. A send and a promotion are one round trip; a
 // lease peeks first (read-only), so that a lease script is never sent to
 // a Redis that stopped answering: it would run when Redis resumed and
-// lease messages to a caller long gone. On a Cluster they keep to one
-// partition's slot per script, as follows.
+// lease messages to a caller long gone. Redis may still stop between the
+// peek's answer and the script, so the script also carries a run-by
+// instant on Redis's clock and leases nothing after it (runby.go). On a
+// Cluster they keep to one partition's slot per script, as follows.
 //
 // The store is a store.DueLeaser: MessageLeaseDue's script (the same
 // peek first) takes scheduled messages due by its now straight to

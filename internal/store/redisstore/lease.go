@@ -21,11 +21,14 @@ const leaseRounds = 3
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] n, ARGV[4] "+lease length" (ms after now), ARGV[5] token
+//	ARGV[6] run by (Redis TIME in ms, "" none; runby.go)
 //
 // Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1,
 // LeaseUntil = now + the lease length, and Receipt token-deliveries (unique per delivery since
 // the token is unique per call and Deliveries only grows).
-var leaseScript = newScript(flagsState, `
+var leaseScript = newScript(flagsState, redisClockFn+`
+local RUNBY = ARGV[6]
+`+runByCheck+`
 local lu, token = at(ARGV[4]), ARGV[5]
 local lus = istr(lu)
 local n = tonumber(ARGV[3])
@@ -124,11 +127,11 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 		var callPart []int
 		for j, n := range counts {
 			if n > 0 {
-				k := ks[src[j]]
+				k, by := ks[src[j]], runBy(ctx, pk.clocks[j], pk.sent)
 				if due {
-					calls = append(calls, s.onePartCall(leaseDueScript, k, now, n, until, p.Token))
+					calls = append(calls, s.onePartCall(leaseDueScript, k, now, n, until, p.Token, by))
 				} else {
-					calls = append(calls, s.partCall(leaseScript, k, now, n, until, p.Token))
+					calls = append(calls, s.partCall(leaseScript, k, now, n, until, p.Token, by))
 				}
 				callPart = append(callPart, src[j])
 			}
@@ -169,9 +172,10 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	return out, nil
 }
 
-// testHookLease, when a test sets it, runs in each MessageLease round
-// between the peek and the lease scripts: there a test takes a head as
-// another server would, or stops the master a script is about to reach.
+// testHookLease, when a test sets it, runs in each MessageLease (and
+// MessageLeaseDue) round between the peek and the lease scripts, on a
+// single server too: there a test takes a head as another server would,
+// or stops the master (or freezes the server) a script is about to reach.
 var testHookLease func(round int)
 
 // partFailures tracks, for one call on several partitions (or targets),

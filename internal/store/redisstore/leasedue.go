@@ -29,9 +29,12 @@ import (
 // of leaseAllScript:
 //
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
+//	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
 // Returns {now, id1, rec1, id2, rec2, …} in lease order.
-var leaseDueScript = newScript(flagsState, allPartsPrelude+`
+var leaseDueScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
+local RUNBY = ARGV[A+3]
+`+runByCheck+`
 local n = tonumber(ARGV[A])
 local lu, token = at(ARGV[A+1]), ARGV[A+2]
 local lus = istr(lu)
@@ -98,10 +101,11 @@ return out
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] max entries of each kind
 //
-// Returns {now, "", member1, score1, priority1, …}.
-var peekDueScript = newScript(flagsRead, `
+// Returns {now, Redis TIME (ms), member1, score1, priority1, …}, as
+// peekReadyScript.
+var peekDueScript = newScript(flagsRead, redisClockFn+`
 local max = tonumber(ARGV[3])
-local out = {NOW, ''}
+local out = {NOW, redisClock()}
 local left = max
 for _, pri in ipairs(readyPrios()) do
   if left <= 0 then break end

@@ -100,9 +100,12 @@ return {NOW, done, head or '0', after or '0'}
 // order.
 //
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
+//	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
 // Returns {now, id1, rec1, id2, rec2, …} in that order, as leaseScript.
-var leaseAllScript = newScript(flagsState, allPartsPrelude+`
+var leaseAllScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
+local RUNBY = ARGV[A+3]
+`+runByCheck+`
 local n = tonumber(ARGV[A])
 local lu, token = at(ARGV[A+1]), ARGV[A+2]
 local lus = istr(lu)
@@ -219,7 +222,10 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 	if due {
 		sc = leaseDueScript
 	}
-	c := s.allPartsCall(sc, p.Topic, now, p.Max, after(p.LeaseFor), p.Token)
+	if testHookLease != nil {
+		testHookLease(0)
+	}
+	c := s.allPartsCall(sc, p.Topic, now, p.Max, after(p.LeaseFor), p.Token, runBy(ctx, slices.Max(pk.clocks), pk.sent))
 	cmds, err := s.run(ctx, "lease", []call{c}, nil)
 	if err != nil {
 		return nil, err
