@@ -59,7 +59,8 @@
 // reply beside the Go method that runs it (insert, send, cancel and
 // reschedule in message.go; promote in promote.go; lease, ack, nack,
 // extend and expire in lease.go; the single-server promote and lease over
-// all partitions in oneserver.go; dead letters and the dedup purge in
+// all partitions in oneserver.go; the lease of due scheduled messages
+// (store.DueLeaser) in leasedue.go; dead letters and the dedup purge in
 // dead.go; topic info in topic.go; peeks in merge.go; the rate limiter in
 // ratelimit.go; schedules in schedule.go). All keys a script that may run
 // on a Cluster touches share the partition's hash tag, so none is
@@ -77,8 +78,17 @@
 // merge partitions exactly. A send and a promotion are one round trip; a
 // lease peeks first (read-only), so that a lease script is never sent to
 // a Redis that stopped answering: it would run when Redis resumed and
-// lease messages to a caller long gone. On a Cluster they keep to one
-// partition's slot per script, as follows.
+// lease messages to a caller long gone. Redis may still stop between the
+// peek's answer and the script, so the script also carries a run-by
+// instant on Redis's clock and leases nothing after it (runby.go). On a
+// Cluster they keep to one partition's slot per script, as follows.
+//
+// The store is a store.DueLeaser: MessageLeaseDue's script (the same
+// peek first) takes scheduled messages due by its now straight to
+// inflight, as if promoted first, so a message released to a waiting
+// long-poll costs one write script instead of a promotion and a lease;
+// MessagePromoteGrace (the promotion scripts with a grace) promotes only
+// what was left unleased for longer than the engine's grace.
 //
 // A promotion rewrites only the head of the record's header (state
 // through UpdatedAt, SETRANGE), never the payload. A lease, an extension,

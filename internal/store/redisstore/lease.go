@@ -21,11 +21,14 @@ const leaseRounds = 3
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] n, ARGV[4] "+lease length" (ms after now), ARGV[5] token
+//	ARGV[6] run by (Redis TIME in ms, "" none; runby.go)
 //
 // Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1,
 // LeaseUntil = now + the lease length, and Receipt token-deliveries (unique per delivery since
 // the token is unique per call and Deliveries only grows).
-var leaseScript = newScript(flagsState, `
+var leaseScript = newScript(flagsState, redisClockFn+`
+local RUNBY = ARGV[6]
+`+runByCheck+`
 local lu, token = at(ARGV[4]), ARGV[5]
 local lus = istr(lu)
 local n = tonumber(ARGV[3])
@@ -69,6 +72,11 @@ return out
 // only when it leased nothing and some partition failed: "nothing ready"
 // would be a claim about partitions it could not read.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
+	return s.lease(ctx, p, false)
+}
+
+// lease is MessageLease, or with due MessageLeaseDue (leasedue.go).
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -82,7 +90,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		return nil, err
 	}
 	if s.oneServer {
-		return s.leaseOneServer(ctx, p)
+		return s.leaseOneServer(ctx, p, due)
 	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
@@ -102,7 +110,12 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		if len(targets) == 0 {
 			break
 		}
-		pk := s.peek(ctx, "lease", targets, now, "now", want)
+		var pk *peekResult
+		if due {
+			pk = s.peekDue(ctx, targets, now, want)
+		} else {
+			pk = s.peek(ctx, "lease", targets, now, "now", want)
+		}
 		for j, err := range pk.errs {
 			parts.fail(src[j], err)
 		}
@@ -114,7 +127,12 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 		var callPart []int
 		for j, n := range counts {
 			if n > 0 {
-				calls = append(calls, s.partCall(leaseScript, ks[src[j]], now, n, until, p.Token))
+				k, by := ks[src[j]], runBy(ctx, pk.clocks[j], pk.sent)
+				if due {
+					calls = append(calls, s.onePartCall(leaseDueScript, k, now, n, until, p.Token, by))
+				} else {
+					calls = append(calls, s.partCall(leaseScript, k, now, n, until, p.Token, by))
+				}
 				callPart = append(callPart, src[j])
 			}
 		}
@@ -154,9 +172,10 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	return out, nil
 }
 
-// testHookLease, when a test sets it, runs in each MessageLease round
-// between the peek and the lease scripts: there a test takes a head as
-// another server would, or stops the master a script is about to reach.
+// testHookLease, when a test sets it, runs in each MessageLease (and
+// MessageLeaseDue) round between the peek and the lease scripts, on a
+// single server too: there a test takes a head as another server would,
+// or stops the master (or freezes the server) a script is about to reach.
 var testHookLease func(round int)
 
 // partFailures tracks, for one call on several partitions (or targets),

@@ -56,11 +56,12 @@ return r
 //	KEYS[1-5] the partition's indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3]  upper bound of scores, as for peekScript; ARGV[4] max entries
 //
-// Returns {now, "", member1, score1, priority1, …}.
-var peekReadyScript = newScript(flagsRead, `
+// Returns {now, Redis TIME (ms), member1, score1, priority1, …}: the
+// TIME bounds when the lease that follows may run (runby.go).
+var peekReadyScript = newScript(flagsRead, redisClockFn+`
 local bound, max = ARGV[3], tonumber(ARGV[4])
 if bound == 'now' then bound = NOW_S elseif bound ~= '' and string.byte(bound) == 43 then bound = istr(at(bound)) end
-local out = {NOW, ''}
+local out = {NOW, redisClock()}
 for _, pri in ipairs(readyPrios()) do
   if max <= 0 then break end
   local r
@@ -105,8 +106,12 @@ type peekTarget struct {
 type peekResult struct {
 	per   [][]cand // entries within the bound, per target
 	nows  []int64  // the now each script judged by
-	heads []int64  // score of each target's first entry; 0 when empty
-	errs  []error  // why a target was not read (nil: it was); it has no entries
+	heads []int64  // score of each target's first entry; 0 when empty (not ready targets)
+	// clocks: Redis TIME (ms) when each ready target's peek ran (runby.go);
+	// 0 for other targets. sent: when the peeks were sent.
+	clocks []int64
+	sent   time.Time
+	errs   []error // why a target was not read (nil: it was); it has no entries
 }
 
 // err is the first target's error: for callers that need every target.
@@ -137,27 +142,37 @@ func (s *Store) peek(ctx context.Context, op string, targets []peekTarget, now, 
 		}
 		calls[i] = call{sc: peekScript, keys: []string{t.k.all()[t.index-1]}, args: []any{now, t.k.msgPrefix, bound, limit}}
 	}
+	return s.peekRun(ctx, op, calls, stride)
+}
+
+// peekRun runs peek scripts (calls) within half the time left to the
+// call and reads their answers (readPeek).
+func (s *Store) peekRun(ctx context.Context, op string, calls []call, stride int) *peekResult {
 	var half time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		half = max(time.Until(dl)/2, time.Millisecond)
 	}
 	b := s.boundFor(ctx, half, boundPeek)
 	defer b.stop()
+	sent := time.Now()
 	cmds, errs := s.runEach(b.ctx, op, calls)
 	for i := range errs {
 		errs[i] = b.wrap(errs[i])
 	}
-	return readPeek(op, cmds, errs, stride)
+	r := readPeek(op, cmds, errs, stride)
+	r.sent = sent
+	return r
 }
 
 // readPeek reads peek answers: entries of stride 2 (member, score) or 3
 // (member, score, priority; ready indexes).
 func readPeek(op string, cmds []*redis.Cmd, errs []error, stride int) *peekResult {
 	r := &peekResult{
-		per:   make([][]cand, len(cmds)),
-		nows:  make([]int64, len(cmds)),
-		heads: make([]int64, len(cmds)),
-		errs:  errs,
+		per:    make([][]cand, len(cmds)),
+		nows:   make([]int64, len(cmds)),
+		heads:  make([]int64, len(cmds)),
+		clocks: make([]int64, len(cmds)),
+		errs:   errs,
 	}
 	for i, cmd := range cmds {
 		if errs[i] != nil {
@@ -169,7 +184,11 @@ func readPeek(op string, cmds []*redis.Cmd, errs []error, stride int) *peekResul
 			continue
 		}
 		r.nows[i] = asInt(a[0])
-		r.heads[i] = parseInt(asString(a[1]))
+		if stride == 3 { // ready targets
+			r.clocks[i] = asInt(a[1])
+		} else {
+			r.heads[i] = parseInt(asString(a[1]))
+		}
 		for j := 2; j < len(a); j += stride {
 			c := cand{src: i, member: asString(a[j]), score: parseInt(asString(a[j+1]))}
 			if stride == 3 {

@@ -46,17 +46,20 @@ end
 `
 
 // promoteAllScript is promoteScript over all partitions: it takes the
-// first n due scheduled messages of the topic in (DueAt, Seq) order.
+// first n scheduled messages of the topic due by now − grace in (DueAt,
+// Seq) order.
 //
 //	ARGV[A] n, ARGV[A+1] the notification channel, ARGV[A+2] the topic
+//	ARGV[A+3] grace (ms)
 //
-// Returns {now, promoted, next due score or "0"}, and publishes
+// Returns {now, promoted, head, after} over all partitions, and publishes
 // "topic\t0" when it promoted any, as promoteScript.
 var promoteAllScript = newScript(flagsState, allPartsPrelude+promoteFn+`
 local n = tonumber(ARGV[A])
+local cut = istr(NOW - tonumber(ARGV[A+3]))
 local cands = {}
 for j = 0, P - 1 do
-  local ms = redis.call('ZRANGE', KEYS[5*j+1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+  local ms = redis.call('ZRANGE', KEYS[5*j+1], '-inf', cut, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
   for i = 1, #ms, 2 do
     cands[#cands+1] = {j = j, m = ms[i], due = ms[i+1], s = tonumber(ms[i+1]), c = ctrnum(ms[i])}
   end
@@ -76,12 +79,20 @@ for x = 1, done do
   end
 end
 if done > 0 then redis.call('PUBLISH', ARGV[A+1], ARGV[A+2] .. '\t0') end
-local nextDue, nextS
+local head, headS, after, afterS
 for j = 0, P - 1 do
   local h = redis.call('ZRANGE', KEYS[5*j+1], 0, 0, 'WITHSCORES')
-  if h[2] and (not nextS or tonumber(h[2]) < nextS) then nextDue, nextS = h[2], tonumber(h[2]) end
+  if h[2] then
+    local hs = tonumber(h[2])
+    if not headS or hs < headS then head, headS = h[2], hs end
+    if hs <= NOW then
+      h = redis.call('ZRANGE', KEYS[5*j+1], '(' .. NOW_S, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      hs = tonumber(h[2])
+    end
+    if h[2] and (not afterS or hs < afterS) then after, afterS = h[2], hs end
+  end
 end
-return {NOW, done, nextDue or '0'}
+return {NOW, done, head or '0', after or '0'}
 `)
 
 // leaseAllScript is leaseScript over all partitions: it leases the
@@ -89,9 +100,12 @@ return {NOW, done, nextDue or '0'}
 // order.
 //
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
+//	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
 // Returns {now, id1, rec1, id2, rec2, …} in that order, as leaseScript.
-var leaseAllScript = newScript(flagsState, allPartsPrelude+`
+var leaseAllScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
+local RUNBY = ARGV[A+3]
+`+runByCheck+`
 local n = tonumber(ARGV[A])
 local lu, token = at(ARGV[A+1]), ARGV[A+2]
 local lus = istr(lu)
@@ -146,18 +160,21 @@ func (s *Store) allPartsCall(sc *script, topic, now string, args ...any) call {
 	return call{sc: sc, keys: keys, args: append(a, args...)}
 }
 
-// promoteOneServer is MessagePromote on a single server: one script.
-func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
-	c := s.allPartsCall(promoteAllScript, p.Topic, s.nowArg(p.Now), p.Max, s.keys.channel(), p.Topic)
+// promoteOneServer is MessagePromote (MessagePromoteGrace) on a single
+// server: one script.
+func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
+	c := s.allPartsCall(promoteAllScript, p.Topic, s.nowArg(p.Now), p.Max, s.keys.channel(), p.Topic, grace)
 	cmds, err := s.run(ctx, "promote", []call{c}, nil)
 	if err != nil {
 		return nil, err
 	}
 	a := asSlice(cmds[0].Val())
-	if len(a) != 3 {
+	if len(a) != 4 {
 		return nil, errReply("promote", cmds[0].Val())
 	}
-	res := &store.PromoteResult{Now: asInt(a[0]), Promoted: int(asInt(a[1])), NextDue: parseInt(asString(a[2]))}
+	d := partDue{now: asInt(a[0]), head: parseInt(asString(a[2])), after: parseInt(asString(a[3]))}
+	res := &store.PromoteResult{Now: d.now, Promoted: int(asInt(a[1]))}
+	res.NextDue, res.HeldDue = d.split(grace)
 	if s.callerNow {
 		res.Now = 0 // "judged by Params.Now"
 	}
@@ -176,7 +193,10 @@ func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromotePar
 // and the script goes out only after Redis has just answered, as on a
 // Cluster. Promotions and sends stay one script: run late, they do what a
 // retry would.
-func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+//
+// With due (MessageLeaseDue) the peek also looks at the scheduled
+// messages due by now, and the script is leaseDueScript.
+func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
 	if p.Max <= 0 {
 		return nil, nil
 	}
@@ -186,14 +206,26 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams)
 	for i, k := range ks {
 		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
 	}
-	pk := s.peek(ctx, "lease", targets, now, "now", 1)
+	var pk *peekResult
+	if due {
+		pk = s.peekDue(ctx, targets, now, 1)
+	} else {
+		pk = s.peek(ctx, "lease", targets, now, "now", 1)
+	}
 	if err := pk.err(); err != nil {
 		return nil, err
 	}
 	if !slices.ContainsFunc(pk.per, func(c []cand) bool { return len(c) > 0 }) {
 		return nil, nil
 	}
-	c := s.allPartsCall(leaseAllScript, p.Topic, now, p.Max, after(p.LeaseFor), p.Token)
+	sc := leaseAllScript
+	if due {
+		sc = leaseDueScript
+	}
+	if testHookLease != nil {
+		testHookLease(0)
+	}
+	c := s.allPartsCall(sc, p.Topic, now, p.Max, after(p.LeaseFor), p.Token, runBy(ctx, slices.Max(pk.clocks), pk.sent))
 	cmds, err := s.run(ctx, "lease", []call{c}, nil)
 	if err != nil {
 		return nil, err

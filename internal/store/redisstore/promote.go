@@ -1,7 +1,9 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/delayq/delayq/internal/store"
@@ -30,30 +32,43 @@ local function promoteRec(k)
 end
 `
 
-// promoteScript moves the partition's first n due scheduled messages to
-// ready (R4: in the store, atomically, whoever runs it).
+// promoteScript moves the partition's first n scheduled messages due by
+// now − grace to ready (R4: in the store, atomically, whoever runs it).
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] n
-//	ARGV[4] the notification channel, ARGV[5] the topic
+//	ARGV[4] the notification channel, ARGV[5] the topic, ARGV[6] grace (ms)
 //
-// Returns {now, promoted, next due score or "0"}. Due means score <= now,
-// so nothing is promoted early by the script's clock. When it promoted
-// any, it publishes "topic\t0" (ready now) itself: other servers armed
-// the same due time, and whichever promotes first must wake their
+// Returns {now, promoted, head, after}: head is the score of the first
+// message still scheduled, after that of the first due after now (equal
+// to head when head is after now; "0": none). Due means score <= now −
+// grace, so nothing is promoted early by the script's clock. When it
+// promoted any, it publishes "topic\t0" (ready now) itself: other servers
+// armed the same due time, and whichever promotes first must wake their
 // long-polls too, or they sleep until the sweep.
 var promoteScript = newScript(flagsState, promoteFn+`
-local ms = redis.call('ZRANGE', IDX[1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]), 'WITHSCORES')
-for i = 1, #ms, 2 do
-  local m, due = ms[i], ms[i+1]
-  local pri = promoteRec(mkey(idof(m)))
-  redis.call('ZREM', IDX[1], m)
-  if pri then -- (a member always has its message; never recreate one half)
-    index({st = 2, pri = pri}, m, due)
+local n = tonumber(ARGV[3])
+local done = 0
+if n > 0 then
+  local ms = redis.call('ZRANGE', IDX[1], '-inf', istr(NOW - tonumber(ARGV[6])), 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+  for i = 1, #ms, 2 do
+    local m, due = ms[i], ms[i+1]
+    local pri = promoteRec(mkey(idof(m)))
+    redis.call('ZREM', IDX[1], m)
+    if pri then -- (a member always has its message; never recreate one half)
+      index({st = 2, pri = pri}, m, due)
+    end
   end
+  done = #ms / 2
 end
-if #ms > 0 then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '\t0') end
+if done > 0 then redis.call('PUBLISH', ARGV[4], ARGV[5] .. '\t0') end
 local h = redis.call('ZRANGE', IDX[1], 0, 0, 'WITHSCORES')
-return {NOW, #ms / 2, h[2] or '0'}
+local head = h[2] or '0'
+local after = head
+if h[2] and tonumber(h[2]) <= NOW then
+  local a = redis.call('ZRANGE', IDX[1], '(' .. NOW_S, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  after = a[2] or '0'
+end
+return {NOW, done, head, after}
 `)
 
 // MessagePromote implements store.Store: it peeks at the due heads of
@@ -71,6 +86,37 @@ return {NOW, #ms / 2, h[2] or '0'}
 // would after an error — while the healthy partitions keep their own,
 // possibly earlier, due times.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (_ *store.PromoteResult, err error) {
+	return s.promote(ctx, p, 0)
+}
+
+// MessagePromoteGrace implements store.DueLeaser: MessagePromote of the
+// messages due by now − grace (Redis TIME), leaving those due since to
+// the long-polls the engine woke, whose MessageLeaseDue takes them. A
+// script holds nothing between calls, so it is never Busy.
+func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (_ *store.PromoteResult, err error) {
+	return s.promote(ctx, p, max(grace, 0))
+}
+
+// partDue is what one partition's promotion left: its now, the first
+// scheduled score (head) and the first after now (after); 0: none.
+type partDue struct{ now, head, after int64 }
+
+// split classifies a partition's heads for MessagePromoteGrace: a head
+// due by now − grace is still to promote (Max cut the call short, or a
+// race): NextDue, so that the engine promotes again at once; one due by
+// now is held for the leases (HeldDue), and NextDue is the first after
+// now; a later head is NextDue. With grace 0 this is MessagePromote's
+// NextDue, the first scheduled score.
+func (d partDue) split(grace int64) (next, held int64) {
+	switch {
+	case d.head == 0 || d.head > d.now || d.head <= d.now-grace:
+		return d.head, 0
+	default:
+		return d.after, d.head
+	}
+}
+
+func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grace int64) (_ *store.PromoteResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -85,7 +131,7 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		return res, nil
 	}
 	if s.oneServer {
-		return s.promoteOneServer(ctx, p)
+		return s.promoteOneServer(ctx, p, grace)
 	}
 	ks := s.keys.allParts(p.Topic)
 	parts.keys, parts.down = ks, make([]bool, len(ks))
@@ -94,17 +140,25 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		targets[i] = peekTarget{k: k, index: int(store.StateScheduled)}
 	}
 	now := s.nowArg(p.Now)
-	pk := s.peek(ctx, "promote", targets, now, "now", p.Max)
+	bound := "now"
+	if grace > 0 {
+		bound = fmt.Sprintf("+%d", -grace)
+	}
+	pk := s.peek(ctx, "promote", targets, now, bound, p.Max)
 	for i, err := range pk.errs {
 		parts.fail(i, err)
 	}
 	counts, _ := top(pk.per, p.Max)
-	nows, next := pk.nows, pk.heads // a partition that promotes reports its new head
+	dues := make([]partDue, len(ks))
 	var calls []call
 	var callPart []int
 	for i, n := range counts {
-		if n > 0 {
-			calls = append(calls, s.partCall(promoteScript, ks[i], now, n, s.keys.channel(), p.Topic))
+		dues[i] = partDue{now: pk.nows[i], head: pk.heads[i], after: pk.heads[i]}
+		// A partition with a head held for the leases is asked too (with
+		// nothing to promote), for its first message due after now.
+		held := pk.errs[i] == nil && pk.heads[i] != 0 && pk.heads[i] <= pk.nows[i] && pk.heads[i] > pk.nows[i]-grace
+		if n > 0 || held {
+			calls = append(calls, s.partCall(promoteScript, ks[i], now, n, s.keys.channel(), p.Topic, grace))
 			callPart = append(callPart, i)
 		}
 	}
@@ -116,15 +170,15 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 			continue
 		}
 		a := asSlice(cmd.Val())
-		if len(a) != 3 {
+		if len(a) != 4 {
 			parts.fail(i, errReply("promote", cmd.Val()))
 			continue
 		}
-		nows[i] = asInt(a[0])
 		res.Promoted += int(asInt(a[1]))
-		next[i] = parseInt(asString(a[2]))
+		dues[i] = partDue{now: asInt(a[0]), head: parseInt(asString(a[2])), after: parseInt(asString(a[3]))}
 	}
 	base := -1 // the first partition that answered: its now is the call's
+	var heldNow int64
 	for i := range ks {
 		if parts.down[i] {
 			continue
@@ -132,21 +186,26 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 		if base < 0 {
 			base = i
 		}
-		if d := next[i]; d != 0 && (res.NextDue == 0 || d < res.NextDue) {
-			res.NextDue, res.Now = d, nows[i]
+		next, held := dues[i].split(grace)
+		if next != 0 && (res.NextDue == 0 || next < res.NextDue) {
+			res.NextDue, res.Now = next, dues[i].now
+		}
+		if held != 0 && (res.HeldDue == 0 || held < res.HeldDue) {
+			res.HeldDue, heldNow = held, dues[i].now
 		}
 	}
 	if base < 0 {
 		return nil, parts.first
 	}
 	if res.NextDue == 0 {
-		res.Now = nows[base]
+		res.Now = cmp.Or(heldNow, dues[base].now)
 	}
 	if parts.any() {
 		// The failed partitions' heads are unknown (or, after a failed
 		// script, stale): retry them soon, judged by a clock that answered.
-		if retry := nows[base] + partRetry.Milliseconds(); res.NextDue == 0 || retry-nows[base] < res.NextDue-res.Now {
-			res.NextDue, res.Now = retry, nows[base]
+		nowB := dues[base].now
+		if retry := nowB + partRetry.Milliseconds(); res.NextDue == 0 || retry-nowB < res.NextDue-res.Now {
+			res.NextDue, res.Now = retry, nowB
 		}
 	}
 	if s.callerNow {

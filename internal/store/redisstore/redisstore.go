@@ -130,8 +130,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store     = (*Store)(nil)
+	_ store.Notifier  = (*Store)(nil)
+	_ store.DueLeaser = (*Store)(nil)
 )
 
 // Open connects to Redis, runs the preflight checks (preflight.go; for
