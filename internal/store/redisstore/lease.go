@@ -40,16 +40,7 @@ for _, pri in ipairs(readyPrios()) do
   local rk = rkey(pri)
   local ms = redis.call('ZRANGE', rk, '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, n)
   for _, m in ipairs(ms) do
-    local id = idof(m)
-    local k = mkey(id)
-    local r = load(k)
-    if r then
-      unindex(r, m)
-      r.dlv = r.dlv + 1
-      r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
-      redis.call('ZADD', IDX[3], lus, m)
-      out[#out+1] = id
-      out[#out+1] = save(k, r)
+    if takeLease(m, lu, lus, token, out) then
       n = n - 1
     else
       redis.call('ZREM', rk, m)

@@ -213,6 +213,23 @@ local function unindex(r, m)
   redis.call('ZREM', k, m)
   if pri > 0 and redis.call('EXISTS', k) == 0 then redis.call('ZREM', prios(), istr(pri)) end
 end
+-- takeLease moves the message of index member m (scheduled or ready,
+-- and due) to inflight until lu (lus: the same as a string) under the
+-- receipt token-deliveries, and appends its id and record to out; false
+-- when its record is gone, so the caller drops the stale member.
+local function takeLease(m, lu, lus, token, out)
+  local id = idof(m)
+  local k = mkey(id)
+  local r = load(k)
+  if not r then return false end
+  unindex(r, m)
+  r.dlv = r.dlv + 1
+  r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
+  redis.call('ZADD', IDX[3], lus, m)
+  out[#out+1] = id
+  out[#out+1] = save(k, r)
+  return true
+end
 -- leased loads k (with ld: load, or loadHead) and checks that it is
 -- inflight under receipt: 'ok' | 'nf' | 'conflict', the state, and the
 -- record.

@@ -129,19 +129,7 @@ local out = {NOW}
 for x = 1, math.min(n, #cands) do
   local c = cands[x]
   usePart(c.j)
-  local id = idof(c.m)
-  local k = mkey(id)
-  local r = load(k)
-  if r then
-    unindex(r, c.m)
-    r.dlv = r.dlv + 1
-    r.st, r.t, r.rcpt, r.uat = 3, lu, token .. '-' .. istr(r.dlv), NOW
-    redis.call('ZADD', IDX[3], lus, c.m)
-    out[#out+1] = id
-    out[#out+1] = save(k, r)
-  else
-    redis.call('ZREM', rkey(c.pri), c.m)
-  end
+  if not takeLease(c.m, lu, lus, token, out) then redis.call('ZREM', rkey(c.pri), c.m) end
 end
 return out
 `)
