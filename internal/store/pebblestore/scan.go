@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -13,6 +14,11 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/delayq/delayq/internal/store"
 )
+
+// disableLeaseScheduled makes MessageLeaseDue promote before it leases
+// even when nothing is ready; set only by BenchmarkLeaseDueRelease, to
+// show what leaseScheduled saves.
+var disableLeaseScheduled bool
 
 // disableLowWater makes scans start at the front of each index; set only
 // by BenchmarkLeaseAfterAcks to show what the marks save.
@@ -291,6 +297,12 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if due && t.counts.Ready == 0 && !disableLeaseScheduled && !noneDue(t, p.Now) {
+		out, done, err := s.leaseScheduled(t, p)
+		if err != nil || done {
+			return out, err
+		}
+	}
 	if due && !noneDue(t, p.Now) {
 		// Up to Max, all ready: the lease below then takes them in lease
 		// order with what was ready before. It takes fewer than Max only
@@ -354,6 +366,65 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	t.lw[ixReady] = next
 	t.lw[ixReadyPrio] = nextPrio
 	return out, x.wait(false)
+}
+
+// leaseScheduled is MessageLeaseDue when nothing is ready: the due s/
+// entries are then all a lease can take, so when there are at most Max of
+// them it leases them straight from s/. Promoting them first would write
+// an r/ entry per message (and apply a batch of its own) that the same
+// lock hold deletes again: on a queue whose consumers keep up, that is
+// every release. With more than Max due it leases nothing and answers
+// done false: which Max come first is the lease order (priority first),
+// and the caller promotes and leases in that order.
+func (s *Store) leaseScheduled(t *topic, p *store.MessageLeaseParams) (out []*store.Record, done bool, err error) {
+	scheduledScans.Add(1)
+	it, err := s.indexIter(t, ixScheduled, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	type dueEntry struct{ key, id []byte }
+	var due []dueEntry
+	next := endSuffix
+	for it.First(); it.Valid(); it.Next() {
+		if d, _, _ := parseIndexSuffix(it.Key()); d > p.Now {
+			next = suffix(it.Key())
+			break
+		}
+		if len(due) == p.Max {
+			if err := it.Close(); err != nil {
+				return nil, false, classify("scan scheduled", err)
+			}
+			return nil, false, nil
+		}
+		id, _ := parseScheduledValue(it.Value())
+		due = append(due, dueEntry{bytes.Clone(it.Key()), bytes.Clone(id)})
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, classify("scan scheduled", err)
+	}
+	size := len(due) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen)
+	x := s.newTxnSized(size, size)
+	defer x.readInOrder()()
+	out = make([]*store.Record, 0, len(due))
+	for _, e := range due {
+		r, err := s.indexed(x, t, e.key, e.id, store.StateScheduled)
+		if err != nil {
+			return nil, false, err
+		}
+		if r == nil {
+			continue
+		}
+		nw := leaseRecord(r, p)
+		x.put(t, r, nw)
+		out = append(out, nw)
+	}
+	// s/ is in (due, seq) order; the answer is in lease order.
+	slices.SortStableFunc(out, func(a, b *store.Record) int { return cmp.Compare(a.Priority, b.Priority) })
+	if err := x.apply(false); err != nil {
+		return nil, false, err
+	}
+	t.lw[ixScheduled] = next
+	return out, true, x.wait(false)
 }
 
 // leasePrio is MessageLease's walk of p/, from the lowest priority:

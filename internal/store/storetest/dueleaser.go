@@ -113,4 +113,53 @@ func RunDueLeaser(t *testing.T, open func(t *testing.T) store.Store) {
 	if tr.NextDue != 0 || tr.OldestReady != 0 {
 		t.Errorf("after leasing all: NextDue %d OldestReady %d, want 0 0 (queue rows left behind)", tr.NextDue, tr.OldestReady)
 	}
+
+	// Nothing ready and several due, of mixed priorities: each lease
+	// answers in lease order, priority before due time (which due ones a
+	// lease of fewer than are due considers is the first Max of each
+	// partition), and two leases take every due message once.
+	for _, m := range []struct {
+		id   string
+		due  int64
+		prio uint8
+	}{{"u-p2", now - 30, 2}, {"u-a", now - 20, 0}, {"u-p1", now - 10, 1}, {"u-b", now - 5, 0}, {"u-next", now + 1, 0}} {
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "u", Now: now - 100, Messages: []store.InsertMessage{
+			{ID: m.id, DueAt: m.due, MaxAttempts: 3, Priority: m.prio},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []string
+	for _, max := range []int{2, 10} {
+		recs, err := dl.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "u", Now: now, Max: max, LeaseFor: 1000, Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 {
+			t.Errorf("lease of %d with 4 then 2 due: %d messages, want 2", max, len(recs))
+		}
+		for i, r := range recs {
+			if r.State != store.StateInflight || r.Deliveries != 1 || r.DueAt > now {
+				t.Errorf("leased %s: state %v deliveries %d due %d", r.ID, r.State, r.Deliveries, r.DueAt-now)
+			}
+			if i > 0 {
+				if q := recs[i-1]; q.Priority > r.Priority || q.Priority == r.Priority && q.DueAt > r.DueAt {
+					t.Errorf("lease of %d answered %s (priority %d, due %d) before %s (priority %d, due %d): not lease order",
+						max, q.ID, q.Priority, q.DueAt-now, r.ID, r.Priority, r.DueAt-now)
+				}
+			}
+			all = append(all, r.ID)
+		}
+	}
+	slices.Sort(all)
+	if want := []string{"u-a", "u-b", "u-p1", "u-p2"}; !slices.Equal(all, want) {
+		t.Errorf("two leases took %v, want %v once each", all, want)
+	}
+	tr, err = s.TopicGet(ctx, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Counts{Scheduled: 1, Inflight: 4}); tr.Counts != want {
+		t.Errorf("topic u counts %+v, want %+v", tr.Counts, want)
+	}
 }
