@@ -59,7 +59,10 @@
 // itself; MessagePromoteGrace leaves such newly due entries in s/, and
 // answers Busy instead of waiting for a topic another call holds (the
 // engine retries). MessageLeaseDue skips its s/ scan when the topic's s/
-// low-water mark (at most the first key) is after now.
+// low-water mark (at most the first key) is after now. When nothing is
+// ready and at most Max are due, it leases them straight from s/ in one
+// batch (leaseScheduled): no r/ entry written and deleted again, which on
+// a queue whose consumers keep up is every release.
 // Layout change of 2026-11-30 (before any release, so no migration): the
 // record alone used to carry the state.
 //
