@@ -27,8 +27,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -162,7 +164,7 @@ func (t *QueueTarget) Consume(ctx context.Context, o bench.ConsumeOptions, handl
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- t.consumeLoop(ctx, q, req, handle)
+			errc <- t.consumeLoop(ctx, q, req, o.PipelineAcks, handle)
 		}()
 	}
 	wg.Wait()
@@ -174,7 +176,13 @@ func (t *QueueTarget) Consume(ctx context.Context, o bench.ConsumeOptions, handl
 	return errors.Join(errs...)
 }
 
-func (t *QueueTarget) consumeLoop(ctx context.Context, q queueAPI, req domain.LeaseRequest, handle func([]bench.Delivery)) error {
+func (t *QueueTarget) consumeLoop(ctx context.Context, q queueAPI, req domain.LeaseRequest, pipeline bool, handle func([]bench.Delivery)) error {
+	ack := func(acks []domain.AckRequest) error { return t.ack(ctx, q, acks) }
+	if pipeline {
+		p := startAckPipeline(ctx, q, t)
+		defer p.stop()
+		ack = p.queue
+	}
 	acks := make([]domain.AckRequest, 0, req.Max)
 	ds := make([]bench.Delivery, 0, req.Max)
 	for ctx.Err() == nil {
@@ -199,22 +207,89 @@ func (t *QueueTarget) consumeLoop(ctx context.Context, q queueAPI, req domain.Le
 			acks = append(acks, domain.AckRequest{ID: m.ID, Receipt: m.Receipt})
 		}
 		handle(ds)
-		var res []error
-		if len(acks) == 1 {
-			res = []error{q.Ack(ctx, t.Topic, acks[0].ID, acks[0].Receipt)}
-		} else if res, err = q.AckBatch(ctx, t.Topic, acks); err != nil {
+		if err := ack(acks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ack acknowledges acks in one call (Ack for one, AckBatch for more). An
+// error after ctx ended is not one: the run is over.
+func (t *QueueTarget) ack(ctx context.Context, q queueAPI, acks []domain.AckRequest) error {
+	var res []error
+	if len(acks) == 1 {
+		res = []error{q.Ack(ctx, t.Topic, acks[0].ID, acks[0].Receipt)}
+	} else {
+		var err error
+		if res, err = q.AckBatch(ctx, t.Topic, acks); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("ack batch: %w", err)
 		}
-		for i, e := range res {
-			if e != nil && ctx.Err() == nil {
-				return fmt.Errorf("ack %s: %w", acks[i].ID, e)
-			}
+	}
+	for i, e := range res {
+		if e != nil && ctx.Err() == nil {
+			return fmt.Errorf("ack %s: %w", acks[i].ID, e)
 		}
 	}
 	return nil
+}
+
+// ackPipeline is one consumer's acker when acks are pipelined: the
+// consumer queues a batch's acks and leases again at once, and the acker
+// sends what is queued in batches of up to domain.MaxBatch, as delayq's
+// Worker does (its ackLoop). A durable ack waits for an fsync; a consumer
+// that waited for it before its next lease would hold back every message
+// coming due meanwhile.
+type ackPipeline struct {
+	in   chan []domain.AckRequest
+	done chan struct{}
+	err  atomic.Pointer[error] // the first failed ack, reported by queue
+}
+
+func startAckPipeline(ctx context.Context, q queueAPI, t *QueueTarget) *ackPipeline {
+	p := &ackPipeline{in: make(chan []domain.AckRequest, 64), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		var batch []domain.AckRequest
+		for acks := range p.in {
+			batch = append(batch[:0], acks...)
+			for more := true; more && len(batch) < domain.MaxBatch; {
+				select {
+				case acks, ok := <-p.in:
+					batch, more = append(batch, acks...), ok
+				default:
+					more = false
+				}
+			}
+			for len(batch) > 0 {
+				n := min(len(batch), domain.MaxBatch)
+				if err := t.ack(ctx, q, batch[:n]); err != nil {
+					p.err.CompareAndSwap(nil, &err)
+				}
+				batch = batch[n:]
+			}
+		}
+	}()
+	return p
+}
+
+// queue hands acks (copied) to the acker; it reports an earlier ack that
+// failed.
+func (p *ackPipeline) queue(acks []domain.AckRequest) error {
+	if err := p.err.Load(); err != nil {
+		return *err
+	}
+	p.in <- slices.Clone(acks)
+	return nil
+}
+
+// stop sends what is queued and waits for the acker.
+func (p *ackPipeline) stop() {
+	close(p.in)
+	<-p.done
 }
 
 // engineTarget is the engine in-process on a store.

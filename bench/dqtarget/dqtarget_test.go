@@ -2,11 +2,14 @@ package dqtarget
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/bench"
+	"github.com/delayq/delayq/internal/domain"
 )
 
 // TestSmokeEveryScenario runs each scenario at a tiny size on the memory
@@ -74,5 +77,88 @@ func TestProcRSS(t *testing.T) {
 	n, err := ProcRSS(os.Getpid())
 	if err != nil || n <= 0 {
 		t.Fatalf("ProcRSS(self) = %d, %v", n, err)
+	}
+}
+
+// gatedAcks holds every ack until open is closed, so a test can see
+// whether a consumer leases while its acks are outstanding.
+type gatedAcks struct {
+	queueAPI
+	open chan struct{}
+}
+
+func (g gatedAcks) Ack(ctx context.Context, topic, id, receipt string) error {
+	<-g.open
+	return g.queueAPI.Ack(ctx, topic, id, receipt)
+}
+
+func (g gatedAcks) AckBatch(ctx context.Context, topic string, acks []domain.AckRequest) ([]error, error) {
+	<-g.open
+	return g.queueAPI.AckBatch(ctx, topic, acks)
+}
+
+// TestPipelinedAcks: with acks pipelined a consumer receives the whole
+// due backlog while none of its acks has been answered (a serial consumer
+// stops after its first batch), and every ack it queued lands: nothing is
+// left in flight to come back when its lease ends.
+func TestPipelinedAcks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tg, err := openMemory(ctx, bench.OpenOptions{Durable: true, Run: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := tg.(memoryTarget)
+	defer func() { _ = mt.Close() }()
+	const n, leaseMax = 600, 7
+	for i := 0; i < n; i += 100 {
+		msgs := make([]bench.Msg, 100)
+		for j := range msgs {
+			p := make([]byte, bench.SeqLen)
+			binary.BigEndian.PutUint64(p, uint64(i+j))
+			msgs[j] = bench.Msg{Seq: uint64(i + j), Payload: p}
+		}
+		if err := mt.Send(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := gatedAcks{queueAPI: mt.et.queue(), open: make(chan struct{})}
+	mt.et.setQueue(gate)
+	cctx, stop := context.WithCancel(ctx)
+	var got atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- mt.Consume(cctx, bench.ConsumeOptions{Consumers: 2, Max: leaseMax, Wait: 100 * time.Millisecond, PipelineAcks: true},
+			func(ds []bench.Delivery) { got.Add(int64(len(ds))) })
+	}()
+	counts := func() domain.TopicCounts {
+		info, err := mt.et.eng.Topic(ctx, mt.et.Topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Counts
+	}
+	for got.Load() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("received %d of %d with every ack held back: the consumers waited for their acks", got.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c := counts(); c.Inflight != n {
+		t.Fatalf("%d in flight before any ack was answered, want %d", c.Inflight, n)
+	}
+	close(gate.open)
+	for c := counts(); c.Inflight > 0 || c.Ready > 0; c = counts() {
+		if ctx.Err() != nil {
+			t.Fatalf("acks did not land: %+v", c)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got.Load() != n {
+		t.Fatalf("received %d, want %d (once each)", got.Load(), n)
 	}
 }

@@ -17,6 +17,19 @@ const (
 	ScenarioPending  = "pending"
 )
 
+// Ways a consumer acknowledges (Config.Acks).
+const (
+	// AcksSerial: lease, ack the batch and wait for the answer, lease
+	// again — a hand-rolled consumer loop.
+	AcksSerial = "serial"
+	// AcksPipelined: lease, hand the batch's acks to the consumer's
+	// acker goroutine, lease again at once — what delayq's Worker does.
+	// Targets whose client cannot (beanstalkd deletes a job only on the
+	// connection that reserved it) stay serial; asynq and River ack
+	// inside their own worker, as they always do.
+	AcksPipelined = "pipelined"
+)
+
 // Scenarios lists every scenario in the order they are run.
 var Scenarios = []string{ScenarioSend, ScenarioDrain, ScenarioLateness, ScenarioMixed, ScenarioPaced, ScenarioBurst, ScenarioPending}
 
@@ -41,6 +54,11 @@ type Config struct {
 	LeaseMax int
 	// Wait is the consumers' long-poll wait.
 	Wait time.Duration
+	// Acks is how a consumer acknowledges what it received: AcksSerial
+	// (ack, then lease again) or AcksPipelined (queue the acks for a
+	// goroutine that sends them in batches, lease again at once). Empty
+	// takes the scenario's default.
+	Acks string
 	// Delay of the messages of the send scenario (far enough that none
 	// comes due during the run).
 	Delay time.Duration
@@ -72,7 +90,7 @@ type Config struct {
 
 // Defaults returns the default configuration of a scenario.
 func Defaults(scenario string) Config {
-	c := Config{Scenario: scenario, Payload: 256, Wait: 5 * time.Second, Durable: true, Seed: 1, Grace: 30 * time.Second, LeaseMax: 100, Consumers: 4}
+	c := Config{Scenario: scenario, Payload: 256, Wait: 5 * time.Second, Durable: true, Seed: 1, Grace: 30 * time.Second, LeaseMax: 100, Consumers: 4, Acks: AcksSerial}
 	switch scenario {
 	case ScenarioSend:
 		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 100, 8, time.Hour
@@ -82,14 +100,19 @@ func Defaults(scenario string) Config {
 		c.N, c.Batch, c.Concurrency, c.Window = 100_000, 100, 8, 10*time.Second
 	case ScenarioMixed:
 		c.Rate, c.Duration, c.MaxDelay, c.Batch, c.Concurrency, c.Grace = 2000, 60*time.Second, 60*time.Second, 10, 4, 10*time.Second
+		// The load shapes model production consumers, which use the
+		// Worker: acks pipelined. drain and lateness keep the serial loop.
+		c.Acks = AcksPipelined
 	case ScenarioPaced:
 		// Production's shape: producers keep sending single messages while
 		// earlier ones come due and consumers lease and ack.
 		c.N, c.Rate, c.Lead, c.Batch, c.Concurrency, c.Payload, c.Consumers = 20_000, 1000, 2*time.Second, 1, 4, 1024, 2
+		c.Acks = AcksPipelined
 	case ScenarioBurst:
 		// Everyone sends at once, as fast as they can, with delays that
 		// start coming due while the burst is still going on.
 		c.N, c.MaxDelay, c.Batch, c.Concurrency, c.Payload, c.Consumers = 20_000, 10*time.Second, 1, 32, 1024, 4
+		c.Acks = AcksPipelined
 	case ScenarioPending:
 		c.N, c.Batch, c.Concurrency, c.Delay = 200_000, 1000, 4, 24*time.Hour
 	case ScenarioForward:
@@ -130,6 +153,9 @@ func (c Config) Fill() Config {
 	if c.Rate == 0 {
 		c.Rate = d.Rate
 	}
+	if c.Acks == "" {
+		c.Acks = d.Acks
+	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
 	}
@@ -161,6 +187,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--concurrency and --consumers must be ≥ 1")
 	case c.LeaseMax < 1 || c.LeaseMax > 1000:
 		return fmt.Errorf("--lease-max must be between 1 and 1000")
+	case c.Acks != AcksSerial && c.Acks != AcksPipelined:
+		return fmt.Errorf("--acks %q: want %s or %s", c.Acks, AcksSerial, AcksPipelined)
 	case c.Rate < 0:
 		return fmt.Errorf("--rate must be ≥ 0")
 	case (c.Scenario == ScenarioMixed || c.Scenario == ScenarioPaced || c.Scenario == ScenarioForward) && c.Rate <= 0:
@@ -203,6 +231,7 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+		add("acks", c.Acks)
 	case ScenarioLateness:
 		add("n", fmt.Sprint(c.N))
 		add("window", c.Window.String())
@@ -211,6 +240,7 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+		add("acks", c.Acks)
 	case ScenarioMixed:
 		add("rate", rate)
 		add("duration", c.Duration.String())
@@ -219,6 +249,7 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+		add("acks", c.Acks)
 	case ScenarioPaced:
 		add("n", fmt.Sprint(c.N))
 		add("rate", rate)
@@ -228,6 +259,7 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+		add("acks", c.Acks)
 	case ScenarioBurst:
 		add("n", fmt.Sprint(c.N))
 		add("rate", rate)
@@ -237,6 +269,7 @@ func (c Config) Params() []Param {
 		add("payload", fmt.Sprintf("%dB", c.Payload))
 		add("consumers", fmt.Sprint(c.Consumers))
 		add("lease-max", fmt.Sprint(c.LeaseMax))
+		add("acks", c.Acks)
 	case ScenarioForward:
 		add("backlog n", fmt.Sprint(c.N))
 		add("backlog due", "at once, held during the fill (else fill start + "+backlogLead(c.N).String()+")")
@@ -262,4 +295,9 @@ func (c Config) Params() []Param {
 type Param struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+}
+
+// consumeOptions are the consumers c asks for.
+func (c Config) consumeOptions() ConsumeOptions {
+	return ConsumeOptions{Consumers: c.Consumers, Max: c.LeaseMax, Wait: c.Wait, PipelineAcks: c.Acks == AcksPipelined}
 }

@@ -329,7 +329,7 @@ func runDrain(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	r.set("fill_msgs_per_s", float64(c.N)/time.Since(fillStart).Seconds())
 	p.Phase("drain", int64(c.N))
 	start := time.Now()
-	err := consumeUntil(ctx, t, ConsumeOptions{Consumers: c.Consumers, Max: c.LeaseMax, Wait: c.Wait}, ck, p,
+	err := consumeUntil(ctx, t, c.consumeOptions(), ck, p,
 		func() bool { return ck.Unique() >= int64(c.N) }, start, c.Grace)
 	if err != nil {
 		return r, err
@@ -369,7 +369,7 @@ func runLateness(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 	defer cancel()
 	consumed := make(chan error, 1)
 	go func() {
-		consumed <- consumeUntil(cctx, t, ConsumeOptions{Consumers: c.Consumers, Max: c.LeaseMax, Wait: c.Wait}, ck, p,
+		consumed <- consumeUntil(cctx, t, c.consumeOptions(), ck, p,
 			func() bool { return ck.Unique() >= int64(c.N) }, last, c.Grace)
 	}()
 
@@ -424,7 +424,7 @@ func runMixed(ctx context.Context, c Config, t Target, p *Progress) (RunResult, 
 	p.Phase("send + consume", int64(c.Duration/time.Millisecond))
 	go func() {
 		// Run for the whole duration plus grace, whatever arrives.
-		consumed <- consumeUntil(cctx, t, ConsumeOptions{Consumers: c.Consumers, Max: c.LeaseMax, Wait: c.Wait}, ck, nil,
+		consumed <- consumeUntil(cctx, t, c.consumeOptions(), ck, nil,
 			func() bool { return time.Now().After(endSend.Add(c.Grace)) }, endSend.Add(c.Grace), time.Hour)
 	}()
 	per := float64(c.Batch) / c.Rate

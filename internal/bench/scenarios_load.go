@@ -83,7 +83,7 @@ func runWhileSending(ctx context.Context, c Config, t Target, p *Progress, sp se
 	p.Phase("send + release", int64(sp.n))
 	consumed := make(chan error, 1)
 	go func() {
-		consumed <- consumeUntilFn(cctx, t, ConsumeOptions{Consumers: c.Consumers, Max: c.LeaseMax, Wait: c.Wait}, ck, p,
+		consumed <- consumeUntilFn(cctx, t, c.consumeOptions(), ck, p,
 			func() bool { return ck.Unique() >= int64(sp.n) }, stallFrom, c.Grace)
 	}()
 	h, err := sp.run(cctx, t)

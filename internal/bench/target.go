@@ -56,6 +56,9 @@ type ConsumeOptions struct {
 	Max int
 	// Wait is the long-poll wait of one receive.
 	Wait time.Duration
+	// PipelineAcks asks each consumer to lease again while its acks are
+	// sent (Config.Acks); targets that cannot ack that way ignore it.
+	PipelineAcks bool
 }
 
 // Target is a system under test. Send may be called from many goroutines

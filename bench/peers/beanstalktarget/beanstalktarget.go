@@ -147,7 +147,10 @@ func (t *Target) Send(ctx context.Context, msgs []bench.Msg) error {
 }
 
 // Consume runs one connection per consumer: reserve-with-timeout, then
-// delete. Cancelling ctx closes the connections.
+// delete. Cancelling ctx closes the connections. Deletes are always
+// serial (opts.PipelineAcks is ignored): beanstalkd deletes a reserved
+// job only on the connection that reserved it, and a waiting reserve
+// holds that connection.
 func (t *Target) Consume(ctx context.Context, o bench.ConsumeOptions, handle func([]bench.Delivery)) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, max(o.Consumers, 1))

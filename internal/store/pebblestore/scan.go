@@ -335,17 +335,10 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 			next = suffix(it.Key())
 			break
 		}
-		r, err := s.indexed(x, t, it.Key(), it.Value(), store.StateReady)
-		if err != nil {
+		if out, err = s.leaseEntry(x, t, it.Key(), it.Value(), store.StateReady, p, out); err != nil {
 			_ = it.Close()
 			return nil, err
 		}
-		if r == nil {
-			continue
-		}
-		nw := leaseRecord(r, p)
-		x.put(t, r, nw)
-		out = append(out, nw) // encoded into the batch: not kept by the store
 	}
 	if err := it.Close(); err != nil {
 		return nil, classify("scan ready", err)
@@ -366,6 +359,19 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	t.lw[ixReady] = next
 	t.lw[ixReadyPrio] = nextPrio
 	return out, x.wait(false)
+}
+
+// leaseEntry leases the message of one index entry (key, val) into x and
+// appends it to out, unless the entry is stale (its record is no longer in
+// state want): every lease path walks an index and does this per entry.
+func (s *Store) leaseEntry(x *txn, t *topic, key, val []byte, want store.State, p *store.MessageLeaseParams, out []*store.Record) ([]*store.Record, error) {
+	r, err := s.indexed(x, t, key, val, want)
+	if err != nil || r == nil {
+		return out, err
+	}
+	nw := leaseRecord(r, p)
+	x.put(t, r, nw)
+	return append(out, nw), nil // encoded into the batch: not kept by the store
 }
 
 // leaseScheduled is MessageLeaseDue when nothing is ready: the due s/
@@ -407,16 +413,9 @@ func (s *Store) leaseScheduled(t *topic, p *store.MessageLeaseParams) (out []*st
 	defer x.readInOrder()()
 	out = make([]*store.Record, 0, len(due))
 	for _, e := range due {
-		r, err := s.indexed(x, t, e.key, e.id, store.StateScheduled)
-		if err != nil {
+		if out, err = s.leaseEntry(x, t, e.key, e.id, store.StateScheduled, p, out); err != nil {
 			return nil, false, err
 		}
-		if r == nil {
-			continue
-		}
-		nw := leaseRecord(r, p)
-		x.put(t, r, nw)
-		out = append(out, nw)
 	}
 	// s/ is in (due, seq) order; the answer is in lease order.
 	slices.SortStableFunc(out, func(a, b *store.Record) int { return cmp.Compare(a.Priority, b.Priority) })
@@ -453,14 +452,8 @@ func (s *Store) leasePrio(x *txn, t *topic, p *store.MessageLeaseParams, out []*
 				left = bytes.Clone(k[len(k)-16:])
 				break
 			}
-			r, err := s.indexed(x, t, k, pr.it.Value(), store.StateReady)
-			if err != nil {
+			if out, err = s.leaseEntry(x, t, k, pr.it.Value(), store.StateReady, p, out); err != nil {
 				return nil, nil, err
-			}
-			if r != nil {
-				nw := leaseRecord(r, p)
-				x.put(t, r, nw)
-				out = append(out, nw)
 			}
 		}
 		if err := pr.it.Error(); err != nil {
