@@ -76,7 +76,8 @@
 // (sendScript), a promotion and a lease (oneserver.go) are each one script
 // over all the topic's partitions: atomic, and the lease and promotion
 // merge partitions exactly. A send and a promotion are one round trip; a
-// lease peeks first (read-only), so that a lease script is never sent to
+// lease peeks first (read-only, one script over all partitions:
+// peekAnyScript), so that a lease script is never sent to
 // a Redis that stopped answering: it would run when Redis resumed and
 // lease messages to a caller long gone. Redis may still stop between the
 // peek's answer and the script, so the script also carries a run-by

@@ -169,9 +169,38 @@ func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromotePar
 	return res, nil
 }
 
+// peekAnyScript is a single server's lease peek (runby.go): one script
+// over all partitions, where a Cluster peeks each partition with a script
+// of its own (peekReadyScript, peekDueScript). The lease only needs to
+// know whether there is anything to take and Redis's TIME; on a topic of
+// P partitions the per-partition peeks were P scripts per lease, more
+// Redis time than any other script of a release.
+//
+//	ARGV[A] "1": due scheduled messages count too (MessageLeaseDue)
+//
+// Returns {now, Redis TIME (ms)}, followed by one entry the lease could
+// take (member, score, priority; not necessarily the first in lease
+// order) when there is one, in peekReadyScript's layout.
+var peekAnyScript = newScript(flagsRead, allPartsPrelude+redisClockFn+`
+local due = ARGV[A] == '1'
+for j = 0, P - 1 do
+  usePart(j)
+  for _, pri in ipairs(readyPrios()) do
+    local r = redis.call('ZRANGE', rkey(pri), '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if #r > 0 then return {NOW, redisClock(), r[1], r[2], pri} end
+  end
+  if due then
+    local r = redis.call('ZRANGE', IDX[1], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if #r > 0 then return {NOW, redisClock(), r[1], r[2], 0} end
+  end
+end
+return {NOW, redisClock()}
+`)
+
 // leaseOneServer is MessageLease on a single server: a peek at the
-// partitions' ready heads (read-only, one pipeline), then, if any is due,
-// one script whose answer is in lease order.
+// partitions' ready (and, for MessageLeaseDue, due scheduled) heads
+// (read-only, one script: peekAnyScript), then, if any is due, one script
+// whose answer is in lease order.
 //
 // The peek is a guard, not an optimisation: a lease script sent while
 // Redis is frozen (SIGSTOP, a stalled host) waits in the socket and runs
@@ -189,17 +218,11 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 		return nil, nil
 	}
 	now := s.nowArg(p.Now)
-	ks := s.keys.allParts(p.Topic)
-	targets := make([]peekTarget, len(ks))
-	for i, k := range ks {
-		targets[i] = peekTarget{k: k, index: int(store.StateReady)}
-	}
-	var pk *peekResult
+	dueArg := "0"
 	if due {
-		pk = s.peekDue(ctx, targets, now, 1)
-	} else {
-		pk = s.peek(ctx, "lease", targets, now, "now", 1)
+		dueArg = "1"
 	}
+	pk := s.peekRun(ctx, "lease", []call{s.allPartsCall(peekAnyScript, p.Topic, now, dueArg)}, 3)
 	if err := pk.err(); err != nil {
 		return nil, err
 	}

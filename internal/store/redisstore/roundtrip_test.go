@@ -102,6 +102,14 @@ func TestOneServerRoundTrips(t *testing.T) {
 	if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "warm", Max: 1, LeaseFor: 1000, Token: "w"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "warm", Messages: []store.InsertMessage{
+		{ID: "ready2", Relative: true, MaxAttempts: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "warm", Max: 1, LeaseFor: 1000, Token: "w"}); err != nil {
+		t.Fatal(err)
+	}
 	var seqs []uint64
 	for _, c := range []struct {
 		topic, id string
@@ -158,6 +166,30 @@ func TestOneServerRoundTrips(t *testing.T) {
 	if n := rt.n.Load(); n != 2 || len(recs) != len(batch) {
 		t.Errorf("lease: %d leased in %s round trips; want %d in 2", len(recs), rt, len(batch))
 	}
+	onePeek := func(op string) {
+		t.Helper()
+		// The peek is one script over the topic's partitions, not a
+		// pipeline of one per partition.
+		if c, _ := rt.cmds.Load().([]string); len(c) != 2 || c[0] != "evalsha" || c[1] != "evalsha" {
+			t.Errorf("%s sent %q; want one peek script, then one lease script", op, c)
+		}
+	}
+	onePeek("lease")
+	// A lease of due scheduled messages (store.DueLeaser) is the same two
+	// scripts, and takes them without a promotion.
+	due := make([]store.InsertMessage, 8)
+	for i := range due {
+		due[i] = store.InsertMessage{ID: fmt.Sprint("d", i), Relative: true, Delay: 1, MaxAttempts: 1}
+	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "due", Messages: due}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	rt.reset()
+	if recs, err := s.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "due", Max: 100, LeaseFor: 60_000, Token: "tok"}); err != nil || len(recs) != len(due) {
+		t.Errorf("lease due: %d leased, %v; want %d", len(recs), err, len(due))
+	}
+	onePeek("lease due")
 	for i, r := range recs {
 		want := res[(i+len(batch)-1)%len(batch)].Record // "first" (due sooner), then the rest in send order
 		if r.ID != want.ID || r.Seq != want.Seq {
@@ -168,8 +200,8 @@ func TestOneServerRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(topics) != 4 {
-		t.Errorf("registry %v; want warm, new-topic, other and order", topics)
+	if len(topics) != 5 {
+		t.Errorf("registry %v; want warm, new-topic, other, order and due", topics)
 	}
 }
 
