@@ -112,7 +112,10 @@ type Engine struct {
 	dispatcher *dispatcher
 	gate       rateGate
 	due        store.DueLeaser // nil: the store leases ready messages only
-	skew       storeClock      // offset to the store's clock (stores with their own)
+	// dueNext: the store's due lease reports the next due time, so the
+	// timer leaves a release to the long-poll it wakes (promoter.go).
+	dueNext store.NextDueLeaser
+	skew    storeClock // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
@@ -173,6 +176,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if dl, ok := e.st.(store.DueLeaser); ok {
 		e.due = dl
+	}
+	if nd, ok := e.st.(store.NextDueLeaser); ok && nd.ReportsNextDue() {
+		e.dueNext = nd
 	}
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
@@ -306,6 +312,10 @@ type topic struct {
 	// busySkips counts grace promotions in a row the store answered
 	// Busy (promoter.go).
 	busySkips atomic.Int32
+	// graceBy is when (engine ms) the timer next asks the store for a
+	// grace promotion rather than leave a release to the long-poll it
+	// woke (promoter.go); 0: not set.
+	graceBy atomic.Int64
 }
 
 func (e *Engine) topic(name string) *topic {

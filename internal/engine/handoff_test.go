@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -58,17 +59,99 @@ func (s *dueStore) MessageLeaseDue(ctx context.Context, p *store.MessageLeasePar
 	return s.Store.MessageLease(ctx, p)
 }
 
-// openDueEngine opens an engine over a dueStore, closed when the test (in
-// its synctest bubble) ends.
-func openDueEngine(t *testing.T) (*dueStore, *Engine) {
+// nextDueStore is a dueStore whose due lease reports the topic's next due
+// time (store.NextDueLeaser): its lease promotes what is due, so what is
+// left scheduled is after now, and the topic's NextDue is the first.
+type nextDueStore struct{ *dueStore }
+
+func (s nextDueStore) MessageLeaseDueNext(ctx context.Context, p *store.MessageLeaseParams) (*store.LeaseDueResult, error) {
+	recs, err := s.MessageLeaseDue(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := s.Store.TopicGet(ctx, p.Topic)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &store.LeaseDueResult{Records: recs}, nil
+	case err != nil:
+		return nil, err
+	}
+	return &store.LeaseDueResult{Records: recs, NextDue: tr.NextDue}, nil
+}
+
+func (nextDueStore) ReportsNextDue() bool { return true }
+
+// openDueEngine opens an engine over a dueStore (with next, one that is a
+// store.NextDueLeaser), closed when the test (in its synctest bubble)
+// ends.
+func openDueEngine(t *testing.T, next bool) (*dueStore, *Engine) {
 	t.Helper()
 	st := &dueStore{Store: memstore.New()}
-	e, err := Open(context.Background(), Config{Store: st, SafetySweep: time.Hour})
+	var s store.Store = st
+	if next {
+		s = nextDueStore{st}
+	}
+	e, err := Open(context.Background(), Config{Store: s, SafetySweep: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(context.Background()) })
 	return st, e
+}
+
+// bothDueLeasers runs f over a store.DueLeaser and over a
+// store.NextDueLeaser, whose leases the timer relies on to learn when
+// to fire next.
+func bothDueLeasers(t *testing.T, f func(t *testing.T, next bool)) {
+	for _, next := range []bool{false, true} {
+		t.Run(map[bool]string{false: "DueLeaser", true: "NextDueLeaser"}[next], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { f(t, next) })
+		})
+	}
+}
+
+// TestNextDueHandOff: on a store.NextDueLeaser the timer that wakes a
+// long-poll leaves the release to its lease, which says when to fire
+// next: 200 messages due a millisecond apart, each leased by a consumer
+// at its due time, cost a grace promotion per leaseGrace or so, not one
+// per message (a timer that asked the store at every fire made 200).
+func TestNextDueHandOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st, e := openDueEngine(t, true)
+		const n = 200
+		due := map[string]time.Time{}
+		start := time.Now()
+		for i := range n {
+			id := fmt.Sprintf("m%03d", i)
+			d := time.Second + time.Duration(i)*time.Millisecond
+			due[id] = start.Add(d)
+			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for got := 0; got < n; {
+			ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 1, Wait: 10 * time.Second})
+			if err != nil || len(ms) != 1 {
+				t.Fatalf("lease %d: %v %v", got, ms, err)
+			}
+			if at, want := time.Now(), due[ms[0].ID]; !at.Equal(want) {
+				t.Errorf("%s leased %v after its due time", ms[0].ID, at.Sub(want))
+			}
+			if err := e.Ack(ctx, "t", ms[0].ID, ms[0].Receipt); err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+		if p := st.promotes.Load(); p != 0 {
+			t.Errorf("%d plain promotions with a consumer waiting at every due time", p)
+		}
+		// The messages came due over n ms: a grace promotion every
+		// leaseGrace, and one or two at the ends.
+		if g, most := st.graces.Load(), int64(n/leaseGrace+3); g > most {
+			t.Errorf("%d grace promotions for %d messages due over %d ms, want at most %d", g, n, n, most)
+		}
+	})
 }
 
 // TestDueHandOff: on a store.DueLeaser, a message coming due while a
@@ -77,9 +160,9 @@ func openDueEngine(t *testing.T) (*dueStore, *Engine) {
 // before; with a waiter that does not lease it (paused topic) it is
 // promoted once leaseGrace is over; RunDue promotes everything due.
 func TestDueHandOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bothDueLeasers(t, func(t *testing.T, next bool) {
 		ctx := context.Background()
-		st, e := openDueEngine(t)
+		st, e := openDueEngine(t, next)
 		send := func(id string) {
 			t.Helper()
 			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
@@ -111,7 +194,8 @@ func TestDueHandOff(t *testing.T) {
 		if d := time.Since(start); d != time.Second {
 			t.Errorf("m1 leased %v after its send, want 1s (due then)", d)
 		}
-		if n, g := st.promotes.Load(), st.graces.Load(); n != 0 || g == 0 {
+		// On a NextDueLeaser the grace promotion comes a grace later.
+		if n, g := st.promotes.Load(), st.graces.Load(); n != 0 || !next && g == 0 {
 			t.Errorf("hand-off: %d promotions, %d with grace; want 0 and some", n, g)
 		}
 
@@ -178,9 +262,9 @@ func TestDueHandOff(t *testing.T) {
 // promotion after maxBusySkips tries. An engine that took Busy for
 // "nothing due" would never fire for m2 or promote m3.
 func TestDueHandOffBusy(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bothDueLeasers(t, func(t *testing.T, next bool) {
 		ctx := context.Background()
-		st, e := openDueEngine(t)
+		st, e := openDueEngine(t, next)
 		send := func(id string, d time.Duration) {
 			t.Helper()
 			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
@@ -206,7 +290,9 @@ func TestDueHandOffBusy(t *testing.T) {
 		if ms := <-got; len(ms) != 1 || ms[0].ID != "m1" {
 			t.Fatalf("leased %v, want m1", ms)
 		}
-		if b := st.busy.Load(); b != 0 {
+		// (On a NextDueLeaser, m1's lease armed m2, and the grace
+		// promotion waits a grace: the Busy answer comes later.)
+		if b := st.busy.Load(); b != 0 && !next {
 			t.Fatalf("%d busy answers left: the grace promotion was not called", b)
 		}
 		wait()
@@ -227,7 +313,7 @@ func TestDueHandOffBusy(t *testing.T) {
 		wait()
 		promotes := st.promotes.Load()
 		send("m3", time.Second)
-		time.Sleep(time.Second + time.Duration(maxBusySkips+leaseGrace)*time.Millisecond)
+		time.Sleep(time.Second + time.Duration(maxBusySkips+2*leaseGrace)*time.Millisecond)
 		synctest.Wait()
 		if r, err := st.Store.MessageGet(ctx, "t", "m3"); err != nil || r.State != store.StateReady {
 			t.Errorf("m3 on a topic always busy: %v %v, want ready (promotes %d)", r, err, st.promotes.Load()-promotes)
@@ -245,9 +331,9 @@ func TestDueHandOffBusy(t *testing.T) {
 // the engine calls again at once rather than sleeping until NextDue with
 // the rest of the backlog left scheduled.
 func TestDueHandOffCutShort(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bothDueLeasers(t, func(t *testing.T, next bool) {
 		ctx := context.Background()
-		st, e := openDueEngine(t)
+		st, e := openDueEngine(t, next)
 		if _, err := e.PauseTopic(ctx, "t", true); err != nil { // the waiter never leases
 			t.Fatal(err)
 		}

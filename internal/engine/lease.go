@@ -115,6 +115,14 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	now := e.now()
 	take := func(k int) ([]*store.Record, error) {
 		p := &store.MessageLeaseParams{Topic: t.name, Now: now, Max: k, LeaseFor: lease.Milliseconds(), Token: token()}
+		if e.dueNext != nil {
+			res, err := e.dueNext.MessageLeaseDueNext(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			e.armReported(t, res, now)
+			return res.Records, nil
+		}
 		if e.due != nil {
 			return e.due.MessageLeaseDue(ctx, p)
 		}

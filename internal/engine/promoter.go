@@ -31,10 +31,21 @@ const maxBusySkips = 20
 // promotes only the messages due for longer than leaseGrace: a promotion
 // of the newly due ones would lock them first and make the waiter wait
 // for its commit, the second transaction the hand-off saves.
+//
+// On a store.NextDueLeaser the store call waits too: the woken long-poll's
+// lease reports when to fire next (armReported), and a grace promotion runs
+// only once a grace has passed since the first wake-up left to a lease,
+// for what the woken long-polls did not take (leaveToLease).
 func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
-	var grace int64
+	var grace, graceBy int64
 	if handOff && e.due != nil && t.wakeOne() && t.busySkips.Load() < maxBusySkips {
 		grace = leaseGrace
+		if e.dueNext != nil {
+			var left bool
+			if graceBy, left = e.leaveToLease(t); left {
+				return
+			}
+		}
 	}
 	for {
 		now := e.now()
@@ -76,6 +87,13 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 		// clock (Redis TIME): arming at NextDue by our clock would spin
 		// or fire late when the two disagree.
 		storeNow := cmp.Or(res.Now, now)
+		if grace > 0 && e.dueNext != nil {
+			var by int64 // the held message's grace, or none
+			if res.HeldDue != 0 {
+				by = e.now() + max(res.HeldDue+grace-storeNow, 1)
+			}
+			t.resetGrace(graceBy, by)
+		}
 		if grace > 0 && res.Promoted < promoteBatch {
 			// Fire again for the next message (waking a waiter), or to
 			// promote a due one the long-polls left once its grace is over,
@@ -98,5 +116,66 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
 			e.dispatcher.armPromoteIn(t, max(res.NextDue-storeNow, 1))
 			return
 		}
+	}
+}
+
+// leaveToLease decides, for a timer that just woke a long-poll, whether
+// to leave the release to that long-poll's lease (true): it takes what
+// came due and reports when to fire next. The first wake-up left so sets
+// the topic's grace deadline a grace away; once it has passed, the timer
+// asks the store again (false, with the deadline it saw), so that what a
+// woken long-poll did not lease (cancelled, paused, left at Max) is
+// promoted a grace or so after it came due, as before, while a topic
+// releasing one message a millisecond makes about one grace promotion
+// per grace instead of one per message.
+func (e *Engine) leaveToLease(t *topic) (graceBy int64, left bool) {
+	now := e.now()
+	for {
+		g := t.graceBy.Load()
+		if g != 0 && now >= g {
+			return g, false
+		}
+		if g == 0 {
+			g = now + leaseGrace
+			if !t.graceBy.CompareAndSwap(0, g) {
+				continue
+			}
+		}
+		e.dispatcher.armPromoteIn(t, max(g-now, 1))
+		return g, true
+	}
+}
+
+// resetGrace replaces the grace deadline a grace promotion was asked at
+// (seen) by the next one it found (by: the grace of a due message it
+// left to the leases; 0: none). A deadline set meanwhile by leaveToLease
+// or armReported is kept when earlier: a lease may be relying on it.
+func (t *topic) resetGrace(seen, by int64) {
+	for {
+		cur := t.graceBy.Load()
+		want := by
+		if cur != seen && cur != 0 && (by == 0 || cur < by) {
+			want = cur
+		}
+		if t.graceBy.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
+
+// armReported arms t's timer at the next due time a store.NextDueLeaser's
+// lease reported (now: the engine's now the lease was asked with). A due
+// message the lease left (NextDue <= its now) fires the timer at once,
+// which wakes another long-poll or promotes it, and sets the grace
+// deadline if there is none, so that it is promoted within a grace if no
+// lease takes it.
+func (e *Engine) armReported(t *topic, res *store.LeaseDueResult, now int64) {
+	if res.NextDue == 0 {
+		return
+	}
+	storeNow := cmp.Or(res.Now, now)
+	e.dispatcher.armPromoteIn(t, max(res.NextDue-storeNow, 1))
+	if res.NextDue <= storeNow {
+		t.graceBy.CompareAndSwap(0, e.now()+leaseGrace)
 	}
 }

@@ -270,7 +270,8 @@ func (s *Store) resolve(r *store.Record) error {
 // MessageLease implements store.Store. Not fsync'd: a lost lease only
 // means the message is delivered again.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
-	return s.lease(ctx, p, false)
+	recs, _, err := s.lease(ctx, p, false)
+	return recs, err
 }
 
 // MessageLeaseDue implements store.DueLeaser: the due messages still in
@@ -279,24 +280,58 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 // engine's promotion (a goroutine hand-off and a second lock hold on a
 // busy machine). Not fsync'd, as MessageLease.
 func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
-	return s.lease(ctx, p, true)
+	recs, _, err := s.lease(ctx, p, true)
+	return recs, err
 }
 
-func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
-	done, err := s.start(ctx)
+// MessageLeaseDueNext implements store.NextDueLeaser: NextDue is s/'s
+// low-water mark as the lease left it, which is at most the first key
+// (the lease's scan of s/ set it to the first key it left; a send below
+// it lowers it).
+func (s *Store) MessageLeaseDueNext(ctx context.Context, p *store.MessageLeaseParams) (*store.LeaseDueResult, error) {
+	recs, next, err := s.lease(ctx, p, true)
 	if err != nil {
 		return nil, err
+	}
+	return &store.LeaseDueResult{Records: recs, NextDue: next}, nil
+}
+
+// ReportsNextDue implements store.NextDueLeaser.
+func (s *Store) ReportsNextDue() bool { return true }
+
+// lease leases under the topic lock and returns, for due, the due time
+// of s/'s low-water mark (0: s/ is empty; p.Now when the mark is not
+// known yet, so that the caller looks again soon).
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) (_ []*store.Record, nextDue int64, _ error) {
+	done, err := s.start(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	defer done()
 	t := s.lookupTopic(p.Topic)
 	if t == nil || p.Max <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err := s.checkWritable(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	out, err := s.leaseLocked(t, p, due)
+	if err != nil || !due {
+		return out, 0, err
+	}
+	switch lw := t.lw[ixScheduled]; {
+	case lw == nil || disableLowWater:
+		nextDue = p.Now
+	case !bytes.Equal(lw, endSuffix):
+		nextDue, _, _ = parseIndexSuffix(lw)
+	}
+	return out, nextDue, nil
+}
+
+// leaseLocked is lease's work; the caller holds t.mu.
+func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
 	if due && t.counts.Ready == 0 && !disableLeaseScheduled && !noneDue(t, p.Now) {
 		out, done, err := s.leaseScheduled(t, p)
 		if err != nil || done {

@@ -63,11 +63,16 @@ return out
 // only when it leased nothing and some partition failed: "nothing ready"
 // would be a claim about partitions it could not read.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
-	return s.lease(ctx, p, false)
+	res, err := s.lease(ctx, p, false)
+	if err != nil {
+		return nil, err
+	}
+	return res.Records, nil
 }
 
-// lease is MessageLease, or with due MessageLeaseDue (leasedue.go).
-func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) (_ []*store.Record, err error) {
+// lease is MessageLease, or with due MessageLeaseDue (leasedue.go). Only
+// a single server's due lease reports NextDue (ReportsNextDue).
+func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool) (_ *store.LeaseDueResult, err error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -138,11 +143,15 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 				continue
 			}
 			a := asSlice(cmd.Val())
-			if len(a) < 1 {
+			first := 1
+			if due {
+				first = 2 // after leaseDueScript's head, not reported on a Cluster
+			}
+			if len(a) < first {
 				parts.fail(callPart[c], errReply("lease", cmd.Val()))
 				continue
 			}
-			recs, err := decodePairs(p.Topic, a[1:])
+			recs, err := decodePairs(p.Topic, a[first:])
 			if err != nil {
 				parts.fail(callPart[c], err)
 				continue
@@ -160,7 +169,7 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 	slices.SortFunc(out, func(a, b *store.Record) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
 	})
-	return out, nil
+	return &store.LeaseDueResult{Records: out}, nil
 }
 
 // testHookLease, when a test sets it, runs in each MessageLease (and

@@ -31,8 +31,9 @@ import (
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
 //	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
-// Returns {now, id1, rec1, id2, rec2, …} in lease order.
-var leaseDueScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
+// Returns {now, head, id1, rec1, id2, rec2, …} in lease order, head the
+// first score left in the partitions' scheduled indexes ("0": none).
+var leaseDueScript = newScript(flagsState, allPartsPrelude+redisClockFn+schedHeadFn+`
 local RUNBY = ARGV[A+3]
 `+runByCheck+`
 local n = tonumber(ARGV[A])
@@ -72,15 +73,33 @@ table.sort(cands, function(a, b)
   if a.pri ~= b.pri then return a.pri < b.pri end
   return byDue(a, b)
 end)
-local out = {NOW}
+local out = {NOW, '0'}
 for x = 1, math.min(n, #cands) do
   local c = cands[x]
   usePart(c.j)
   -- scheduled or ready: takeLease takes it out of the index of its state
   if not takeLease(c.m, lu, lus, token, out) then redis.call('ZREM', c.k, c.m) end
 end
+out[2] = schedHead()
 return out
 `)
+
+// schedHeadFn: schedHead() is the first score of the partitions'
+// scheduled indexes ("0": none), for the engine's next timer (a score
+// is an integer in ms, so compared as numbers).
+const schedHeadFn = `
+local function schedHead()
+  local head, headS = '0', nil
+  for j = 0, P - 1 do
+    local h = redis.call('ZRANGE', KEYS[5*j+1], 0, 0, 'WITHSCORES')
+    if h[2] then
+      local hs = tonumber(h[2])
+      if not headS or hs < headS then head, headS = h[2], hs end
+    end
+  end
+  return head
+end
+`
 
 // peekDueScript is peekReadyScript with the bound "now", followed by the
 // partition's first max scheduled entries due by now with their
@@ -141,5 +160,21 @@ func (s *Store) onePartCall(sc *script, k *partKeys, now string, args ...any) ca
 // Cluster the peek, the merge and a script per partition, as
 // MessageLease.
 func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	res, err := s.lease(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return res.Records, nil
+}
+
+// MessageLeaseDueNext implements store.NextDueLeaser. On a single server
+// NextDue is the first scheduled score after the lease script (or, when
+// the peek found nothing to take, after the peek); on a Cluster it is
+// not reported (ReportsNextDue), since a partition's scheduled head is
+// read only where the merge picked something.
+func (s *Store) MessageLeaseDueNext(ctx context.Context, p *store.MessageLeaseParams) (*store.LeaseDueResult, error) {
 	return s.lease(ctx, p, true)
 }
+
+// ReportsNextDue implements store.NextDueLeaser: on a single server only.
+func (s *Store) ReportsNextDue() bool { return s.oneServer }

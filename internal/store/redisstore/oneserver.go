@@ -180,8 +180,10 @@ func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromotePar
 //
 // Returns {now, Redis TIME (ms)}, followed by one entry the lease could
 // take (member, score, priority; not necessarily the first in lease
-// order) when there is one, in peekReadyScript's layout.
-var peekAnyScript = newScript(flagsRead, allPartsPrelude+redisClockFn+`
+// order) when there is one, in peekReadyScript's layout. With due and
+// nothing to take, the entry is {"", head, 0}: no member, and the first
+// scheduled score (schedHead), which the engine's timer waits for.
+var peekAnyScript = newScript(flagsRead, allPartsPrelude+redisClockFn+schedHeadFn+`
 local due = ARGV[A] == '1'
 for j = 0, P - 1 do
   usePart(j)
@@ -194,6 +196,7 @@ for j = 0, P - 1 do
     if #r > 0 then return {NOW, redisClock(), r[1], r[2], 0} end
   end
 end
+if due then return {NOW, redisClock(), '', schedHead(), 0} end
 return {NOW, redisClock()}
 `)
 
@@ -213,9 +216,9 @@ return {NOW, redisClock()}
 //
 // With due (MessageLeaseDue) the peek also looks at the scheduled
 // messages due by now, and the script is leaseDueScript.
-func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams, due bool) ([]*store.Record, error) {
+func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams, due bool) (*store.LeaseDueResult, error) {
 	if p.Max <= 0 {
-		return nil, nil
+		return &store.LeaseDueResult{}, nil
 	}
 	now := s.nowArg(p.Now)
 	dueArg := "0"
@@ -226,8 +229,12 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 	if err := pk.err(); err != nil {
 		return nil, err
 	}
-	if !slices.ContainsFunc(pk.per, func(c []cand) bool { return len(c) > 0 }) {
-		return nil, nil
+	if c := pk.per[0]; len(c) == 0 || c[0].member == "" {
+		res := &store.LeaseDueResult{Now: pk.nows[0]}
+		if len(c) > 0 {
+			res.NextDue = c[0].score
+		}
+		return s.judgedBy(res), nil
 	}
 	sc := leaseAllScript
 	if due {
@@ -242,12 +249,29 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 		return nil, err
 	}
 	a := asSlice(cmds[0].Val())
-	if len(a) < 1 {
+	first := 1
+	if due {
+		first = 2
+	}
+	if len(a) < first {
 		return nil, errReply("lease", cmds[0].Val())
 	}
-	recs, err := decodePairs(p.Topic, a[1:])
+	recs, err := decodePairs(p.Topic, a[first:])
 	if err != nil {
 		return nil, err
 	}
-	return recs, nil
+	res := &store.LeaseDueResult{Records: recs, Now: asInt(a[0])}
+	if due {
+		res.NextDue = parseInt(asString(a[1]))
+	}
+	return s.judgedBy(res), nil
+}
+
+// judgedBy clears res.Now when the scripts judged by the caller's now
+// (TimeCaller): LeaseDueResult.Now 0 means Params.Now.
+func (s *Store) judgedBy(res *store.LeaseDueResult) *store.LeaseDueResult {
+	if s.callerNow {
+		res.Now = 0
+	}
+	return res
 }

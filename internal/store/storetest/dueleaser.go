@@ -162,4 +162,59 @@ func RunDueLeaser(t *testing.T, open func(t *testing.T) store.Store) {
 	if want := (store.Counts{Scheduled: 1, Inflight: 4}); tr.Counts != want {
 		t.Errorf("topic u counts %+v, want %+v", tr.Counts, want)
 	}
+
+	if nd, ok := s.(store.NextDueLeaser); ok && nd.ReportsNextDue() {
+		runNextDue(t, s, nd)
+	}
+}
+
+// runNextDue checks a store.NextDueLeaser's report of what its due lease
+// left: the next due time the engine's timer waits for, after a lease
+// that took messages, one that found nothing (on Redis a peek alone) and
+// one that left a due message (Max).
+func runNextDue(t *testing.T, s store.Store, nd store.NextDueLeaser) {
+	ctx := context.Background()
+	const now = int64(2_000_000)
+	for _, m := range []struct {
+		id  string
+		due int64
+	}{{"a", now - 5}, {"b", now + 10}, {"c", now + 30}} {
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "nd", Now: now - 100, Messages: []store.InsertMessage{
+			{ID: m.id, DueAt: m.due, MaxAttempts: 3},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(at int64, max int, want []string) int64 {
+		t.Helper()
+		res, err := nd.MessageLeaseDueNext(ctx, &store.MessageLeaseParams{Topic: "nd", Now: at, Max: max, LeaseFor: 1000, Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range res.Records {
+			ids = append(ids, r.ID)
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("lease at now%+d: %v, want %v", at-now, ids, want)
+		}
+		if res.Now != 0 && res.Now != at {
+			t.Errorf("lease at now%+d judged by %d", at-now, res.Now-now)
+		}
+		return res.NextDue
+	}
+	// Exact here: nothing was cancelled (a store may report less then).
+	if next := lease(now, 10, []string{"a"}); next != now+10 {
+		t.Errorf("after leasing the due one: NextDue now%+d, want now+10", next-now)
+	}
+	if next := lease(now+1, 10, nil); next != now+10 {
+		t.Errorf("after a lease that found nothing due: NextDue now%+d, want now+10", next-now)
+	}
+	// Both due, Max 1: the one left is due, so NextDue is at most now+30.
+	if next := lease(now+30, 1, []string{"b"}); next == 0 || next > now+30 {
+		t.Errorf("after a lease that left a due one: NextDue %d (now%+d), want at most now+30", next, next-now)
+	}
+	if next := lease(now+30, 10, []string{"c"}); next != 0 {
+		t.Errorf("after leasing the last one: NextDue now%+d, want 0 (none)", next-now)
+	}
 }
