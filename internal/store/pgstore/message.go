@@ -326,6 +326,60 @@ func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams
 	return recs, err
 }
 
+// MessageLeaseDueNext implements store.NextDueLeaser: op_lease_due, and
+// in the same batch (one round trip, one implicit transaction) the
+// first due time left in q_scheduled. READ COMMITTED takes a snapshot per
+// statement, so that read sees what the lease left (and any send
+// committed since): at most the first due time after the lease.
+func (s *Store) MessageLeaseDueNext(ctx context.Context, p *store.MessageLeaseParams) (_ *store.LeaseDueResult, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	b := &pgx.Batch{}
+	b.Queue(setRelaxedCommit)
+	b.Queue("SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
+		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
+	b.Queue("SELECT coalesce((SELECT q.due_at FROM "+s.fn("q_scheduled")+" q WHERE q.topic = $1 ORDER BY q.due_at, q.seq LIMIT 1), 0), "+
+		s.fn("now_ms")+"()", p.Topic)
+	br := s.pool.SendBatch(ctx, b)
+	res, err := s.readLeaseDueNext(br)
+	if cerr := br.Close(); err == nil && cerr != nil { // the commit's error
+		err = s.fail("lease", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.callerNow {
+		res.Now = 0 // "judged by Params.Now"
+	}
+	return res, nil
+}
+
+// readLeaseDueNext reads MessageLeaseDueNext's batch up to its commit.
+func (s *Store) readLeaseDueNext(br pgx.BatchResults) (*store.LeaseDueResult, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, s.fail("lease", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, s.fail("lease", err)
+	}
+	_, recs, err := s.readRecs("lease", rows, nil)
+	if err != nil {
+		return nil, err
+	}
+	res := &store.LeaseDueResult{Records: recs}
+	if err := br.QueryRow().Scan(&res.NextDue, &res.Now); err != nil {
+		return nil, s.fail("lease", err)
+	}
+	return res, nil
+}
+
+// ReportsNextDue implements store.NextDueLeaser.
+func (s *Store) ReportsNextDue() bool { return true }
+
 // MessageLease implements store.Store.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
 	if err := s.check(); err != nil {
