@@ -413,20 +413,25 @@ func (t *topic) waiter() *waiter {
 
 // leave unregisters w. A wake-up sent to w that it did not wait for (its
 // lease answered, timed out or was cancelled first) goes on to the next
-// waiter: it may be the only one sent for a ready message.
-func (t *topic) leave(w *waiter) {
+// waiter: it may be the only one sent for a ready message. It reports
+// whether such a wake-up found no waiter to go to.
+func (t *topic) leave(w *waiter) (dropped bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if w.el != nil {
 		t.waiters.Remove(w.el)
 		w.el = nil
-		return
+		return false
 	}
 	select {
 	case <-w.c:
+		if t.waiters.Len() == 0 {
+			return true
+		}
 		t.wakeLocked(1)
 	default:
 	}
+	return false
 }
 
 // notify wakes every long-poll waiting on the topic: messages may have

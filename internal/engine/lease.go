@@ -54,7 +54,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
 		r.End()
 		if err != nil || len(msgs) > 0 || timeout == nil || last {
-			t.leave(w)
+			e.leave(t, w)
 			if len(msgs) > 0 && (len(msgs) == max || t.throttled()) {
 				// More may be ready than this answer took (a promotion
 				// wakes one waiter per message, and this one may have
@@ -66,7 +66,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 		r = trace.StartRegion(ctx, "delayq.lease.wait")
 		err = e.waitLease(ctx, w.c, timeout, retry)
 		r.End()
-		t.leave(w)
+		e.leave(t, w)
 		switch {
 		case errors.Is(err, errWaitOver):
 			// One last look before answering "nothing": a wake-up lost

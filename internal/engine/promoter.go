@@ -179,3 +179,15 @@ func (e *Engine) armReported(t *topic, res *store.LeaseDueResult, now int64) {
 		t.graceBy.CompareAndSwap(0, e.now()+leaseGrace)
 	}
 }
+
+// leave is topic.leave for a long-poll of the engine. A timer's wake-up
+// that reached no lease (the one it woke answered without it, and no
+// other long-poll waits) may have been left the release of a due message
+// (leaveToLease) whose report will not come: the timer asks the store at
+// once instead of after the grace.
+func (e *Engine) leave(t *topic, w *waiter) {
+	if t.leave(w) && e.dueNext != nil {
+		t.graceBy.Store(1) // passed: the next fire asks the store
+		e.dispatcher.armPromoteIn(t, 1)
+	}
+}

@@ -12,6 +12,7 @@ package enginetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,79 @@ func RunTwoEngines(t *testing.T, d Deployment) {
 		if err := es[1].Ack(ctx, "jobs", id, msgs[0].Receipt); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// RunPacedAcrossEngines: a stream of sends through one engine, each due
+// 400 ms after it, one every 10 ms, while a consumer long-polls another
+// engine only: every message is delivered once, none early, and none
+// near the 5 s safety sweep. The consuming engine learns the stream's due
+// times only from what the sending engine announces (a store may leave
+// out a due time after one it announced, PostgreSQL does) and from its
+// own store calls when its timer fires (the woken lease's report of the
+// next due time, or a promotion).
+func RunPacedAcrossEngines(t *testing.T, d Deployment) {
+	es := Engines(t, d, 2, engine.Config{})
+	const n, every, delay = 60, 10 * time.Millisecond, 400 * time.Millisecond
+	due := make(map[string]time.Time, n)
+	var mu sync.Mutex
+	got := make(chan error, 1)
+	go func() {
+		seen := map[string]bool{}
+		var worst time.Duration
+		for len(seen) < n {
+			ms, err := es[1].Lease(ctx, "paced", domain.LeaseRequest{Max: 10, Wait: 8 * time.Second})
+			if err != nil {
+				got <- err
+				return
+			}
+			if len(ms) == 0 {
+				got <- fmt.Errorf("long-poll of 8 s ended empty with %d of %d delivered", len(seen), n)
+				return
+			}
+			at := time.Now()
+			for _, m := range ms {
+				mu.Lock()
+				want, ok := due[m.ID]
+				mu.Unlock()
+				switch {
+				case !ok:
+					got <- fmt.Errorf("delivered %s, never sent", m.ID)
+					return
+				case seen[m.ID]:
+					got <- fmt.Errorf("%s delivered twice", m.ID)
+					return
+				case at.Before(want):
+					got <- fmt.Errorf("%s delivered %v before its due time", m.ID, want.Sub(at))
+					return
+				}
+				seen[m.ID] = true
+				worst = max(worst, at.Sub(want))
+				if err := es[1].Ack(ctx, "paced", m.ID, m.Receipt); err != nil {
+					got <- err
+					return
+				}
+			}
+		}
+		if worst > 3*time.Second {
+			got <- fmt.Errorf("a message delivered %v late: by the safety sweep, not a wake-up", worst)
+			return
+		}
+		t.Logf("%d messages, latest %v after its due time", n, worst)
+		got <- nil
+	}()
+	for i := range n {
+		id := fmt.Sprintf("p%02d", i)
+		mu.Lock()
+		due[id] = time.Now().Add(delay) // no later than the store's due time
+		mu.Unlock()
+		if _, err := es[0].Send(ctx, "paced", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: delay}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(every)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -34,6 +34,8 @@ func deployment(t *testing.T) enginetest.Deployment {
 // TestTwoEngines: wake-up through the change-counter poll.
 func TestTwoEngines(t *testing.T) { enginetest.RunTwoEngines(t, deployment(t)) }
 
+func TestPacedAcrossEngines(t *testing.T) { enginetest.RunPacedAcrossEngines(t, deployment(t)) }
+
 func TestSharedLeases(t *testing.T) { enginetest.RunSharedLeases(t, deployment(t)) }
 
 func TestSkewedServers(t *testing.T) { enginetest.RunSkewedServers(t, deployment(t)) }

@@ -33,6 +33,8 @@ func deployment(t *testing.T) enginetest.Deployment {
 // TestTwoEngines: wake-up through LISTEN/NOTIFY.
 func TestTwoEngines(t *testing.T) { enginetest.RunTwoEngines(t, deployment(t)) }
 
+func TestPacedAcrossEngines(t *testing.T) { enginetest.RunPacedAcrossEngines(t, deployment(t)) }
+
 // TestSharedLeases: SKIP LOCKED leases, one clock.
 func TestSharedLeases(t *testing.T) { enginetest.RunSharedLeases(t, deployment(t)) }
 

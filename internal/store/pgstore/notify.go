@@ -35,12 +35,50 @@ import (
 const notifyHorizonMS = 60_000
 
 // notifySoon notifies topic's due time (0: ready now) unless it is
-// notifyHorizonMS or more after now (both by the database's clock).
+// notifyHorizonMS or more after now (both by the database's clock), or
+// an earlier due time of the topic this store announced is still more
+// than announceCoverMS away (covered).
 func (s *Store) notifySoon(ctx context.Context, topic string, due, now int64) {
 	if due != 0 && due-now >= notifyHorizonMS {
 		return
 	}
+	if due != 0 && s.covered(topic, due, now) {
+		return
+	}
 	s.notify(ctx, map[string]int64{topic: due})
+}
+
+// announceCoverMS: a due time announced at least this far ahead covers
+// the later ones sent meanwhile. Every server armed its timer at the
+// announced time or earlier, and when its timer fires it asks the
+// database when the topic is next due (the woken lease's report, or a
+// promotion), which finds every send committed by then. A send that
+// commits after that look (it would have to take longer than this to
+// commit) is released by the server that made it, whose own timer is
+// armed at its due time: its promotion announces it as ready.
+const announceCoverMS = 100
+
+// maxAnnounced bounds the announced map (a store sending to very many
+// topics): it is cleared when full, which only costs notifications.
+const maxAnnounced = 10_000
+
+// covered reports whether due is covered by an earlier due time of the
+// topic announced before (see announceCoverMS); if not, due is recorded
+// as the one to cover later ones. On a paced topic (sends due in send
+// order, a few seconds ahead) one notification per announceCoverMS or
+// so instead of one per send: a transaction of its own on the database
+// and a wake-up of every server's listener each.
+func (s *Store) covered(topic string, due, now int64) bool {
+	s.announcedMu.Lock()
+	defer s.announcedMu.Unlock()
+	if a, ok := s.announced[topic]; ok && a-now > announceCoverMS && a <= due {
+		return true
+	}
+	if s.announced == nil || len(s.announced) >= maxAnnounced {
+		s.announced = make(map[string]int64)
+	}
+	s.announced[topic] = due
+	return false
 }
 
 func (s *Store) notify(ctx context.Context, due map[string]int64) {
@@ -52,7 +90,15 @@ func (s *Store) notify(ctx context.Context, due map[string]int64) {
 		payloads = append(payloads, topic+"\t"+strconv.FormatInt(d, 10))
 	}
 	_, err := s.pool.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", s.channel, payloads)
-	if err == nil || s.closed.Load() || errors.Is(ctx.Err(), context.Canceled) {
+	if err == nil {
+		return
+	}
+	s.announcedMu.Lock()
+	for topic := range due {
+		delete(s.announced, topic) // not announced: covers nothing
+	}
+	s.announcedMu.Unlock()
+	if s.closed.Load() || errors.Is(ctx.Err(), context.Canceled) {
 		return
 	}
 	s.log.Warn("pgstore: notify (engines' safety sweep will cover it)", "topics", len(due), "err", err)

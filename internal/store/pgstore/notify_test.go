@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,7 +99,8 @@ func TestNotifications(t *testing.T) {
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("lease: %v %v", recs, err)
 	}
-	r, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "t", ID: recs[0].ID, Receipt: recs[0].Receipt, RetryDelay: 30_000})
+	// (Due before the 30 s announced above: a later one would be covered.)
+	r, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "t", ID: recs[0].ID, Receipt: recs[0].Receipt, RetryDelay: 20_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +146,39 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNote(t, notes, note{"d", 0})
+	select {
+	case n := <-notes:
+		t.Fatalf("unexpected notification %+v", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestNotificationsCovered: a send due after a due time of its topic this
+// store announced, which is still more than announceCoverMS away, is not
+// announced (every server armed its timer at that time or earlier, and
+// looks at the topic then); one due earlier is, and so is one due after
+// an announced time about to come. On a paced topic that is one
+// notification for many sends.
+func TestNotificationsCovered(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	notes, _, _, _ := subscribe(t, s)
+
+	first := send(t, s, "c", "first", 5_000)
+	wantNote(t, notes, note{"c", first.DueAt})
+	for i := range 20 { // due later, in send order: covered
+		send(t, s, "c", fmt.Sprint("paced", i), 5_000+int64(i)*10)
+	}
+	other := send(t, s, "c2", "other", 5_000) // another topic: its own
+	wantNote(t, notes, note{"c2", other.DueAt})
+	earlier := send(t, s, "c", "earlier", 1_000)
+	wantNote(t, notes, note{"c", earlier.DueAt})
+	send(t, s, "c", "covered", 1_050)
+	soon := send(t, s, "c", "soon", 50) // earlier again
+	wantNote(t, notes, note{"c", soon.DueAt})
+	// "soon" is less than announceCoverMS away: it covers nothing.
+	after := send(t, s, "c", "after", 60)
+	wantNote(t, notes, note{"c", after.DueAt})
 	select {
 	case n := <-notes:
 		t.Fatalf("unexpected notification %+v", n)

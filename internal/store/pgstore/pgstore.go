@@ -90,6 +90,11 @@ type Store struct {
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends Subscribe
 	closeOnce sync.Once
+
+	// announced is, per topic, the earliest due time (database ms) this
+	// store notified that had not come due when it did (notifySoon).
+	announcedMu sync.Mutex
+	announced   map[string]int64
 }
 
 var (

@@ -37,6 +37,11 @@ func TestTwoEngines(t *testing.T) {
 	enginetest.RunTwoEngines(t, deployment(t))
 }
 
+func TestPacedAcrossEngines(t *testing.T) {
+	t.Parallel()
+	enginetest.RunPacedAcrossEngines(t, deployment(t))
+}
+
 func TestSharedLeases(t *testing.T) {
 	t.Parallel()
 	enginetest.RunSharedLeases(t, deployment(t))
