@@ -64,6 +64,16 @@ func wantNote(t *testing.T, notes <-chan note, want note) {
 	}
 }
 
+// wantNoNote fails if a notification comes within 200 ms.
+func wantNoNote(t *testing.T, notes <-chan note) {
+	t.Helper()
+	select {
+	case n := <-notes:
+		t.Fatalf("unexpected notification %+v", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
 func send(t *testing.T, s store.Store, topic, id string, delay int64) *store.Record {
 	t.Helper()
 	res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: time.Now().UnixMilli(),
@@ -146,11 +156,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNote(t, notes, note{"d", 0})
-	select {
-	case n := <-notes:
-		t.Fatalf("unexpected notification %+v", n)
-	case <-time.After(200 * time.Millisecond):
-	}
+	wantNoNote(t, notes)
 }
 
 // TestNotificationsCovered: a send due after a due time of its topic this
@@ -179,11 +185,7 @@ func TestNotificationsCovered(t *testing.T) {
 	// "soon" is less than announceCoverMS away: it covers nothing.
 	after := send(t, s, "c", "after", 60)
 	wantNote(t, notes, note{"c", after.DueAt})
-	select {
-	case n := <-notes:
-		t.Fatalf("unexpected notification %+v", n)
-	case <-time.After(200 * time.Millisecond):
-	}
+	wantNoNote(t, notes)
 }
 
 // TestSubscribeReconnects: when the database restarts, Subscribe
