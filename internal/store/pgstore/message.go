@@ -314,16 +314,14 @@ func (s *Store) promoteGrace(ctx context.Context, p *store.MessagePromoteParams,
 	return &res, nil
 }
 
-// MessageLeaseDue implements store.DueLeaser.
-func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) (_ []*store.Record, err error) {
-	if err := s.check(); err != nil {
+// MessageLeaseDue implements store.DueLeaser: MessageLeaseDueNext's
+// records.
+func (s *Store) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	res, err := s.MessageLeaseDueNext(ctx, p)
+	if err != nil {
 		return nil, err
 	}
-	ctx, end := s.bound(ctx)
-	defer end(&err)
-	_, recs, err := s.recsRelaxed(ctx, "lease", "SELECT "+recCols+" FROM "+s.fn("op_lease_due")+"($1, $2, $3, $4, $5)",
-		s.nowArg(p.Now), p.Topic, p.Max, p.LeaseFor, p.Token)
-	return recs, err
+	return res.Records, nil
 }
 
 // MessageLeaseDueNext implements store.NextDueLeaser: op_lease_due, and

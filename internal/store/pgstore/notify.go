@@ -65,9 +65,9 @@ const maxAnnounced = 10_000
 // covered reports whether due is covered by an earlier due time of the
 // topic announced before (see announceCoverMS); if not, due is recorded
 // as the one to cover later ones. On a paced topic (sends due in send
-// order, a few seconds ahead) one notification per announceCoverMS or
-// so instead of one per send: a transaction of its own on the database
-// and a wake-up of every server's listener each.
+// order, a few seconds ahead) that is about one notification per lead
+// time instead of one per send: a transaction of its own on the
+// database and a wake-up of every server's listener each.
 func (s *Store) covered(topic string, due, now int64) bool {
 	s.announcedMu.Lock()
 	defer s.announcedMu.Unlock()
