@@ -348,7 +348,10 @@ func TestConcurrentUse(t *testing.T) {
 					return
 				default:
 				}
-				ms, err := q.Lease(ctx, "t", delayq.LeaseRequest{Max: 10, Lease: time.Hour, Wait: 20 * time.Millisecond})
+				// Longer than all the Advances below (1 h 5 min): a lease
+				// still unacked when the clock jumps must not expire, or
+				// its message is rightly handed out again.
+				ms, err := q.Lease(ctx, "t", delayq.LeaseRequest{Max: 10, Lease: 2 * time.Hour, Wait: 20 * time.Millisecond})
 				if err != nil {
 					t.Errorf("lease: %v", err)
 					return
