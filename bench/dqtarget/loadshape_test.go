@@ -59,10 +59,14 @@ func TestLoadShapesNeverEarlyNorMissing(t *testing.T) {
 			}
 			s := tr.Summary
 			if r.Scenario == bench.ScenarioMixed {
-				// At least a second's worth of sends must have come due
-				// and been checked: zero checked would prove nothing.
-				if got := s["checked"].Sum; got < mixed.Rate {
-					t.Errorf("%s on %s: %v messages checked, want ≥ %v", r.Scenario, tr.Target, got, mixed.Rate)
+				// Some sends must have come due and been checked: zero
+				// checked would prove nothing. How many depends on the
+				// sends the machine managed, so the floor is a fifth of a
+				// second's worth, not the rate: on CI a Redis fsync stall
+				// of over a second (appendfsync always, the disk shared with
+				// the other packages' tests) once held sends to 401 of 1,500.
+				if got := s["checked"].Sum; got < mixed.Rate/5 {
+					t.Errorf("%s on %s: %v messages checked, want ≥ %v", r.Scenario, tr.Target, got, mixed.Rate/5)
 				}
 			} else if got := s["checked"].Sum; got != want {
 				t.Errorf("%s on %s: %v messages checked, want %v", r.Scenario, tr.Target, got, want)
