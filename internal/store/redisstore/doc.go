@@ -75,17 +75,17 @@
 // not in Cluster mode), where a script may touch keys of any slot, a send
 // (sendScript), a promotion and a lease (oneserver.go) are each one script
 // over all the topic's partitions: atomic, and the lease and promotion
-// merge partitions exactly. A send and a promotion are one round trip; a
-// lease peeks first (read-only, one script over all partitions:
-// peekAnyScript), so that a lease script is never sent to
-// a Redis that stopped answering: it would run when Redis resumed and
-// lease messages to a caller long gone. Redis may still stop between the
-// peek's answer and the script, so the script also carries a run-by
-// instant on Redis's clock and leases nothing after it (runby.go). On a
-// Cluster they keep to one partition's slot per script, as follows.
+// merge partitions exactly. A send and a promotion are one round trip,
+// and so is a lease when a Redis TIME answered within the last second
+// is kept; otherwise it peeks first (read-only, one script over all
+// partitions: peekAnyScript). Either gives the lease script a run-by
+// instant on Redis's clock, after which it leases nothing (runby.go): a
+// script sent to a Redis that stopped answering would otherwise run when
+// Redis resumed and lease messages to a caller long gone. On a Cluster
+// they keep to one partition's slot per script, as follows.
 //
 // The store is a store.DueLeaser: MessageLeaseDue's script (the same
-// peek first) takes scheduled messages due by its now straight to
+// way) takes scheduled messages due by its now straight to
 // inflight, as if promoted first, so a message released to a waiting
 // long-poll costs one write script instead of a promotion and a lease;
 // MessagePromoteGrace (the promotion scripts with a grace) promotes only

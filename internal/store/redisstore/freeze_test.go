@@ -22,11 +22,20 @@ import (
 // messages that came due during it were delivered a lease length late).
 // The same for MessageLeaseDue and a due scheduled message: it stays
 // scheduled.
+//
+// On one server a lease that follows another within a second sends its
+// script without a peek (runby.go): its run-by time from the earlier
+// lease's TIME refuses it. "peek/…" drop that TIME first.
 func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 	t.Parallel()
 	t.Run("ready", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, false, false, false) })
 	t.Run("due", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, true, false, false) })
+	t.Run("peek/ready", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, false, false, false, withPeek) })
+	t.Run("peek/due", func(t *testing.T) { t.Parallel(); checkLeaseDuringFreeze(t, true, false, false, withPeek) })
 }
+
+// withPeek makes checkLeaseDuringFreeze's lease on one server peek first.
+const withPeek = true
 
 // TestLeaseFrozenAfterPeekLeasesNothing: Redis freezes after answering a
 // lease's peek and before reading its lease script (testHookLease stops
@@ -34,11 +43,15 @@ func TestLeaseDuringFreezeLeasesNothing(t *testing.T) {
 // after the call gave up; it must lease nothing (its run-by time, from the
 // peek's TIME, has passed), or the message would be inflight to nobody
 // until its lease ran out. The peek alone does not guard this window.
-// On one server and on a 3-master Cluster (all masters frozen).
+// On one server and on a 3-master Cluster (all masters frozen). On one
+// server "ready" and "due" send the script without a peek (a TIME kept
+// from the warm-up lease): Redis freezes just before it.
 func TestLeaseFrozenAfterPeekLeasesNothing(t *testing.T) {
 	// Not parallel: testHookLease is package-wide.
 	t.Run("ready", func(t *testing.T) { checkLeaseDuringFreeze(t, false, true, false) })
 	t.Run("due", func(t *testing.T) { checkLeaseDuringFreeze(t, true, true, false) })
+	t.Run("peek/ready", func(t *testing.T) { checkLeaseDuringFreeze(t, false, true, false, withPeek) })
+	t.Run("peek/due", func(t *testing.T) { checkLeaseDuringFreeze(t, true, true, false, withPeek) })
 	t.Run("cluster/ready", func(t *testing.T) { checkLeaseDuringFreeze(t, false, true, true) })
 	t.Run("cluster/due", func(t *testing.T) { checkLeaseDuringFreeze(t, true, true, true) })
 }
@@ -46,7 +59,7 @@ func TestLeaseFrozenAfterPeekLeasesNothing(t *testing.T) {
 // checkLeaseDuringFreeze freezes Redis before a lease call, or with
 // afterPeek between its peek and its lease script, and checks that what
 // the call sent leased nothing when Redis resumed.
-func checkLeaseDuringFreeze(t *testing.T, due, afterPeek, cluster bool) {
+func checkLeaseDuringFreeze(t *testing.T, due, afterPeek, cluster bool, peek ...bool) {
 	var servers []*redistest.Server
 	var url string
 	if cluster {
@@ -125,6 +138,20 @@ func checkLeaseDuringFreeze(t *testing.T, due, afterPeek, cluster bool) {
 			}
 		}
 		return n
+	}
+	// The path under test: on one server, a lease with a Redis TIME kept
+	// (a round trip under 50 ms: lease again until one was) or with peek,
+	// none.
+	for i := 0; !cluster && s.clock.Load() == nil && i < 50; i++ {
+		if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "other", Now: now, Max: 1, LeaseFor: 60_000, Token: "tok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !cluster && s.clock.Load() == nil {
+		t.Fatal("no lease kept Redis's TIME: the lease without a peek is not under test")
+	}
+	if len(peek) > 0 && peek[0] {
+		s.clock.Store(nil)
 	}
 	before := scripts()
 

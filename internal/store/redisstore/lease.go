@@ -145,7 +145,7 @@ func (s *Store) lease(ctx context.Context, p *store.MessageLeaseParams, due bool
 			a := asSlice(cmd.Val())
 			first := 1
 			if due {
-				first = 2 // after leaseDueScript's head, not reported on a Cluster
+				first = 3 // after leaseDueScript's head and TIME, not used on a Cluster
 			}
 			if len(a) < first {
 				parts.fail(callPart[c], errReply("lease", cmd.Val()))

@@ -31,8 +31,9 @@ import (
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
 //	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
-// Returns {now, head, id1, rec1, id2, rec2, …} in lease order, head the
-// first score left in the partitions' scheduled indexes ("0": none).
+// Returns {now, head, Redis TIME (ms) as it started, id1, rec1, id2,
+// rec2, …} in lease order, head the first score left in the partitions'
+// scheduled indexes ("0": none).
 var leaseDueScript = newScript(flagsState, allPartsPrelude+redisClockFn+schedHeadFn+`
 local RUNBY = ARGV[A+3]
 `+runByCheck+`
@@ -73,7 +74,7 @@ table.sort(cands, function(a, b)
   if a.pri ~= b.pri then return a.pri < b.pri end
   return byDue(a, b)
 end)
-local out = {NOW, '0'}
+local out = {NOW, '0', CLOCK}
 for x = 1, math.min(n, #cands) do
   local c = cands[x]
   usePart(c.j)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -102,7 +103,8 @@ return {NOW, done, head or '0', after or '0'}
 //	ARGV[A] n, ARGV[A+1] "+lease length" (ms after now), ARGV[A+2] token
 //	ARGV[A+3] run by (Redis TIME in ms, "" none; runby.go)
 //
-// Returns {now, id1, rec1, id2, rec2, …} in that order, as leaseScript.
+// Returns {now, Redis TIME (ms) as it started, id1, rec1, id2, rec2, …}
+// in that order.
 var leaseAllScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
 local RUNBY = ARGV[A+3]
 `+runByCheck+`
@@ -125,7 +127,7 @@ table.sort(cands, function(a, b)
   if a.s ~= b.s then return a.s < b.s end
   return a.c < b.c
 end)
-local out = {NOW}
+local out = {NOW, CLOCK}
 for x = 1, math.min(n, #cands) do
   local c = cands[x]
   usePart(c.j)
@@ -200,19 +202,20 @@ if due then return {NOW, redisClock(), '', schedHead(), 0} end
 return {NOW, redisClock()}
 `)
 
-// leaseOneServer is MessageLease on a single server: a peek at the
-// partitions' ready (and, for MessageLeaseDue, due scheduled) heads
-// (read-only, one script: peekAnyScript), then, if any is due, one script
-// whose answer is in lease order.
+// leaseOneServer is MessageLease on a single server: one script whose
+// answer is in lease order, over all partitions, sent at once when a
+// recent Redis TIME gives it a run-by time (runBySeen), else after a peek
+// at the partitions' ready (and, for MessageLeaseDue, due scheduled)
+// heads (read-only, one script: peekAnyScript) that found something.
 //
-// The peek is a guard, not an optimisation: a lease script sent while
-// Redis is frozen (SIGSTOP, a stalled host) waits in the socket and runs
-// when Redis resumes, long after this call gave up: it leases messages to
-// nobody, and they come back only when that lease expires (S11's freeze
-// saw messages a lease length late). A peek sent then runs harmlessly,
-// and the script goes out only after Redis has just answered, as on a
-// Cluster. Promotions and sends stay one script: run late, they do what a
-// retry would.
+// The peek, or the TIME kept, is a guard, not an optimisation: a lease
+// script sent while Redis is frozen (SIGSTOP, a stalled host) waits in
+// the socket and runs when Redis resumes, long after this call gave up:
+// it leases messages to nobody, and they come back only when that lease
+// expires (S11's freeze saw messages a lease length late). The script
+// carries the instant by which it must run, on Redis's clock (runby.go).
+// Promotions and sends stay one script: run late, they do what a retry
+// would.
 //
 // With due (MessageLeaseDue) the peek also looks at the scheduled
 // messages due by now, and the script is leaseDueScript.
@@ -221,6 +224,16 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 		return &store.LeaseDueResult{}, nil
 	}
 	now := s.nowArg(p.Now)
+	if by, ok := s.runBySeen(ctx); ok {
+		res, err := s.leaseScriptOneServer(ctx, p, due, now, by)
+		if !isLate(err) {
+			return res, err
+		}
+		// Refused by its run-by time: Redis stalled (the peek then fails
+		// too, as the deadline has passed) or its clock stepped forward
+		// since the TIME kept, which the peek's TIME replaces.
+		s.clock.Store(nil)
+	}
 	dueArg := "0"
 	if due {
 		dueArg = "1"
@@ -229,6 +242,7 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 	if err := pk.err(); err != nil {
 		return nil, err
 	}
+	s.sawClock(pk.clocks[0], pk.sent, time.Now())
 	if c := pk.per[0]; len(c) == 0 || c[0].member == "" {
 		res := &store.LeaseDueResult{Now: pk.nows[0]}
 		if len(c) > 0 {
@@ -236,26 +250,29 @@ func (s *Store) leaseOneServer(ctx context.Context, p *store.MessageLeaseParams,
 		}
 		return s.judgedBy(res), nil
 	}
-	sc := leaseAllScript
+	return s.leaseScriptOneServer(ctx, p, due, now, runBy(ctx, slices.Max(pk.clocks), pk.sent))
+}
+
+// leaseScriptOneServer sends leaseOneServer's script with run-by time by
+// and keeps the Redis TIME it answers (sawClock).
+func (s *Store) leaseScriptOneServer(ctx context.Context, p *store.MessageLeaseParams, due bool, now, by string) (*store.LeaseDueResult, error) {
+	sc, first := leaseAllScript, 2
 	if due {
-		sc = leaseDueScript
+		sc, first = leaseDueScript, 3
 	}
 	if testHookLease != nil {
 		testHookLease(0)
 	}
-	c := s.allPartsCall(sc, p.Topic, now, p.Max, after(p.LeaseFor), p.Token, runBy(ctx, slices.Max(pk.clocks), pk.sent))
-	cmds, err := s.run(ctx, "lease", []call{c}, nil)
+	sent := time.Now()
+	cmds, err := s.run(ctx, "lease", []call{s.allPartsCall(sc, p.Topic, now, p.Max, after(p.LeaseFor), p.Token, by)}, nil)
 	if err != nil {
 		return nil, err
 	}
 	a := asSlice(cmds[0].Val())
-	first := 1
-	if due {
-		first = 2
-	}
 	if len(a) < first {
 		return nil, errReply("lease", cmds[0].Val())
 	}
+	s.sawClock(asInt(a[first-1]), sent, time.Now())
 	recs, err := decodePairs(p.Topic, a[first:])
 	if err != nil {
 		return nil, err

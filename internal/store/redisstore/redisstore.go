@@ -114,6 +114,10 @@ type Store struct {
 	// touch keys of any slot (sendScript).
 	oneServer bool
 	timeout   time.Duration // whole-call bound (callTimeout); 0: none
+	// clock is the last Redis TIME a single server's lease or peek
+	// answered (runby.go): a lease with a recent one sends its script
+	// without a peek first.
+	clock atomic.Pointer[clockSeen]
 
 	// regAt is when this Store last added each topic to the registry
 	// (topic -> time.Time); see needsRegister.
