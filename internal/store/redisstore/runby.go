@@ -9,9 +9,9 @@ import (
 
 // Without a Redis TIME kept (below), a lease is a read-only peek and then
 // the lease script, sent only once the peek has answered: a script sent
-// to a frozen Redis (SIGSTOP, a stalled host) would wait in the socket and run when Redis resumes, long
-// after its caller gave up, leasing messages to nobody until that lease
-// expires. The peek alone leaves a window: Redis can stop after answering
+// to a frozen Redis (SIGSTOP, a stalled host) would wait in the socket
+// and run when Redis resumes, long after its caller gave up, leasing
+// messages to nobody until that lease expires. The peek alone leaves a window: Redis can stop after answering
 // it and before reading the script, which then runs on resume all the
 // same (S11's freeze: what came due during it delivered a lease length
 // late). So the peek also answers Redis's TIME, and the script carries a
@@ -95,11 +95,11 @@ const (
 	maxClockRTT = 50 * time.Millisecond
 )
 
-// clockSeen is Redis TIME (ms) read by a script sent at sent whose answer
-// arrived at got (both carry the monotonic clock).
+// clockSeen is Redis TIME (ms) read by a script whose answer arrived at
+// got (which carries the monotonic clock).
 type clockSeen struct {
-	redis     int64
-	sent, got time.Time
+	redis int64
+	got   time.Time
 }
 
 // sawClock keeps a Redis TIME a lease or peek answered, if its round trip
@@ -108,17 +108,18 @@ func (s *Store) sawClock(redisMS int64, sent, got time.Time) {
 	if redisMS <= 0 || got.Sub(sent) > maxClockRTT {
 		return
 	}
-	s.clock.Store(&clockSeen{redis: redisMS, sent: sent, got: got})
+	s.clock.Store(&clockSeen{redis: redisMS, got: got})
 }
 
 // runBySeen is a lease script's run-by argument from the TIME kept (see
 // above), ok false when there is none recent enough: the lease then
-// peeks first. Without a deadline the caller waits for any answer, so
-// there is nothing to bound ("", true).
+// peeks first. It peeks too when ctx has no deadline (no Timeout): only
+// the peek keeps a script from going out to a frozen Redis when the
+// caller may still give up by cancelling.
 func (s *Store) runBySeen(ctx context.Context) (string, bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return "", true
+		return "", false
 	}
 	o := s.clock.Load()
 	if o == nil || time.Since(o.got) > clockFresh {
