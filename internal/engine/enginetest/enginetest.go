@@ -94,9 +94,12 @@ func RunTwoEngines(t *testing.T, d Deployment) {
 }
 
 // RunPacedAcrossEngines: a stream of sends through one engine, each due
-// 400 ms after it, one every 10 ms, while a consumer long-polls another
-// engine only: every message is delivered once, none early, and none
-// near the 5 s safety sweep. The consuming engine learns the stream's due
+// 400 ms after it (every third one at once), one every 10 ms, while a
+// consumer long-polls another engine only: every message is delivered
+// once, none early, and none near the 5 s safety sweep. Most of the
+// consumer's long-polls arrive right after a lease that took all there
+// was, and wait without looking: only what the sending engine announces
+// and the consumer's own timers wake them. The consuming engine learns the stream's due
 // times only from what the sending engine announces (a store may leave
 // out a due time after one it announced, PostgreSQL does) and from its
 // own store calls when its timer fires (the woken lease's report of the
@@ -153,10 +156,14 @@ func RunPacedAcrossEngines(t *testing.T, d Deployment) {
 	}()
 	for i := range n {
 		id := fmt.Sprintf("p%02d", i)
+		d := delay
+		if i%3 == 2 {
+			d = 0 // ready at once: announced as ready, not as a due time
+		}
 		mu.Lock()
-		due[id] = time.Now().Add(delay) // no later than the store's due time
+		due[id] = time.Now().Add(d) // no later than the store's due time
 		mu.Unlock()
-		if _, err := es[0].Send(ctx, "paced", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: delay}}); err != nil {
+		if _, err := es[0].Send(ctx, "paced", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(every)
