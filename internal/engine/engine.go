@@ -316,10 +316,6 @@ type topic struct {
 	// grace promotion rather than leave a release to the long-poll it
 	// woke (promoter.go); 0: not set.
 	graceBy atomic.Int64
-	// changes counts events that can make messages leasable, dry the last
-	// look that left nothing behind (guarded by mu): drained.go.
-	changes atomic.Uint64
-	dry     drained
 }
 
 func (e *Engine) topic(name string) *topic {
@@ -450,7 +446,6 @@ func (t *topic) notifyN(n int) {
 }
 
 func (t *topic) wakeLocked(n int) {
-	t.changed()
 	for ; n > 0; n-- {
 		el := t.waiters.Front()
 		if el == nil {

@@ -45,23 +45,14 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 		timeout = tm.C
 	}
 	last := false
-	first := true
 	for {
 		if e.isClosing() {
 			return nil, domain.ErrUnavailable
 		}
 		w := t.waiter()
-		var msgs []*domain.Message
-		var retry time.Duration
-		var err error
-		// A long-poll arriving when the last look left nothing and nothing
-		// has happened since goes straight to waiting (drained.go).
-		if !first || timeout == nil || !t.knownDry(e.clk.Now()) {
-			r := trace.StartRegion(ctx, "delayq.lease")
-			msgs, retry, err = e.leaseOnce(ctx, t, max, lease)
-			r.End()
-		}
-		first = false
+		r := trace.StartRegion(ctx, "delayq.lease")
+		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
+		r.End()
 		if err != nil || len(msgs) > 0 || timeout == nil || last {
 			e.leave(t, w)
 			if len(msgs) > 0 && (len(msgs) == max || t.throttled()) {
@@ -72,7 +63,7 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 			}
 			return msgs, err
 		}
-		r := trace.StartRegion(ctx, "delayq.lease.wait")
+		r = trace.StartRegion(ctx, "delayq.lease.wait")
 		err = e.waitLease(ctx, w.c, timeout, retry)
 		r.End()
 		e.leave(t, w)
@@ -116,7 +107,6 @@ func (e *Engine) waitLease(ctx context.Context, wake <-chan struct{}, timeout <-
 // leaseOnce leases up to max ready messages, within the topic's rate
 // limit. When the limit allows none it returns the wait for a token.
 func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Duration) ([]*domain.Message, time.Duration, error) {
-	changes, start := t.changes.Load(), e.clk.Now()
 	own, err := e.own(ctx, t)
 	if err != nil || own.paused {
 		return nil, 0, err // paused: long-polls wait for the resume's wake-up
@@ -153,9 +143,6 @@ func (e *Engine) leaseOnce(ctx context.Context, t *topic, n int, lease time.Dura
 	if err != nil {
 		e.events.storeError("lease")
 		return nil, 0, storeErr("lease", "from topic "+t.name, err)
-	}
-	if len(recs) < n && retry == 0 && since == 0 {
-		t.lookedDry(changes, start) // took all there was: nothing left
 	}
 	if len(recs) == 0 {
 		return nil, retry, nil

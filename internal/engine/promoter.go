@@ -37,7 +37,6 @@ const maxBusySkips = 20
 // only once a grace has passed since the first wake-up left to a lease,
 // for what the woken long-polls did not take (leaveToLease).
 func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
-	t.changed() // something may have come due: the next long-poll looks
 	var grace, graceBy int64
 	if handOff && e.due != nil && t.wakeOne() && t.busySkips.Load() < maxBusySkips {
 		grace = leaseGrace

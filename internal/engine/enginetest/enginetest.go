@@ -96,10 +96,9 @@ func RunTwoEngines(t *testing.T, d Deployment) {
 // RunPacedAcrossEngines: a stream of sends through one engine, each due
 // 400 ms after it (every third one at once), one every 10 ms, while a
 // consumer long-polls another engine only: every message is delivered
-// once, none early, and none near the 5 s safety sweep. Most of the
-// consumer's long-polls arrive right after a lease that took all there
-// was, and wait without looking: only what the sending engine announces
-// and the consumer's own timers wake them. The consuming engine learns the stream's due
+// once, none early, and none near the 5 s safety sweep. The ready ones
+// reach the consuming engine as "ready now" notifications, the others as
+// due times its timers arm. The consuming engine learns the stream's due
 // times only from what the sending engine announces (a store may leave
 // out a due time after one it announced, PostgreSQL does) and from its
 // own store calls when its timer fires (the woken lease's report of the
