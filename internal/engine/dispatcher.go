@@ -41,7 +41,10 @@ type dispatcher struct {
 	nextID    uint64
 	pending   map[uint64]bool // jobs queued, to coalesce fires
 	running   map[uint64]bool // jobs a worker runs now
-	jobs      chan uint64
+	// woke marks queued promotions whose fire already woke a long-poll
+	// to take the due messages (fire), so the job does not wake another.
+	woke map[uint64]bool
+	jobs chan uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -60,6 +63,7 @@ func newDispatcher(e *Engine) *dispatcher {
 		nextID:    firstTopicID,
 		pending:   make(map[uint64]bool),
 		running:   make(map[uint64]bool),
+		woke:      make(map[uint64]bool),
 		jobs:      make(chan uint64, 1024),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -168,9 +172,27 @@ func (d *dispatcher) arm(id uint64, due int64) {
 // A job still waiting in the queue will read the store after this fire, so
 // a second one would add nothing; a job already running might not, so
 // pending is cleared when a worker starts a job, not when it ends.
+//
+// On a store.DueLeaser it also hands the release to a waiting long-poll
+// here (promote's hand-off, done early): the long-poll's lease starts now
+// instead of after a worker picks the job up, one goroutine switch less
+// between a message coming due and its lease, which on a busy machine is
+// a wait for a CPU.
+//
+// Every fire wakes, even one coalesced into a queued job: the long-poll a
+// fire woke may lease, report the next due time and re-arm the entry
+// before a worker has taken the job (workers busy with other topics), and
+// the next fire then has a message of its own to hand over.
 func (d *dispatcher) fire(id uint64) {
 	d.mu.Lock()
 	delete(d.armed, id)
+	t := d.byID[id]
+	d.mu.Unlock()
+	woke := t != nil && d.e.due != nil && t.wakeOne()
+	d.mu.Lock()
+	if woke {
+		d.woke[id] = true
+	}
 	if d.pending[id] {
 		d.mu.Unlock()
 		return
@@ -207,9 +229,11 @@ func (d *dispatcher) work() {
 		case id := <-d.jobs:
 			d.mu.Lock()
 			delete(d.pending, id)
+			woke := d.woke[id]
+			delete(d.woke, id)
 			d.running[id] = true
 			d.mu.Unlock()
-			d.run(id)
+			d.run(id, woke)
 			d.mu.Lock()
 			delete(d.running, id)
 			d.mu.Unlock()
@@ -217,7 +241,8 @@ func (d *dispatcher) work() {
 	}
 }
 
-func (d *dispatcher) run(id uint64) {
+// run runs a fired entry's job; woke: its fire woke a long-poll (fire).
+func (d *dispatcher) run(id uint64, woke bool) {
 	if id == expireID {
 		trace.WithRegion(d.ctx, "delayq.expire", func() { d.e.expireLeases(d.ctx) })
 		return
@@ -230,7 +255,7 @@ func (d *dispatcher) run(id uint64) {
 	case t != nil:
 		// Regions name the engine's steps in an execution trace (delayq
 		// bench --trace, /debug/pprof/trace); free when not tracing.
-		trace.WithRegion(d.ctx, "delayq.promote", func() { d.e.promote(d.ctx, t, true) })
+		trace.WithRegion(d.ctx, "delayq.promote", func() { d.e.promote(d.ctx, t, true, woke) })
 	case isSched:
 		d.e.fireSchedule(d.ctx, name)
 	}

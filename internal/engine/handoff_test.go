@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -24,10 +25,16 @@ type dueStore struct {
 	// later: the NextDue a grace promotion answers beside a HeldDue, as
 	// PostgreSQL does (the earliest due after now; 0: none).
 	later atomic.Int64
+	// hold, when set (before the engine promotes anything), is called as a
+	// promotion starts: it may block, as a slow store call would.
+	hold func(topic string)
 }
 
 func (s *dueStore) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
 	s.promotes.Add(1)
+	if s.hold != nil {
+		s.hold(p.Topic)
+	}
 	return s.Store.MessagePromote(ctx, p)
 }
 
@@ -375,6 +382,105 @@ func TestDueHandOffCutShort(t *testing.T) {
 		}
 		if ms := <-got; len(ms) != 0 {
 			t.Errorf("paused topic leased %v", ms)
+		}
+	})
+}
+
+// TestTimerWakesOneLongPoll: the timer's fire hands a due message to one
+// waiting long-poll itself (not after a worker picks the promotion up),
+// and the promotion job that follows does not wake a second one for the
+// same message: with six long-polls waiting, one due message costs one
+// due lease.
+func TestTimerWakesOneLongPoll(t *testing.T) {
+	bothDueLeasers(t, func(t *testing.T, next bool) {
+		ctx := context.Background()
+		st, e := openDueEngine(t, next)
+		const consumers = 6
+		got := make(chan []*domain.Message, consumers)
+		for range consumers {
+			go func() {
+				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+				got <- ms
+			}()
+		}
+		synctest.Wait() // every long-poll looked once and waits
+		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m1", Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+		before := st.leaseDues.Load()
+		// Just after it came due, before leaseGrace: later the grace's
+		// timer wakes another long-poll to look for what was left.
+		time.Sleep(time.Second + leaseGrace*time.Millisecond/2)
+		synctest.Wait()
+		if ms := <-got; len(ms) != 1 || ms[0].ID != "m1" {
+			t.Fatalf("leased %v, want m1", ms)
+		}
+		if n := st.leaseDues.Load() - before; n != 1 {
+			t.Errorf("one message due, %d long-polls waiting: %d due leases, want 1", consumers, n)
+		}
+		time.Sleep(10 * time.Second)
+		for range consumers - 1 {
+			if ms := <-got; len(ms) != 0 {
+				t.Errorf("another long-poll leased %v", ms)
+			}
+		}
+	})
+}
+
+// TestReleaseWhileWorkersBusy: the promotion workers are all held by slow
+// store calls for other topics; messages coming due a millisecond apart
+// on a topic with long-polls waiting are still each leased at their due
+// time: the timer's fire itself wakes a long-poll, also when the fire is
+// coalesced into a promotion job still queued for a worker. On a
+// store.NextDueLeaser only: on a plain DueLeaser the timer learns the
+// next due time from the promotion job, so there the second message
+// does wait for a worker.
+func TestReleaseWhileWorkersBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st, e := openDueEngine(t, true)
+		release := make(chan struct{})
+		defer close(release)
+		st.hold = func(topic string) {
+			if strings.HasPrefix(topic, "slow") {
+				<-release
+			}
+		}
+		for i := range workers {
+			if _, err := e.Send(ctx, fmt.Sprintf("slow%d", i), domain.SendRequest{Payload: []byte("x"), When: domain.When{Delay: 500 * time.Millisecond}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make(chan []*domain.Message, 2)
+		for range 2 {
+			go func() {
+				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+				got <- ms
+			}()
+		}
+		synctest.Wait()
+		start := time.Now()
+		for i, id := range []string{"m1", "m2"} {
+			at := start.Add(time.Second + time.Duration(i)*time.Millisecond)
+			if _, err := e.Send(ctx, "t", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{DeliverAt: at}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second + 10*time.Millisecond)
+		synctest.Wait()
+		seen := map[string]bool{}
+		for range 2 {
+			select {
+			case ms := <-got:
+				for _, m := range ms {
+					seen[m.ID] = true
+				}
+			default:
+				t.Fatalf("10 ms after both came due, leased only %v: a release waited for a promotion worker", seen)
+			}
+		}
+		if !seen["m1"] || !seen["m2"] {
+			t.Fatalf("leased %v, want m1 and m2", seen)
 		}
 	})
 }

@@ -26,9 +26,10 @@ const maxBusySkips = 20
 // consumers as soon as its messages are ready.
 //
 // On a store.DueLeaser with a long-poll waiting (and handOff: a timer's
-// call, not RunDue's), it wakes that long-poll first, whose lease takes
-// the due messages straight from scheduled in one transaction, and
-// promotes only the messages due for longer than leaseGrace: a promotion
+// call, not RunDue's), it wakes that long-poll first (or the timer's fire
+// already did: woke), whose lease takes the due messages straight from
+// scheduled in one transaction, and promotes only the messages due for
+// longer than leaseGrace: a promotion
 // of the newly due ones would lock them first and make the waiter wait
 // for its commit, the second transaction the hand-off saves.
 //
@@ -36,9 +37,9 @@ const maxBusySkips = 20
 // lease reports when to fire next (armReported), and a grace promotion runs
 // only once a grace has passed since the first wake-up left to a lease,
 // for what the woken long-polls did not take (leaveToLease).
-func (e *Engine) promote(ctx context.Context, t *topic, handOff bool) {
+func (e *Engine) promote(ctx context.Context, t *topic, handOff, woke bool) {
 	var grace, graceBy int64
-	if handOff && e.due != nil && t.wakeOne() && t.busySkips.Load() < maxBusySkips {
+	if handOff && e.due != nil && (woke || t.wakeOne()) && t.busySkips.Load() < maxBusySkips {
 		grace = leaseGrace
 		if e.dueNext != nil {
 			var left bool

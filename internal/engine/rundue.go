@@ -40,7 +40,7 @@ func (e *Engine) RunDue(ctx context.Context) error {
 	now := e.now()
 	for _, r := range recs {
 		if r.NextDue != 0 && e.local(r.NextDue) <= now {
-			e.promote(ctx, e.topic(r.Name), false)
+			e.promote(ctx, e.topic(r.Name), false, false)
 		}
 	}
 	e.purgeDedup(ctx) // the janitor's ticker runs on the real clock
