@@ -175,9 +175,9 @@ func (d *dispatcher) arm(id uint64, due int64) {
 //
 // On a store.DueLeaser it also hands the release to a waiting long-poll
 // here (promote's hand-off, done early): the long-poll's lease starts now
-// instead of after a worker picks the job up, one goroutine switch less
-// between a message coming due and its lease, which on a busy machine is
-// a wait for a CPU.
+// instead of after a worker picks the job up, so a release never waits
+// for a worker that other topics' slow store calls hold. On a
+// store.NextDueLeaser, inside the grace, that is all a fire does.
 //
 // Every fire wakes, even one coalesced into a queued job: the long-poll a
 // fire woke may lease, report the next due time and re-arm the entry
@@ -189,6 +189,14 @@ func (d *dispatcher) fire(id uint64) {
 	t := d.byID[id]
 	d.mu.Unlock()
 	woke := t != nil && d.e.due != nil && t.wakeOne()
+	if woke && d.e.dueNext != nil && t.busySkips.Load() < maxBusySkips {
+		// What promote would do first on a store.NextDueLeaser: leave the
+		// release to the woken long-poll, whose lease re-arms the entry.
+		// Then there is no job at all, and no worker to wake per release.
+		if _, left := d.e.leaveToLease(t); left {
+			return
+		}
+	}
 	d.mu.Lock()
 	if woke {
 		d.woke[id] = true
