@@ -398,13 +398,7 @@ func TestTimerWakesOneLongPoll(t *testing.T) {
 		ctx := context.Background()
 		st, e := openDueEngine(t, next)
 		const consumers = 6
-		got := make(chan []*domain.Message, consumers)
-		for range consumers {
-			go func() {
-				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
-				got <- ms
-			}()
-		}
+		got := longPolls(e, consumers)
 		synctest.Wait() // every long-poll looked once and waits
 		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m1", Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
 			t.Fatal(err)
@@ -453,13 +447,7 @@ func TestReleaseWhileWorkersBusy(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := make(chan []*domain.Message, 2)
-		for range 2 {
-			go func() {
-				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
-				got <- ms
-			}()
-		}
+		got := longPolls(e, 2)
 		synctest.Wait()
 		start := time.Now()
 		for i, id := range []string{"m1", "m2"} {

@@ -30,6 +30,19 @@ func (s *countingStore) MessageLease(ctx context.Context, p *store.MessageLeaseP
 	return recs, err
 }
 
+// longPolls starts n long-polls of topic "t" (Max 10, Wait 10 s), each
+// answering on the channel.
+func longPolls(e *Engine, n int) <-chan []*domain.Message {
+	got := make(chan []*domain.Message, n)
+	for range n {
+		go func() {
+			ms, _ := e.Lease(context.Background(), "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
+			got <- ms
+		}()
+	}
+	return got
+}
+
 // TestOnePromotionWakesOneLongPoll: with 8 consumers long-polling, one
 // message coming due made all 8 query the store (each under the store's
 // topic lock), 7 of them for nothing. It now wakes one.
@@ -43,13 +56,7 @@ func TestOnePromotionWakesOneLongPoll(t *testing.T) {
 		}
 		defer e.Close(ctx)
 		const consumers = 8
-		got := make(chan []*domain.Message, consumers)
-		for range consumers {
-			go func() {
-				ms, _ := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10, Wait: 10 * time.Second})
-				got <- ms
-			}()
-		}
+		got := longPolls(e, consumers)
 		synctest.Wait() // every consumer is waiting
 		if _, err := e.Send(ctx, "t", domain.SendRequest{ID: "m1", Payload: []byte("x"), When: domain.When{Delay: time.Second}}); err != nil {
 			t.Fatal(err)
