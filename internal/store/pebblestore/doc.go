@@ -15,21 +15,21 @@
 //	s/ topic \x00 dueAt(8) seq(8)                    id    scheduled, by (DueAt, Seq) (id \x01 prio when prio != 0)
 //	r/ topic \x00 dueAt(8) seq(8)                    id    ready, priority 0, lease order (id \x00 promotedAt(8) when promoted)
 //	p/ topic \x00 prio(1) dueAt(8) seq(8)            id    ready, priority 1-255, lease order (as r/)
-//	i/ topic \x00 leaseUntil(8) seq(8)               id    inflight, per topic (NextLeaseExpiry)
-//	l/ leaseUntil(8) topic \x00 id                   ""    inflight, all topics (LeaseExpire)
+//	i/ topic \x00 leaseUntil(8) seq(8)               id    inflight (NextLeaseExpiry, LeaseExpire)
 //	d/ topic \x00 deadAt(8) seq(8)                   id    dead, oldest first (DeadList)
 //	a/ ackedAt(8) topic \x00 id                      ""    acked tombstones, all topics (DedupPurge)
 //	t/ topic                                         settings blob (TopicSettingsPut)
 //	c/ topic                                         counters: 5 × int64 LE, merge operator
 //	k/ name                                          recurring schedule (see schedule.go)
-//	z/format                                         format version (3; see keys.go)
+//	z/format                                         format version (4; see keys.go)
 //	z/seq                                            seq high-water mark, 8 bytes BE
 //
 // A message has its m/ record, its b/ body unless acked, and exactly the
-// index entries of its state (one of s/ r/ p/ d/; i/ + l/ when inflight;
-// a/ when acked). Every operation rewrites the record, moves the index
-// entries and merges the counter delta in ONE batch, so a crash never
-// leaves them out of step; Verify checks that invariant by a full recount.
+// index entry of its state (one of s/ r/ p/ i/ d/; a/ when acked). Every
+// operation rewrites the record, moves the index entry and merges the
+// counter delta in ONE batch, so a crash never leaves them out of step;
+// Verify checks that invariant by a full recount. Formats 1 to 3 also
+// kept l/, a store-wide index of leases (see formatVersion).
 //
 // The body is written once, by the send, and deleted with the message
 // (cancel, dead-letter delete) or when it is acked (the tombstone keeps
@@ -97,7 +97,7 @@
 // # Queues on an LSM: low-water marks
 //
 // Promotion deletes from the front of s/, leasing from the front of r/,
-// acking from the front of i/ and l/, purging from the front of a/. In an
+// acking from the front of i/, purging from the front of a/. In an
 // LSM a delete is a tombstone that stays until compaction, and an iterator
 // that starts at the front of a prefix steps over every one of them: scan
 // cost would grow with everything ever leased or acked. So each index has
@@ -107,7 +107,7 @@
 // tight LowerBound/UpperBound iterator options, so Pebble skips whole
 // tombstoned regions in its seek. Per-topic marks are guarded by the topic
 // lock, which every scan and every writer of the topic holds; the global
-// l/ and a/ marks are advanced by one scanner at a time and any key added
+// a/ mark is advanced by one scanner at a time and any key added
 // during a scan is remembered (lowWater.endScan). Marks start at the front
 // at Open (the first scan after a restart pays for the tombstones once).
 // BenchmarkLeaseAfterAcks shows lease cost flat after 200k acks.

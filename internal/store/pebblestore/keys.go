@@ -16,7 +16,7 @@ const (
 	pfxReady     = 'r' // r/{topic}\x00{due}{seq}                 → id (priority 0)
 	pfxReadyPrio = 'p' // p/{topic}\x00{prio}{due}{seq}           → id (priority 1-255)
 	pfxInflight  = 'i' // i/{topic}\x00{leaseUntil}{seq}          → id
-	pfxLease     = 'l' // l/{leaseUntil}{topic}\x00{id}           → ""
+	pfxLease     = 'l' // l/{leaseUntil}{topic}\x00{id}           → "": formats 1-3 only
 	pfxDead      = 'd' // d/{topic}\x00{deadAt}{seq}              → id
 	pfxAcked     = 'a' // a/{ackedAt}{topic}\x00{id}              → ""
 	pfxTopic     = 't' // t/{topic}                               → settings
@@ -47,7 +47,14 @@ var (
 // state change, so Open again upgrades by rewriting z/format alone; a
 // binary that knows only version 2 refuses a version 3 directory, whose
 // state records it cannot read.
-const formatVersion = 3
+//
+// Version 4 dropped l/, the store-wide index of leases (two key writes
+// per delivered message: about a fifth of the WAL bytes of a drained
+// message); LeaseExpire finds expired leases in each topic's i/ index.
+// Open upgrades by deleting l/ and rewriting z/format in one batch; a
+// binary that knows only version 3 refuses a version 4 directory, whose
+// leases it would never expire.
+const formatVersion = 4
 
 // oldestFormat is the oldest format Open reads (and upgrades).
 const oldestFormat = 1

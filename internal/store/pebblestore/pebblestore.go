@@ -79,10 +79,9 @@ type Store struct {
 	nextSeq uint64 // guarded by seqMu
 	seqHW   uint64 // guarded by seqMu: durable high-water; seqs < seqHW may be used
 
-	expireMu sync.Mutex // serialises LeaseExpire scans of l/
+	expireMu sync.Mutex // serialises LeaseExpire sweeps
 	schedMu  sync.Mutex // serialises read-modify-writes of k/ (schedules)
 	purgeMu  sync.Mutex // serialises DedupPurge scans of a/
-	leaseLW  lowWater   // low-water of the global l/ index
 	ackedLW  lowWater   // low-water of the global a/ index
 }
 
@@ -319,8 +318,14 @@ func (s *Store) load() error {
 		return fmt.Errorf("pebblestore: key %q: unsupported format %x: %w", keyFormat, v, store.ErrCorrupt)
 	case v[0] < formatVersion:
 		// Older data reads as it is (see formatVersion): record the new
-		// version so that an older binary refuses the directory from now on.
-		if err := s.db.Set(keyFormat, []byte{formatVersion}, pebble.Sync); err != nil {
+		// version so that an older binary refuses the directory from now on,
+		// and drop the l/ index format 4 no longer keeps, in one batch.
+		b := s.db.NewBatch()
+		_ = b.DeleteRange([]byte{pfxLease, '/'}, []byte{pfxLease, '/' + 1}, nil)
+		_ = b.Set(keyFormat, []byte{formatVersion}, nil)
+		err := b.Commit(pebble.Sync)
+		_ = b.Close()
+		if err != nil {
 			return fmt.Errorf("pebblestore: upgrade format %d to %d: %w: %w", v[0], formatVersion, store.ErrUnavailable, err)
 		}
 		s.log.Info("pebblestore: data format upgraded", "dir", s.dir, "from", v[0], "to", formatVersion)

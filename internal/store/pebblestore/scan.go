@@ -569,7 +569,8 @@ func (pr *prioIter) next(from int) (int, bool) {
 	return 0, false
 }
 
-// globalCand is one entry of a global index (l/ or a/).
+// globalCand is one entry of the global a/ index, or of a topic's i/
+// index for LeaseExpire (whose topic and id it carries the same way).
 type globalCand struct {
 	key   []byte
 	t     int64
@@ -622,6 +623,13 @@ func candTopics(cs []globalCand) []string {
 }
 
 // LeaseExpire implements store.Store. Not fsync'd: a lost expiry is redone.
+//
+// There is no store-wide index of leases (format 4 dropped l/, two key
+// writes per delivered message): the expired ones are found in each
+// topic's i/ index, whose low-water mark lets a topic with no lease over
+// be passed without an iterator. The engine sweeps when the earliest
+// lease ends, as TopicList reports it, and TopicList already visits every
+// topic.
 func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
 	done, err := s.start(ctx)
 	if err != nil {
@@ -633,11 +641,8 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 	}
 	s.expireMu.Lock()
 	defer s.expireMu.Unlock()
-	var next []byte // nil: leave the mark where it was
-	defer func() { s.leaseLW.endScan(next) }()
-	cands, nextKey, err := s.scanGlobal(pfxLease, s.leaseLW.startScan(), p.Now, p.Max)
+	cands, err := s.expiredLeases(p.Now, p.Max)
 	if err != nil || len(cands) == 0 {
-		next = nextKey
 		return nil, err
 	}
 	ts, unlock := s.lockTopics(candTopics(cands))
@@ -651,7 +656,9 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 			return nil, err
 		}
 		if r == nil || r.State != store.StateInflight || r.LeaseUntil != c.t {
-			x.del(c.key) // stale entry
+			// Acked, nacked or extended since the scan (which deleted
+			// this entry), or a stale entry: deleting it is harmless.
+			x.del(c.key)
 			continue
 		}
 		nw := failRecord(r, p.Now, p.Now, "lease expired", false)
@@ -661,8 +668,77 @@ func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]
 	if err := x.apply(false); err != nil {
 		return nil, err
 	}
-	next = nextKey
 	return out, x.wait(false)
+}
+
+// expiredLeases collects up to max inflight entries with LeaseUntil <=
+// now across all topics, earliest LeaseUntil first (then topic, then
+// seq), each topic's read under its lock.
+func (s *Store) expiredLeases(now int64, max int) ([]globalCand, error) {
+	s.topicsMu.RLock()
+	ts := make([]*topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		ts = append(ts, t)
+	}
+	s.topicsMu.RUnlock()
+	order := func(a, b globalCand) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.topic, b.topic), bytes.Compare(a.key, b.key))
+	}
+	var out []globalCand
+	for _, t := range ts {
+		t.mu.Lock()
+		cs, err := s.expiredIn(t, now, max)
+		t.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+		if len(out) > 2*max { // bound the memory of a sweep over many topics
+			slices.SortFunc(out, order)
+			out = out[:max]
+		}
+	}
+	slices.SortFunc(out, order)
+	return out[:min(len(out), max)], nil
+}
+
+// expiredIn reads up to max of t's inflight entries with LeaseUntil <=
+// now, in (LeaseUntil, Seq) order, and raises the i/ mark to the first
+// entry it saw. The caller holds t.mu.
+func (s *Store) expiredIn(t *topic, now int64, max int) ([]globalCand, error) {
+	if lw := t.lw[ixInflight]; lw != nil && !disableLowWater {
+		if until, _, _ := parseIndexSuffix(lw); bytes.Equal(lw, endSuffix) || until > now {
+			return nil, nil
+		}
+	}
+	it, err := s.indexIter(t, ixInflight, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []globalCand
+	first := true
+	for it.First(); it.Valid() && len(out) < max; it.Next() {
+		k := it.Key()
+		until, _, ok := parseIndexSuffix(k)
+		if !ok {
+			_ = it.Close()
+			return nil, fmt.Errorf("pebblestore: bad index key %q: %w", k, store.ErrCorrupt)
+		}
+		if first {
+			t.lw[ixInflight], first = suffix(k), false
+		}
+		if until > now {
+			break
+		}
+		out = append(out, globalCand{bytes.Clone(k), until, t.name, string(it.Value())})
+	}
+	if err := it.Close(); err != nil {
+		return nil, classify("scan index", err)
+	}
+	if first {
+		t.lw[ixInflight] = endSuffix // no lease at all
+	}
+	return out, nil
 }
 
 // DedupPurge implements store.Store. Not fsync'd: a lost purge leaves

@@ -17,9 +17,9 @@ type txn struct {
 	b      *pebble.Batch
 	topics []*topic
 	deltas []delta
-	// Keys added to the global indexes; their low-water marks are lowered
+	// Keys added to the global a/ index; its low-water mark is lowered
 	// after the batch is applied (see lowWater.endScan for why after).
-	leaseKeys, ackedKeys [][]byte
+	ackedKeys [][]byte
 	// Per-topic index keys added, whose topic marks are lowered in apply:
 	// put may run before the topic lock is taken (inserts build their
 	// batch outside it), apply always runs under it.
@@ -110,7 +110,7 @@ func (x *txn) delta(t *topic) *delta {
 }
 
 // indexEntry is where a record in its state is indexed: a per-topic index
-// key (ix >= 0) and/or a global one (l/ for inflight, a/ for acked).
+// key (ix >= 0) or, for an acked tombstone, the global a/ key.
 type indexEntry struct {
 	ix     int
 	key    []byte
@@ -128,8 +128,7 @@ func entryOf(r *store.Record) indexEntry {
 		}
 		return indexEntry{ix: ix, key: readyKey(r.Topic, r.Priority, r.DueAt, r.Seq)}
 	case store.StateInflight:
-		return indexEntry{ix: ixInflight, key: indexKey(pfxInflight, r.Topic, r.LeaseUntil, r.Seq),
-			global: globalKey(pfxLease, r.LeaseUntil, r.Topic, r.ID)}
+		return indexEntry{ix: ixInflight, key: indexKey(pfxInflight, r.Topic, r.LeaseUntil, r.Seq)}
 	case store.StateDead:
 		return indexEntry{ix: ixDead, key: indexKey(pfxDead, r.Topic, r.DeadAt, r.Seq)}
 	case store.StateAcked:
@@ -143,7 +142,6 @@ func entryOf(r *store.Record) indexEntry {
 func entryIn(buf []byte, r *store.Record) (indexEntry, []byte) {
 	e := indexEntry{ix: -1}
 	buf = buf[:0]
-	global := -1 // where the global key starts in buf
 	switch r.State {
 	case store.StateScheduled:
 		e.ix, buf = ixScheduled, appendIndexKey(buf, pfxScheduled, r.Topic, r.DueAt, r.Seq)
@@ -155,24 +153,14 @@ func entryIn(buf []byte, r *store.Record) (indexEntry, []byte) {
 		buf = appendReadyKey(buf, r.Topic, r.Priority, r.DueAt, r.Seq)
 	case store.StateInflight:
 		e.ix, buf = ixInflight, appendIndexKey(buf, pfxInflight, r.Topic, r.LeaseUntil, r.Seq)
-		global = len(buf)
-		buf = appendGlobalKey(buf, pfxLease, r.LeaseUntil, r.Topic, r.ID)
 	case store.StateDead:
 		e.ix, buf = ixDead, appendIndexKey(buf, pfxDead, r.Topic, r.DeadAt, r.Seq)
 	case store.StateAcked:
-		global = 0
-		buf = appendGlobalKey(buf, pfxAcked, r.AckedAt, r.Topic, r.ID)
+		e.global = appendGlobalKey(buf, pfxAcked, r.AckedAt, r.Topic, r.ID)
+		return e, e.global
 	}
-	switch {
-	case global < 0:
-		if e.ix >= 0 {
-			e.key = buf
-		}
-	default:
-		if global > 0 {
-			e.key = buf[:global:global]
-		}
-		e.global = buf[global:]
+	if e.ix >= 0 {
+		e.key = buf
 	}
 	return e, buf
 }
@@ -232,11 +220,7 @@ func (x *txn) put(t *topic, old, nw *store.Record) {
 		}
 		if e.global != nil {
 			x.set(e.global, nil)
-			if nw.State == store.StateInflight {
-				x.leaseKeys = append(x.leaseKeys, e.global)
-			} else {
-				x.ackedKeys = append(x.ackedKeys, e.global)
-			}
+			x.ackedKeys = append(x.ackedKeys, e.global)
 		}
 	} else if old != nil {
 		x.del(messageKey(old.Topic, old.ID))
@@ -389,9 +373,6 @@ func (x *txn) apply(durable bool) error {
 	for i, t := range x.topics {
 		x.deltas[i].apply(&t.counts)
 		t.known = true
-	}
-	for _, k := range x.leaseKeys {
-		x.s.leaseLW.lower(k)
 	}
 	for _, k := range x.ackedKeys {
 		x.s.ackedLW.lower(k)
