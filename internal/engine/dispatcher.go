@@ -39,12 +39,12 @@ type dispatcher struct {
 	schedID   map[string]uint64
 	schedName map[uint64]string
 	nextID    uint64
-	pending   map[uint64]bool // jobs queued, to coalesce fires
-	running   map[uint64]bool // jobs a worker runs now
-	// woke marks queued promotions whose fire already woke a long-poll
-	// to take the due messages (fire), so the job does not wake another.
-	woke map[uint64]bool
-	jobs chan uint64
+	// pending holds the jobs queued, to coalesce fires; true marks a
+	// promotion whose fire already woke a long-poll to take the due
+	// messages (fire), so the job does not wake another.
+	pending map[uint64]bool
+	running map[uint64]bool // jobs a worker runs now
+	jobs    chan uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -63,7 +63,6 @@ func newDispatcher(e *Engine) *dispatcher {
 		nextID:    firstTopicID,
 		pending:   make(map[uint64]bool),
 		running:   make(map[uint64]bool),
-		woke:      make(map[uint64]bool),
 		jobs:      make(chan uint64, 1024),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -113,7 +112,8 @@ func (d *dispatcher) armSchedule(name string, due int64) {
 func (d *dispatcher) forgetIdle(id uint64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, armed := d.armed[id]; armed || d.pending[id] || d.running[id] {
+	_, queued := d.pending[id]
+	if _, armed := d.armed[id]; armed || queued || d.running[id] {
 		return false
 	}
 	delete(d.byID, id)
@@ -198,16 +198,12 @@ func (d *dispatcher) fire(id uint64) {
 		}
 	}
 	d.mu.Lock()
-	if woke {
-		d.woke[id] = true
-	}
-	if d.pending[id] {
-		d.mu.Unlock()
-		return
-	}
-	d.pending[id] = true
+	wokeBefore, queued := d.pending[id]
+	d.pending[id] = woke || wokeBefore
 	d.mu.Unlock()
-	d.enqueue(id)
+	if !queued {
+		d.enqueue(id)
+	}
 }
 
 func (d *dispatcher) enqueue(id uint64) {
@@ -236,9 +232,8 @@ func (d *dispatcher) work() {
 			return
 		case id := <-d.jobs:
 			d.mu.Lock()
+			woke := d.pending[id]
 			delete(d.pending, id)
-			woke := d.woke[id]
-			delete(d.woke, id)
 			d.running[id] = true
 			d.mu.Unlock()
 			d.run(id, woke)

@@ -29,9 +29,9 @@ const maxBusySkips = 20
 // call, not RunDue's), it wakes that long-poll first (or the timer's fire
 // already did: woke), whose lease takes the due messages straight from
 // scheduled in one transaction, and promotes only the messages due for
-// longer than leaseGrace: a promotion
-// of the newly due ones would lock them first and make the waiter wait
-// for its commit, the second transaction the hand-off saves.
+// longer than leaseGrace: a promotion of the newly due ones would lock
+// them first and make the waiter wait for its commit, the second
+// transaction the hand-off saves.
 //
 // On a store.NextDueLeaser the store call waits too: the woken long-poll's
 // lease reports when to fire next (armReported), and a grace promotion runs
