@@ -299,6 +299,9 @@ func TestDueHandOffBusy(t *testing.T) {
 		if ms := <-got; len(ms) != 1 || ms[0].ID != "m1" {
 			t.Fatalf("leased %v, want m1", ms)
 		}
+		// The timer's fire woke the long-poll itself; the promotion job it
+		// queued may not have run yet when the lease answers.
+		synctest.Wait()
 		// (On a NextDueLeaser, m1's lease armed m2, and the grace
 		// promotion waits a grace: the Busy answer comes later.)
 		if b := st.busy.Load(); b != 0 && !next {
