@@ -110,6 +110,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 		Store: s.st, Logger: s.log, Subscriptions: subs,
 		Defaults:   delayq.TopicSettings{Lease: cfg.DefaultLease, MaxAttempts: cfg.DefaultMaxAttempts},
 		MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay, DedupWindow: cfg.DedupWindow, MaxTopics: cfg.MaxTopics,
+		PreciseTimers: true,
 	}
 	if cfg.Clock != nil {
 		ecfg.Clock = cfg.Clock

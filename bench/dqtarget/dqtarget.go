@@ -303,7 +303,7 @@ type engineTarget struct {
 
 func openMemory(ctx context.Context, o bench.OpenOptions) (bench.Target, error) {
 	st := memstore.New()
-	eng, err := engine.Open(ctx, engine.Config{Store: st, Logger: quietLogger()})
+	eng, err := engine.Open(ctx, engine.Config{Store: st, Logger: quietLogger(), PreciseTimers: true})
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func (t *engineTarget) openPebble(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.Open(ctx, engine.Config{Store: st, Logger: quietLogger()})
+	eng, err := engine.Open(ctx, engine.Config{Store: st, Logger: quietLogger(), PreciseTimers: true})
 	if err != nil {
 		_ = st.Close()
 		return err

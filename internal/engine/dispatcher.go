@@ -67,7 +67,7 @@ func newDispatcher(e *Engine) *dispatcher {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	d.tm = newWheelTimers(e.clk, d.fire)
+	d.tm = newWheelTimers(e.clk, e.preciseTimers, d.fire)
 	for range workers {
 		d.wg.Add(1)
 		go d.work()

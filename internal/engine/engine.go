@@ -69,6 +69,12 @@ type Config struct {
 	Store store.Store
 	// Clock reads time. Default clock.Real{}.
 	Clock clock.Clock
+	// PreciseTimers wakes the timing wheel with a kernel timer (Linux
+	// timerfd) instead of a time.Timer, which in an otherwise idle process
+	// fires up to 1 ms late (timingwheel.RunnerConfig.Precise). Servers set
+	// it; tests in a testing/synctest bubble must not (it sleeps in real
+	// time).
+	PreciseTimers bool
 	// Logger for background errors. Default slog.Default().
 	Logger *slog.Logger
 	// Subscriptions receive the engine's events from Open on (metrics,
@@ -98,15 +104,17 @@ type Config struct {
 
 // Engine implements domain.Queue on a store.Store. It is safe for concurrent use.
 type Engine struct {
-	st       store.Store
-	clk      clock.Clock
-	log      *slog.Logger
-	events   hub
-	defaults domain.TopicSettings
-	limits   domain.Limits // MaxPayload and MaxDelay, defaults filled in
-	dedup    time.Duration
-	sweep    time.Duration // safety sweep period
-	known    *topicLimit   // nil: no topic limit
+	st  store.Store
+	clk clock.Clock
+	// preciseTimers: Config.PreciseTimers, read when the dispatcher starts.
+	preciseTimers bool
+	log           *slog.Logger
+	events        hub
+	defaults      domain.TopicSettings
+	limits        domain.Limits // MaxPayload and MaxDelay, defaults filled in
+	dedup         time.Duration
+	sweep         time.Duration // safety sweep period
+	known         *topicLimit   // nil: no topic limit
 
 	ids        domain.IDGenerator
 	dispatcher *dispatcher
@@ -148,15 +156,16 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Config.Store is required")
 	}
 	e := &Engine{
-		st:       cfg.Store,
-		clk:      cmp.Or[clock.Clock](cfg.Clock, clock.Real{}),
-		log:      cmp.Or(cfg.Logger, slog.Default()),
-		defaults: fillSettings(cfg.Defaults, builtinSettings()),
-		limits:   domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
-		dedup:    cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
-		sweep:    cmp.Or(cfg.SafetySweep, sweepEvery),
-		topics:   make(map[string]*topic),
-		closing:  make(chan struct{}),
+		st:            cfg.Store,
+		clk:           cmp.Or[clock.Clock](cfg.Clock, clock.Real{}),
+		preciseTimers: cfg.PreciseTimers,
+		log:           cmp.Or(cfg.Logger, slog.Default()),
+		defaults:      fillSettings(cfg.Defaults, builtinSettings()),
+		limits:        domain.Limits{MaxPayload: cfg.MaxPayload, MaxDelay: cfg.MaxDelay}.WithDefaults(),
+		dedup:         cmp.Or(cfg.DedupWindow, DefaultDedupWindow),
+		sweep:         cmp.Or(cfg.SafetySweep, sweepEvery),
+		topics:        make(map[string]*topic),
+		closing:       make(chan struct{}),
 	}
 	for _, s := range cfg.Subscriptions {
 		e.events.subscribe(s)

@@ -28,9 +28,9 @@ type entry struct {
 	due int64
 }
 
-func newWheelTimers(clk clock.Clock, fire func(uint64)) timers {
+func newWheelTimers(clk clock.Clock, precise bool, fire func(uint64)) timers {
 	w := &wheelTimers{fire: fire, handles: make(map[uint64]entry)}
-	w.r = timingwheel.NewRunner(timingwheel.RunnerConfig{Clock: clk, MaxSleep: maxSleep}, w.onFire)
+	w.r = timingwheel.NewRunner(timingwheel.RunnerConfig{Clock: clk, MaxSleep: maxSleep, Precise: precise}, w.onFire)
 	w.r.Start()
 	return w
 }
