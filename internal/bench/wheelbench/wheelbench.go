@@ -45,6 +45,9 @@ const (
 	// (CascadeBatch < 0): every bucket cascades in one step at its
 	// start, as before cascading ahead existed. Not in the default set.
 	implWheelOneShot = "wheel-oneshot"
+	// implWheelPrecise is the wheel whose runner sleeps on a timerfd
+	// (RunnerConfig.Precise), as the server runs it. Not in the default set.
+	implWheelPrecise = "wheel-precise"
 	implAfterFunc    = "afterfunc"
 	implHeap         = "heap"
 )
@@ -92,7 +95,7 @@ type result struct {
 func Run(ctx context.Context, w io.Writer, cfg Config) error {
 	cfg.defaults()
 	for _, im := range cfg.Impls {
-		if im != implWheel && im != implWheelOneShot && im != implAfterFunc && im != implHeap {
+		if im != implWheel && im != implWheelOneShot && im != implWheelPrecise && im != implAfterFunc && im != implHeap {
 			return fmt.Errorf("wheelbench: unknown impl %q", im)
 		}
 	}
@@ -166,7 +169,7 @@ func structure(r *result, delays []int64, max time.Duration) {
 	order := rand.New(rand.NewPCG(99, uint64(n))).Perm(n) // #nosec G404 -- seeded removal order, reproducible on purpose
 	gcQuiet()
 	switch r.impl {
-	case implWheel, implWheelOneShot:
+	case implWheel, implWheelOneShot, implWheelPrecise:
 		base := time.Now().UnixMilli()
 		hs := make([]timingwheel.Handle, n)
 		m0, a0 := heapAlloc()
@@ -270,11 +273,12 @@ func fire(ctx context.Context, r *result, delays []int64, max time.Duration) err
 	defer func() { r.totalWall = time.Since(start) }()
 	var stop func()
 	switch r.impl {
-	case implWheel, implWheelOneShot:
+	case implWheel, implWheelOneShot, implWheelPrecise:
 		var cfg timingwheel.RunnerConfig
 		if r.impl == implWheelOneShot {
 			cfg.CascadeBatch = -1
 		}
+		cfg.Precise = r.impl == implWheelPrecise
 		run := timingwheel.NewRunner(cfg, func(_ uint64, due int64) { rc.record(due) })
 		run.Start()
 		stop = run.Stop

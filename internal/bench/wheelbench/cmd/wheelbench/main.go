@@ -22,7 +22,7 @@ func main() {
 	flag.DurationVar(&cfg.MaxDelay, "max", 0, "maximum delay of the sized workloads (default 10s)")
 	flag.IntVar(&cfg.LongSize, "long", 1_000_000, "pending count for the long-delay workload; 0 skips it")
 	flag.DurationVar(&cfg.LongDelay, "longmax", 0, "maximum delay of the long workload (default 720h)")
-	impls := flag.String("impls", "wheel,afterfunc,heap", "implementations to run (also: wheel-oneshot, cascading ahead off)")
+	impls := flag.String("impls", "wheel,afterfunc,heap", "implementations to run (also: wheel-oneshot, cascading ahead off; wheel-precise, the runner on a timerfd as the server runs it)")
 	flag.BoolVar(&cfg.NoFire, "nofire", false, "skip the real-time fire phase")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	flag.Parse()
