@@ -6,10 +6,14 @@ import "time"
 
 // preciseTimer exists on Linux only (precise_linux.go); elsewhere the
 // runner sleeps on a time.Timer.
-type preciseTimer struct{ c chan struct{} }
+type preciseTimer struct{}
 
 func newPreciseTimer() *preciseTimer { return nil }
 
-func (p *preciseTimer) reset(time.Duration) {}
+func (*preciseTimer) arm(time.Duration) {}
 
-func (p *preciseTimer) close() {}
+func (*preciseTimer) disarm() {}
+
+func (*preciseTimer) wait() {}
+
+func (*preciseTimer) close() {}

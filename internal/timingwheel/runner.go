@@ -76,6 +76,11 @@ type Runner struct {
 	done    chan struct{}
 	started bool // guarded by mu
 	stopped bool // guarded by mu
+	// With Precise (pt != nil) the loop sleeps in pt.wait, and poke and
+	// Stop wake it by arming pt for 1 ns; poked tells the loop, between
+	// its step and its arming, that an earlier entry came in meanwhile.
+	pt    *preciseTimer // set by Start, closed by the loop when it ends
+	poked bool          // guarded by mu
 }
 
 // NewRunner returns a stopped runner that will call fire for due entries.
@@ -112,6 +117,13 @@ func (r *Runner) Start() {
 		return
 	}
 	r.started = true
+	if r.precise {
+		r.pt = newPreciseTimer()
+	}
+	if r.pt != nil {
+		go r.preciseLoop()
+		return
+	}
 	go r.loop()
 }
 
@@ -123,6 +135,9 @@ func (r *Runner) Stop() {
 	first := !r.stopped
 	r.stopped = true
 	started := r.started
+	if first && r.pt != nil {
+		r.pt.arm(0) // the loop sees stopped when it wakes
+	}
 	r.mu.Unlock()
 	if first && started {
 		close(r.stop)
@@ -181,6 +196,13 @@ func (r *Runner) poke(due int64) {
 		return
 	}
 	r.wakeAt, r.armed = due, true
+	if r.pt != nil {
+		if !r.stopped { // after Stop the loop has closed pt
+			r.poked = true
+			r.pt.arm(0)
+		}
+		return
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default: // a wake-up is already pending
@@ -191,12 +213,6 @@ func (r *Runner) loop() {
 	defer close(r.done)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	var pt *preciseTimer
-	if r.precise {
-		if pt = newPreciseTimer(); pt != nil {
-			defer pt.close()
-		}
-	}
 	for {
 		d, ok := r.step()
 		if ok && d <= 0 {
@@ -208,23 +224,49 @@ func (r *Runner) loop() {
 			}
 		}
 		var tc <-chan time.Time
-		var pc <-chan struct{}
-		switch {
-		case !ok:
-		case pt != nil:
-			pt.reset(d)
-			pc = pt.c
-		default:
+		if ok {
 			t.Reset(d)
 			tc = t.C
 		}
 		select {
 		case <-tc:
-		case <-pc:
 		case <-r.wake:
 			t.Stop()
 		case <-r.stop:
 			t.Stop()
+			return
+		}
+	}
+}
+
+// preciseLoop is loop on the timerfd. The arming happens under mu, after
+// a check of poked, so a poke (which arms under mu too) is never
+// overwritten by an arming computed before it.
+func (r *Runner) preciseLoop() {
+	defer close(r.done)
+	defer r.pt.close()
+	for {
+		d, ok := r.step()
+		r.mu.Lock()
+		switch {
+		case r.stopped:
+			r.mu.Unlock()
+			return
+		case r.poked || (ok && d <= 0):
+			r.poked = false
+			r.mu.Unlock()
+			continue
+		case ok:
+			r.pt.arm(d)
+		default:
+			r.pt.disarm() // nothing pending: until a poke
+		}
+		r.mu.Unlock()
+		r.pt.wait()
+		r.mu.Lock()
+		stopped := r.stopped
+		r.mu.Unlock()
+		if stopped {
 			return
 		}
 	}
