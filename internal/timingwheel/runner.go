@@ -35,12 +35,14 @@ type RunnerConfig struct {
 	// monotonic clock but due times are wall-clock readings, so a step of
 	// the wall clock (either way) is noticed within MaxSleep.
 	MaxSleep time.Duration
-	// Precise sleeps on a kernel timer of the runner's own (a Linux
-	// timerfd) instead of a time.Timer: a time.Timer of a process that is
-	// otherwise idle fires up to 1 ms late (the runtime waits for it in
-	// epoll_wait, in whole milliseconds), a timerfd within tens of µs.
-	// The sleep runs in real time, so not for a testing/synctest bubble's
-	// virtual clock. Ignored where there is no timerfd.
+	// Precise arms a kernel timer (a Linux timerfd) beside the runner's
+	// time.Timer, to wake the runtime's poller at the deadline: in an
+	// otherwise idle process a time.Timer alone fires up to 1 ms late (the
+	// runtime waits for it in epoll_wait, in whole milliseconds), with the
+	// timerfd within tens of µs (precise_linux.go). The timerfd runs in
+	// real time, so it only helps outside a testing/synctest bubble, where
+	// it wakes nothing the bubble waits for. Ignored where there is no
+	// timerfd.
 	Precise bool
 }
 
@@ -49,8 +51,8 @@ type fired struct {
 	due int64
 }
 
-// Runner drives a Wheel with one goroutine and one timer (a time.Timer,
-// or a timerfd with RunnerConfig.Precise): it sleeps
+// Runner drives a Wheel with one goroutine and one time.Timer (with
+// RunnerConfig.Precise, a timerfd beside it wakes an idle runtime): it sleeps
 // until the next bucket that has work, is woken early when an earlier
 // entry is added, and calls fire for every due entry, in due order, from
 // its goroutine. All methods are safe for concurrent use. fire runs
@@ -76,11 +78,6 @@ type Runner struct {
 	done    chan struct{}
 	started bool // guarded by mu
 	stopped bool // guarded by mu
-	// With Precise (pt != nil) the loop sleeps in pt.wait, and poke and
-	// Stop wake it by arming pt for 1 ns; poked tells the loop, between
-	// its step and its arming, that an earlier entry came in meanwhile.
-	pt    *preciseTimer // set by Start, closed by the loop when it ends
-	poked bool          // guarded by mu
 }
 
 // NewRunner returns a stopped runner that will call fire for due entries.
@@ -117,13 +114,6 @@ func (r *Runner) Start() {
 		return
 	}
 	r.started = true
-	if r.precise {
-		r.pt = newPreciseTimer()
-	}
-	if r.pt != nil {
-		go r.preciseLoop()
-		return
-	}
 	go r.loop()
 }
 
@@ -135,9 +125,6 @@ func (r *Runner) Stop() {
 	first := !r.stopped
 	r.stopped = true
 	started := r.started
-	if first && r.pt != nil {
-		r.pt.arm(0) // the loop sees stopped when it wakes
-	}
 	r.mu.Unlock()
 	if first && started {
 		close(r.stop)
@@ -196,13 +183,6 @@ func (r *Runner) poke(due int64) {
 		return
 	}
 	r.wakeAt, r.armed = due, true
-	if r.pt != nil {
-		if !r.stopped { // after Stop the loop has closed pt
-			r.poked = true
-			r.pt.arm(0)
-		}
-		return
-	}
 	select {
 	case r.wake <- struct{}{}:
 	default: // a wake-up is already pending
@@ -213,6 +193,12 @@ func (r *Runner) loop() {
 	defer close(r.done)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	var pt *preciseTimer // Precise: wakes an idle runtime for t
+	if r.precise {
+		if pt = newPreciseTimer(); pt != nil {
+			defer pt.close()
+		}
+	}
 	for {
 		d, ok := r.step()
 		if ok && d <= 0 {
@@ -227,6 +213,9 @@ func (r *Runner) loop() {
 		if ok {
 			t.Reset(d)
 			tc = t.C
+			if pt != nil {
+				pt.arm(d)
+			}
 		}
 		select {
 		case <-tc:
@@ -234,39 +223,6 @@ func (r *Runner) loop() {
 			t.Stop()
 		case <-r.stop:
 			t.Stop()
-			return
-		}
-	}
-}
-
-// preciseLoop is loop on the timerfd. The arming happens under mu, after
-// a check of poked, so a poke (which arms under mu too) is never
-// overwritten by an arming computed before it.
-func (r *Runner) preciseLoop() {
-	defer close(r.done)
-	defer r.pt.close()
-	for {
-		d, ok := r.step()
-		r.mu.Lock()
-		switch {
-		case r.stopped:
-			r.mu.Unlock()
-			return
-		case r.poked || (ok && d <= 0):
-			r.poked = false
-			r.mu.Unlock()
-			continue
-		case ok:
-			r.pt.arm(d)
-		default:
-			r.pt.disarm() // nothing pending: until a poke
-		}
-		r.mu.Unlock()
-		r.pt.wait()
-		r.mu.Lock()
-		stopped := r.stopped
-		r.mu.Unlock()
-		if stopped {
 			return
 		}
 	}
