@@ -69,10 +69,10 @@ type Config struct {
 	Store store.Store
 	// Clock reads time. Default clock.Real{}.
 	Clock clock.Clock
-	// PreciseTimers wakes the timing wheel with a kernel timer (Linux
-	// timerfd) instead of a time.Timer, which in an otherwise idle process
-	// fires up to 1 ms late (timingwheel.RunnerConfig.Precise). Servers set
-	// it; tests in a testing/synctest bubble must not (it sleeps in real
+	// PreciseTimers arms a kernel timer (Linux timerfd) beside the timing
+	// wheel's time.Timer, which in an otherwise idle process fires up to
+	// 1 ms late (timingwheel.RunnerConfig.Precise). Servers set it; tests
+	// in a testing/synctest bubble gain nothing from it (it runs in real
 	// time).
 	PreciseTimers bool
 	// Logger for background errors. Default slog.Default().
