@@ -1,0 +1,157 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq/internal/store/pgstore"
+	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
+)
+
+// TestOperationsReadByKeyWhenPlannedSmall: the queue operations a server
+// runs find each message they take or check by its primary key, however
+// small the tables were when the server's connection planned them. A
+// connection plans a function's statements at its first calls and keeps
+// those plans until the tables are analyzed again. Here it runs every
+// operation while the topic holds ten messages, then another connection
+// fills the topic with thousands of scheduled, inflight and acked
+// messages (autovacuum off: no ANALYZE renews the plans), and each
+// operation on a few messages must still read a few dozen buffers. On
+// schema version 9, whose joins and id lists read a topic's messages by
+// its name alone and filtered them by id (or drove from every tombstone
+// of the topic), the same run read 1,349 buffers for the send, 878 for
+// the lease, 378 for the ack and 251 for the expiry — growing with the
+// backlog — against 25, 80, 106 and 67.
+func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := srv.NewSchema()
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	q := pgx.Identifier{schema}.Sanitize()
+	server, filler := appConn(t, srv.URL()), appConn(t, srv.URL())
+	exec := func(conn *pgx.Conn, sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%.100s: %v", sql, err)
+		}
+	}
+	const topic, n = "big", 3000
+	// fill sends count messages ids prefix1… in one call on the filler.
+	fill := func(prefix string, count int, delayMS int64) {
+		t.Helper()
+		exec(filler, `SELECT count(*) FROM `+q+`.op_insert(NULL, $1,
+			ARRAY(SELECT $2 || g FROM generate_series(1, $3::int) g),
+			array_fill('\x00'::bytea, ARRAY[$3::int]), array_fill(NULL::bytea, ARRAY[$3::int]),
+			array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]), array_fill($4::bigint, ARRAY[$3::int]),
+			array_fill(25, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, array_fill(0::smallint, ARRAY[$3::int]))`,
+			topic, prefix, count, delayMS)
+	}
+	for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic_count"} {
+		exec(filler, "ALTER TABLE "+q+"."+table+" SET (autovacuum_enabled = false)")
+	}
+	fill("first", 10, 3_600_000)
+
+	send := func(id string) string {
+		return fmt.Sprintf(`SELECT * FROM %s.op_insert(NULL, 'big', ARRAY['%s'], ARRAY['\x00'::bytea], ARRAY[NULL::bytea],
+			ARRAY[0::bigint], ARRAY[true], ARRAY[0::bigint], ARRAY[25], ARRAY[false], false, ARRAY[0::smallint])`, q, id)
+	}
+	lease := func(token string, leaseMS int) string {
+		return fmt.Sprintf("SELECT * FROM %s.op_lease_due(NULL, 'big', 100, %d, '%s')", q, leaseMS, token)
+	}
+	// ack acks ids leased with receipt (the lease's token, "-", the
+	// message's delivery count).
+	ack := func(receipt string, ids ...string) string {
+		return fmt.Sprintf("SELECT * FROM %s.op_ack_many(NULL, 'big', ARRAY['%s']::text[], ARRAY['%s']::text[])",
+			q, strings.Join(ids, "','"), strings.TrimSuffix(strings.Repeat(receipt+"','", len(ids)), "','"))
+	}
+	promote := fmt.Sprintf("SELECT * FROM %s.op_promote_grace(NULL, 'big', 100, 0)", q)
+	expire := fmt.Sprintf("SELECT * FROM %s.op_expire(NULL, 100)", q)
+
+	// The server's connection plans everything on the small topic: more
+	// than five calls each, after which PostgreSQL may keep a generic plan.
+	for i := range 7 {
+		w := fmt.Sprintf("w%d", i)
+		exec(server, send(w+"a"))
+		exec(server, send(w+"b"))
+		exec(server, lease(w, 30000))
+		exec(server, ack(w+"-1", w+"a", w+"b"))
+		exec(server, promote)
+		exec(server, send(w+"c"))
+		exec(server, lease(w+"x", 1))
+		time.Sleep(5 * time.Millisecond)
+		exec(server, expire)
+		exec(server, lease(w+"y", 30000)) // wNc again, expired to ready
+		exec(server, ack(w+"y-2", w+"c")) // its second delivery
+	}
+
+	// The backlog: n scheduled an hour ahead, n/3 inflight (leased for an
+	// hour), n/3 acked.
+	fill("later", n, 3_600_000)
+	fill("done", n/3, 0)
+	exec(filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'fill')`, topic, n/3)
+	exec(filler, `WITH l AS (SELECT id, receipt FROM `+q+`.message WHERE topic = $1 AND state = 3)
+		SELECT count(*) FROM `+q+`.op_ack_many(NULL, $1, ARRAY(SELECT id FROM l), ARRAY(SELECT receipt FROM l))`, topic)
+	fill("busy", n/3, 0)
+	exec(filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'busy')`, topic, n/3)
+	var scheduled, inflight, tombs int
+	if err := filler.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 1), count(*) FILTER (WHERE state = 3),
+		(SELECT count(*) FROM `+q+`.tombstone WHERE topic = $1) FROM `+q+`.message WHERE topic = $1`, topic).Scan(&scheduled, &inflight, &tombs); err != nil {
+		t.Fatal(err)
+	}
+	if scheduled != n+10 || inflight != n/3 || tombs < n/3 {
+		t.Fatalf("backlog: %d scheduled, %d inflight, %d tombstones, want %d, %d, at least %d", scheduled, inflight, tombs, n+10, n/3, n/3)
+	}
+
+	// check runs sql on the server's connection under EXPLAIN ANALYZE and
+	// fails when it read more than a few dozen shared buffers (the
+	// function's nested statements included) or did not answer want rows.
+	const most = 150
+	check := func(what, sql string, want int64) {
+		t.Helper()
+		var out string
+		if err := server.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var plans []struct {
+			Plan struct {
+				Hit  int64 `json:"Shared Hit Blocks"`
+				Read int64 `json:"Shared Read Blocks"`
+				Rows int64 `json:"Actual Rows"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("%s: EXPLAIN answered %q: %v", what, out, err)
+		}
+		p := plans[0].Plan
+		if p.Rows != want {
+			t.Fatalf("%s answered %d rows, want %d", what, p.Rows, want)
+		}
+		t.Logf("%s: %d buffers", what, p.Hit+p.Read)
+		if p.Hit+p.Read > most {
+			t.Errorf("%s read %d buffers, want at most %d: it reads what the topic holds, not the rows it takes", what, p.Hit+p.Read, most)
+		}
+	}
+	// The fill's dead queue rows are passed once (and marked dead in the
+	// index) by a first lease, as between two autovacuum visits of a
+	// busy queue: a cost of the churn, not of the plans.
+	exec(server, lease("t0", 30000))
+	check("a send of a caller's id (its tombstone looked up)", send("m1"), 1)
+	exec(server, send("m2"))
+	exec(server, send("m3"))
+	check("a lease of 3 due messages", lease("t1", 30000), 3)
+	check("an ack of those 3", ack("t1-1", "m3", "m1", "m2"), 3)
+	check("a promotion with nothing due", promote, 1)
+	exec(server, send("e1"))
+	exec(server, send("e2"))
+	exec(server, lease("t2", 1))
+	time.Sleep(5 * time.Millisecond)
+	check("an expiry of 2 ended leases", expire, 2)
+}
