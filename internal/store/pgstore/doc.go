@@ -30,10 +30,12 @@
 //	             never changes, so a state change updates unindexed
 //	             columns only: a HOT update, which adds no index entries
 //	             and whose old version the next visitor of the page prunes,
-//	             as long as the page has room (fillfactor 70). Payloads
-//	             past a few hundred bytes live in TOAST
-//	             (toast_tuple_target 256), so such an update copies a
-//	             narrow row, not the payload.
+//	             as long as the page has room (fillfactor 70). A row
+//	             past PostgreSQL's TOAST threshold (about 2 KB) has its
+//	             payload compressed or moved to TOAST until it is under
+//	             toast_tuple_target (256 bytes), so an update of such a
+//	             message copies a narrow row; smaller payloads stay in
+//	             the row and each update copies them.
 //	q_scheduled  (topic, due_at, seq) -> id     the order of each state,
 //	q_ready      (topic, due_at, seq) -> id     in narrow tables of their
 //	             own; q_ready also (topic, priority, due_at, seq), the
@@ -201,9 +203,13 @@
 // The queue tables rely on autovacuum: between two of its visits a
 // table keeps the churn's dead tuples, and a lease of a drained topic
 // passes the dead index entries (the churn tests, TestChurnBounded and
-// TestChurnReport, measure both). The queue-head functions (op_lease,
-// op_promote, op_expire) carry planner settings (migrations/0004) that
-// keep them on the ordered index scan and a nested loop on message.
+// TestChurnReport, measure both). The queue-head functions carry planner
+// settings (migrations 0004, 0010) that keep them on the ordered index
+// scan, and every message they take or check is a LATERAL subquery by
+// full key (schema version 10): a connection keeps the plans it made at
+// its first calls until the next ANALYZE, and plans made while a topic
+// was small must not read the whole topic once it is large
+// (TestOperationsReadByKeyWhenPlannedSmall).
 //
 // Long-running transactions anywhere in the database (an idle-in-
 // transaction session, a long report) keep vacuum from removing the dead
