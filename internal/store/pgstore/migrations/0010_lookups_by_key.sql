@@ -146,20 +146,40 @@ BEGIN
 END $$;
 
 -- op_ack_many acks each (p_ids[i], p_receipts[i]) and answers their
--- statuses in that order. The messages are taken in id order (C
--- collation, as message's key): two batches sharing ids wait for each
--- other in one order and cannot deadlock.
+-- statuses in that order (as ack: 0 acked, 2 missing, 3 not leased with
+-- that receipt). The messages are taken in id order (C collation, as
+-- message's key): two batches sharing ids wait for each other in one
+-- order and cannot deadlock. What ack and dequeue did per message, here
+-- inline, with the batch's counts added once (they added to a counter
+-- row twice per message: four statements a message).
 CREATE OR REPLACE FUNCTION __SCHEMA__.op_ack_many(p_now bigint, p_topic text, p_ids text[], p_receipts text[])
 RETURNS SETOF integer LANGUAGE plpgsql AS $$
 DECLARE
     v_now bigint := coalesce(p_now, __SCHEMA__.now_ms());
     n integer := coalesce(array_length(p_ids, 1), 0);
     v_status integer[] := array_fill(NULL::integer, ARRAY[n]);
+    v_acked bigint := 0;
     k record;
+    l record;
 BEGIN
     FOR k IN SELECT u.id, u.o FROM unnest(p_ids) WITH ORDINALITY AS u(id, o) ORDER BY u.id COLLATE "C", u.o LOOP
-        v_status[k.o] := __SCHEMA__.ack(v_now, p_topic, k.id, p_receipts[k.o]);
+        l := __SCHEMA__.leased(p_topic, k.id, p_receipts[k.o]);
+        IF (l.r).status IS NOT NULL THEN
+            v_status[k.o] := (l.r).status;
+            CONTINUE;
+        END IF;
+        DELETE FROM __SCHEMA__.q_inflight q WHERE q.lease_until = (l.m).lease_until AND q.seq = (l.m).seq;
+        DELETE FROM __SCHEMA__.message x WHERE x.topic = p_topic AND x.id = k.id;
+        INSERT INTO __SCHEMA__.tombstone AS t (topic, id, seq, due_at, created_at, updated_at, acked_at, deliveries, failures, max_attempts, last_error, priority)
+        VALUES (p_topic, k.id, (l.m).seq, (l.m).due_at, (l.m).created_at, v_now, v_now, (l.m).deliveries, (l.m).failures, (l.m).max_attempts, (l.m).last_error, (l.m).priority)
+        ON CONFLICT (topic, id) DO UPDATE
+           SET seq = EXCLUDED.seq, due_at = EXCLUDED.due_at, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,
+               acked_at = EXCLUDED.acked_at, deliveries = EXCLUDED.deliveries, failures = EXCLUDED.failures,
+               max_attempts = EXCLUDED.max_attempts, last_error = EXCLUDED.last_error, priority = EXCLUDED.priority;
+        v_status[k.o] := 0;
+        v_acked := v_acked + 1;
     END LOOP;
+    PERFORM __SCHEMA__.count_add(p_topic, 0, 0, -v_acked, 0, v_acked);
     FOR i IN 1..n LOOP
         RETURN NEXT v_status[i];
     END LOOP;
