@@ -163,9 +163,11 @@ func TestNextDueHandOff(t *testing.T) {
 
 // TestDueHandOff: on a store.DueLeaser, a message coming due while a
 // long-poll waits is handed to it (its lease takes the message, no
-// promotion of it first), on time; with nobody waiting it is promoted as
-// before; with a waiter that does not lease it (paused topic) it is
-// promoted once leaseGrace is over; RunDue promotes everything due.
+// promotion of it first), on time; with nobody waiting it is promoted
+// when due (on a NextDueLeaser it is left to the next lease, and promoted
+// once leaseGrace is over if no lease came); with a waiter that does not
+// lease it (paused topic) it is promoted once leaseGrace is over; RunDue
+// promotes everything due.
 func TestDueHandOff(t *testing.T) {
 	bothDueLeasers(t, func(t *testing.T, next bool) {
 		ctx := context.Background()
@@ -208,15 +210,42 @@ func TestDueHandOff(t *testing.T) {
 			t.Errorf("hand-off: %d promotions, %d with grace; want 0 and some", n, g)
 		}
 
-		// Nobody waiting: promoted when due.
+		// Nobody waiting. On a DueLeaser: promoted when due. On a
+		// NextDueLeaser: left to the next lease, which takes it straight
+		// from scheduled, and promoted only once its grace is over.
+		if next {
+			time.Sleep(leaseGrace * time.Millisecond) // m1's grace promotion
+			synctest.Wait()
+			p0, g0 := st.promotes.Load(), st.graces.Load()
+			send("m2a")
+			time.Sleep(time.Second + leaseGrace*time.Millisecond/2)
+			synctest.Wait()
+			if s := state("m2a"); s != store.StateScheduled {
+				t.Errorf("m2a due with nobody waiting, within its grace: %v, want scheduled (left to the next lease)", s)
+			}
+			if ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10}); err != nil || len(ms) != 1 || ms[0].ID != "m2a" {
+				t.Fatalf("lease of m2a: %v %v", ms, err)
+			}
+			// At most the one grace promotion its deadline asks for, after
+			// the lease (it finds nothing left).
+			time.Sleep(leaseGrace * time.Millisecond)
+			synctest.Wait()
+			if p, g := st.promotes.Load()-p0, st.graces.Load()-g0; p != 0 || g > 1 {
+				t.Errorf("m2a leased within its grace, then %d promotions, %d with grace; want none and at most one", p, g)
+			}
+		}
+		g0 := st.graces.Load()
 		send("m2")
 		time.Sleep(1100 * time.Millisecond)
 		synctest.Wait()
 		if s := state("m2"); s != store.StateReady {
-			t.Errorf("m2 due with nobody waiting: %v, want ready", s)
+			t.Errorf("m2 due with nobody waiting, past its grace: %v, want ready", s)
 		}
-		if n := st.promotes.Load(); n == 0 {
+		if n := st.promotes.Load(); !next && n == 0 {
 			t.Error("m2 due with nobody waiting: no promotion")
+		}
+		if g := st.graces.Load() - g0; next && g == 0 {
+			t.Error("m2 due with nobody waiting and left unleased: no grace promotion")
 		}
 		if ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 10}); err != nil || len(ms) != 1 || ms[0].ID != "m2" {
 			t.Fatalf("lease of m2: %v %v", ms, err)

@@ -36,10 +36,15 @@ const maxBusySkips = 20
 // On a store.NextDueLeaser the store call waits too: the woken long-poll's
 // lease reports when to fire next (armReported), and a grace promotion runs
 // only once a grace has passed since the first wake-up left to a lease,
-// for what the woken long-polls did not take (leaveToLease).
+// for what the woken long-polls did not take (leaveToLease). There the
+// release is left to a lease even when no long-poll waits (the topic's
+// consumers are busy with earlier messages): the next lease takes what
+// came due straight from scheduled, as a woken one would, so a promotion
+// (a store write whose messages that lease then rewrites) is only for
+// what stays unleased for a grace.
 func (e *Engine) promote(ctx context.Context, t *topic, handOff, woke bool) {
 	var grace, graceBy int64
-	if handOff && e.due != nil && (woke || t.wakeOne()) && t.busySkips.Load() < maxBusySkips {
+	if handOff && e.due != nil && (woke || t.wakeOne() || e.dueNext != nil && !t.throttled()) && t.busySkips.Load() < maxBusySkips {
 		grace = leaseGrace
 		if e.dueNext != nil {
 			var left bool
@@ -81,19 +86,22 @@ func (e *Engine) promote(ctx context.Context, t *topic, handOff, woke bool) {
 		if res.Promoted > 0 {
 			t.notifyN(res.Promoted)
 		}
-		if res.NextDue == 0 && res.HeldDue == 0 {
-			return
-		}
 		// Sleep by the store's judgement of time when it has its own
 		// clock (Redis TIME): arming at NextDue by our clock would spin
 		// or fire late when the two disagree.
 		storeNow := cmp.Or(res.Now, now)
 		if grace > 0 && e.dueNext != nil {
+			// Also when nothing is left: a passed deadline kept would make
+			// the next message's fire ask the store at once instead of
+			// leaving it to a lease.
 			var by int64 // the held message's grace, or none
 			if res.HeldDue != 0 {
 				by = e.now() + max(res.HeldDue+grace-storeNow, 1)
 			}
 			t.resetGrace(graceBy, by)
+		}
+		if res.NextDue == 0 && res.HeldDue == 0 {
+			return
 		}
 		if grace > 0 && res.Promoted < promoteBatch {
 			// Fire again for the next message (waking a waiter), or to
