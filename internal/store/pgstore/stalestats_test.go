@@ -26,7 +26,7 @@ import (
 // its name alone and filtered them by id (or drove from every tombstone
 // of the topic), the same run read 1,349 buffers for the send, 878 for
 // the lease, 378 for the ack and 251 for the expiry — growing with the
-// backlog — against 25, 80, 106 and 67.
+// backlog — against 25, 80, 71 and 67.
 func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := srv.NewSchema()

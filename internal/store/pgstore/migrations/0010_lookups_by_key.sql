@@ -33,7 +33,8 @@
 -- messages one by key in id order (the order that keeps two batches
 -- sharing ids from deadlocking) and answers in the order given; a send's
 -- tombstone check is one statement per caller's id, by key. The same
--- test: 25, 80, 106 and 67 buffers, whatever the backlog.
+-- test: 25, 80, 71 and 67 buffers, whatever the backlog (the ack also
+-- adds its batch's counts once, below).
 --
 -- Signatures, results and grants are unchanged (CREATE OR REPLACE).
 -- op_lease and op_promote, which servers no longer call (leases and
