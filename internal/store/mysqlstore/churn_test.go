@@ -155,7 +155,7 @@ func probeChurn(ctx context.Context, conn *sql.Conn, s *mysqlstore.Store, prefix
 }
 
 // churnTables are the tables the workload writes.
-var churnTables = []string{"message", "q_ready", "q_inflight", "tombstone", "topic"}
+var churnTables = []string{"message", "q_scheduled", "q_ready", "q_inflight", "tombstone", "topic"}
 
 func kib(n int64) string { return strconv.FormatInt(n/1024, 10) + " KiB" }
 

@@ -25,6 +25,13 @@ type ChurnConfig struct {
 	Batch    int // messages per send, lease and ack call; default 100
 	Workers  int // senders, and as many leasers; default 4
 	Payload  int // bytes per message; default 100
+	// Delay (ms, default 20) is how far ahead every other send batch is
+	// due: half the messages pass through the scheduled state and its
+	// index, as a server's delayed sends do, the other half go straight
+	// to ready. Leases are the ones a server makes: the store's due lease
+	// (DueLeaser), which takes due scheduled messages itself, or else a
+	// promotion when a lease finds nothing, then the lease.
+	Delay int64
 	// Window is the dedup window passed to DedupPurge (ms), which a
 	// purger calls every PurgeEvery during the run, as the engine does
 	// every minute: tombstones older than Window go, so what a table
@@ -59,6 +66,9 @@ func (c *ChurnConfig) defaults() {
 	}
 	if c.Payload <= 0 {
 		c.Payload = 100
+	}
+	if c.Delay <= 0 {
+		c.Delay = 20
 	}
 	if c.PurgeEvery <= 0 {
 		c.PurgeEvery = time.Second
@@ -141,9 +151,13 @@ func churnPhase(ctx context.Context, s store.Store, cfg *ChurnConfig, first, n i
 						return
 					}
 				}
+				var delay int64
+				if from/cfg.Batch%2 == 1 {
+					delay = cfg.Delay
+				}
 				msgs := make([]store.InsertMessage, 0, to-from)
 				for i := from; i < to; i++ {
-					msgs = append(msgs, store.InsertMessage{ID: churnID(first + i), Payload: payload, Relative: true, MaxAttempts: 3})
+					msgs = append(msgs, store.InsertMessage{ID: churnID(first + i), Payload: payload, Relative: true, Delay: delay, MaxAttempts: 3})
 				}
 				res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: cfg.Topic, Now: cfg.Now(), Messages: msgs})
 				if err != nil {
@@ -164,7 +178,7 @@ func churnPhase(ctx context.Context, s store.Store, cfg *ChurnConfig, first, n i
 			token := 0
 			for ctx.Err() == nil && acked.Load() < int64(n) {
 				token++
-				recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: cfg.Topic, Now: cfg.Now(), Max: cfg.Batch, LeaseFor: 600_000,
+				recs, err := churnLease(ctx, s, &store.MessageLeaseParams{Topic: cfg.Topic, Now: cfg.Now(), Max: cfg.Batch, LeaseFor: 600_000,
 					Token: "c" + strconv.Itoa(first) + "-" + strconv.Itoa(w) + "-" + strconv.Itoa(token)})
 				if err != nil {
 					fail(fmt.Errorf("lease: %w", err))
@@ -193,7 +207,10 @@ func churnPhase(ctx context.Context, s store.Store, cfg *ChurnConfig, first, n i
 	wg.Add(1)
 	go func() { // purger
 		defer wg.Done()
-		for wait(cfg.PurgeEvery) {
+		// At the phase's start too: a phase can end within PurgeEvery,
+		// and the previous phases' tombstones are out of the window by
+		// then (the probe between phases takes over a second).
+		for {
 			for ctx.Err() == nil {
 				k, err := s.DedupPurge(ctx, &store.DedupPurgeParams{Now: cfg.Now(), Window: cfg.Window, Max: 1000})
 				if err != nil {
@@ -203,6 +220,9 @@ func churnPhase(ctx context.Context, s store.Store, cfg *ChurnConfig, first, n i
 				if k < 1000 {
 					break
 				}
+			}
+			if !wait(cfg.PurgeEvery) {
+				return
 			}
 		}
 	}()
@@ -219,6 +239,32 @@ func churnPhase(ctx context.Context, s store.Store, cfg *ChurnConfig, first, n i
 		return fmt.Errorf("%d acked of %d sent", a, n)
 	}
 	return nil
+}
+
+// churnLease leases as a server's engine does on s: through the due
+// lease of a DueLeaser (reporting the next due time too on a
+// NextDueLeaser, as servers call it); on other stores a lease of ready
+// messages, and when it finds none a promotion of what is due, then the
+// lease again.
+func churnLease(ctx context.Context, s store.Store, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	if nd, ok := s.(store.NextDueLeaser); ok {
+		res, err := nd.MessageLeaseDueNext(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return res.Records, nil
+	}
+	if d, ok := s.(store.DueLeaser); ok {
+		return d.MessageLeaseDue(ctx, p)
+	}
+	recs, err := s.MessageLease(ctx, p)
+	if err != nil || len(recs) > 0 {
+		return recs, err
+	}
+	if _, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: p.Topic, Now: p.Now, Max: p.Max}); err != nil {
+		return nil, fmt.Errorf("promote: %w", err)
+	}
+	return s.MessageLease(ctx, p)
 }
 
 // churnID is message i's id: distinct for every i, and scattered over
