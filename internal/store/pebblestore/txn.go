@@ -118,23 +118,10 @@ type indexEntry struct {
 }
 
 func entryOf(r *store.Record) indexEntry {
-	switch r.State {
-	case store.StateScheduled:
-		return indexEntry{ix: ixScheduled, key: indexKey(pfxScheduled, r.Topic, r.DueAt, r.Seq)}
-	case store.StateReady:
-		ix := ixReady
-		if r.Priority != 0 {
-			ix = ixReadyPrio
-		}
-		return indexEntry{ix: ix, key: readyKey(r.Topic, r.Priority, r.DueAt, r.Seq)}
-	case store.StateInflight:
-		return indexEntry{ix: ixInflight, key: indexKey(pfxInflight, r.Topic, r.LeaseUntil, r.Seq)}
-	case store.StateDead:
-		return indexEntry{ix: ixDead, key: indexKey(pfxDead, r.Topic, r.DeadAt, r.Seq)}
-	case store.StateAcked:
-		return indexEntry{ix: -1, global: globalKey(pfxAcked, r.AckedAt, r.Topic, r.ID)}
-	}
-	return indexEntry{ix: -1}
+	// Room for the longest entry: an index key (prefix, topic, 0, time,
+	// seq, a priority byte) or the acked key (prefix, time, topic, 0, id).
+	e, _ := entryIn(make([]byte, 0, 20+len(r.Topic)+len(r.ID)), r)
+	return e
 }
 
 // entryIn is entryOf with the keys built in buf, which it returns for
