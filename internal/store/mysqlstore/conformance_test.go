@@ -88,6 +88,12 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
 }
 
+// TestLeaseDue: the store.NextDueLeaser calls (a due lease taking
+// scheduled messages straight to inflight; the grace promotion).
+func TestLeaseDue(t *testing.T) {
+	storetest.RunDueLeaser(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
+}
+
 func TestDueCounts(t *testing.T) {
 	storetest.RunDueCounts(t, func(t *testing.T) store.Store { return open(t, mysqlstore.TimeCaller) })
 }

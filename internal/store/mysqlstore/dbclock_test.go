@@ -155,3 +155,40 @@ func (c *testStore) RateTake(ctx context.Context, p *store.RateTakeParams) (int,
 	c.now.Store(p.Now)
 	return c.Store.RateTake(ctx, p)
 }
+
+// TestLeaseDueDBClock: the store.NextDueLeaser calls on the production
+// path (the picks read the database's clock).
+func TestLeaseDueDBClock(t *testing.T) {
+	storetest.RunDueLeaser(t, func(t *testing.T) store.Store { return openDBClock(t) })
+}
+
+func (c *testStore) MessageLeaseDue(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
+	c.now.Store(p.Now)
+	return c.Store.MessageLeaseDue(ctx, p)
+}
+
+// MessageLeaseDueNext and MessagePromoteGrace must report the database's
+// now, which the wrapper hides as MessagePromote's.
+func (c *testStore) MessageLeaseDueNext(ctx context.Context, p *store.MessageLeaseParams) (*store.LeaseDueResult, error) {
+	c.now.Store(p.Now)
+	r, err := c.Store.MessageLeaseDueNext(ctx, p)
+	if err == nil {
+		if r.Now != p.Now {
+			c.t.Errorf("due lease judged by %d, want the database's now %d", r.Now, p.Now)
+		}
+		r.Now = 0
+	}
+	return r, err
+}
+
+func (c *testStore) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
+	c.now.Store(p.Now)
+	r, err := c.Store.MessagePromoteGrace(ctx, p, grace)
+	if err == nil {
+		if r.Now != p.Now {
+			c.t.Errorf("grace promotion judged by %d, want the database's now %d", r.Now, p.Now)
+		}
+		r.Now = 0
+	}
+	return r, err
+}

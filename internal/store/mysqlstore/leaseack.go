@@ -32,40 +32,55 @@ func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.Me
 		if len(move) == 0 {
 			continue
 		}
-		if err := s.delQMany(ctx, tx, store.StateReady, move); err != nil {
-			return nil, err
-		}
-		args := make([]any, 0, len(move)+4)
-		args = append(args, now, p.Token+"-", now+p.LeaseFor, []byte(p.Topic))
-		for _, r := range move {
-			c.add(r.Topic, r.State, -1)
-			r.State, r.UpdatedAt = store.StateInflight, now
-			r.Deliveries++
-			r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
-			r.LeaseUntil = now + p.LeaseFor
-			c.add(r.Topic, r.State, 1)
-			args = append(args, []byte(r.ID))
-		}
-		// One single-table UPDATE of the rows locked above, by primary key
-		// (FORCE INDEX: on a small table the optimizer would rather scan the
-		// topic's range and wait on other transactions' rows). The same
-		// deliveries and receipt as computed here: assignments run left to
-		// right, so the receipt reads the incremented count. Not a
-		// multi-table UPDATE driven by a derived key table (keyRows), whose
-		// temporary table crashed MariaDB 10.11.19 once under load (SIGSEGV
-		// in multi_update::initialize_tables, cleaning up a failed
-		// create_tmp_table).
-		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" m FORCE INDEX (PRIMARY) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
-			"SET m.state = 3, m.updated = ?, m.deliveries = m.deliveries + 1, m.receipt = CONCAT(?, m.deliveries), m.lease_until = ? "+
-			"WHERE m.topic = ? AND m.id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(move)), ", ")+")", args...); err != nil {
-			return nil, err
-		}
-		if err := s.addQMany(ctx, tx, move); err != nil {
+		if err := s.toInflight(ctx, tx, c, p, move, now); err != nil {
 			return nil, err
 		}
 		out = append(out, move...)
 	}
 	return out, nil
+}
+
+// toInflight leases move (ready or scheduled messages, locked by the
+// caller) for p: their queue rows deleted, one UPDATE of their message
+// rows, their q_inflight rows inserted; the records are updated in place.
+func (s *Store) toInflight(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, move []*store.Record, now int64) error {
+	for _, st := range []store.State{store.StateReady, store.StateScheduled} {
+		var from []*store.Record
+		for _, r := range move {
+			if r.State == st {
+				from = append(from, r)
+			}
+		}
+		if err := s.delQMany(ctx, tx, st, from); err != nil {
+			return err
+		}
+	}
+	args := make([]any, 0, len(move)+4)
+	args = append(args, now, p.Token+"-", now+p.LeaseFor, []byte(p.Topic))
+	for _, r := range move {
+		c.add(r.Topic, r.State, -1)
+		r.State, r.UpdatedAt = store.StateInflight, now
+		r.Deliveries++
+		r.Receipt = p.Token + "-" + strconv.FormatInt(int64(r.Deliveries), 10)
+		r.LeaseUntil = now + p.LeaseFor
+		c.add(r.Topic, r.State, 1)
+		args = append(args, []byte(r.ID))
+	}
+	// One single-table UPDATE of the rows locked above, by primary key
+	// (FORCE INDEX: on a small table the optimizer would rather scan the
+	// topic's range and wait on other transactions' rows). The same
+	// deliveries and receipt as computed here: assignments run left to
+	// right, so the receipt reads the incremented count. Not a
+	// multi-table UPDATE driven by a derived key table (keyRows), whose
+	// temporary table crashed MariaDB 10.11.19 once under load (SIGSEGV
+	// in multi_update::initialize_tables, cleaning up a failed
+	// create_tmp_table).
+	if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" m FORCE INDEX (PRIMARY) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+		"SET m.state = 3, m.updated = ?, m.deliveries = m.deliveries + 1, m.receipt = CONCAT(?, m.deliveries), m.lease_until = ? "+
+		"WHERE m.topic = ? AND m.id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(move)), ", ")+")", args...); err != nil {
+		return err
+	}
+	return s.addQMany(ctx, tx, move)
 }
 
 // ackMany acks items with one statement per step for all of them: lock

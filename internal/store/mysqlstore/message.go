@@ -499,6 +499,18 @@ func (b moveBudget) spent(i int) bool { return i > 0 && time.Now().After(b.until
 
 // MessagePromote implements store.Store.
 func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParams) (*store.PromoteResult, error) {
+	return s.promote(ctx, p, 0, false)
+}
+
+// MessagePromoteGrace implements store.DueLeaser.
+func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromoteParams, grace int64) (*store.PromoteResult, error) {
+	return s.promote(ctx, p, max(grace, 0), true)
+}
+
+// promote promotes the messages due by now − grace; with held, HeldDue is
+// the earliest scheduled message still due by now and NextDue the
+// earliest due after now, else NextDue is the earliest scheduled.
+func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grace int64, held bool) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
 	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		*res = store.PromoteResult{}
@@ -508,9 +520,9 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 			var err error
 			if needClock {
 				n := s.nowSQL()
-				keys, now, err = s.pickNow(ctx, tx, "SELECT due, seq, id, topic, "+n+" FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= "+n+" ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, p.Max) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL: fixed text or an integer) are concatenated; values are parameters
+				keys, now, err = s.pickNow(ctx, tx, "SELECT due, seq, id, topic, "+n+" FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= "+n+" - ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, grace, p.Max) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL: fixed text or an integer) are concatenated; values are parameters
 			} else {
-				keys, err = s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now, p.Max)
+				keys, err = s.pick(ctx, tx, "SELECT due, seq, id, topic FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due <= ? ORDER BY due, seq LIMIT ? FOR UPDATE SKIP LOCKED", p.Topic, now-grace, p.Max)
 			}
 			if err != nil {
 				return err
@@ -544,6 +556,16 @@ func (s *Store) MessagePromote(ctx context.Context, p *store.MessagePromoteParam
 			res.Now = now
 		}
 		res.NextDue = next.Int64
+		if held && res.NextDue != 0 && res.NextDue <= now {
+			// Due but left (within the grace, or locked by a lease): the
+			// engine waits for it apart from the next due time.
+			res.HeldDue = res.NextDue
+			next = sql.NullInt64{}
+			if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due > ?", p.Topic, now).Scan(&next); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+				return err
+			}
+			res.NextDue = next.Int64
+		}
 		return nil
 	})
 	if err != nil {
