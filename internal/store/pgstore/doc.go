@@ -10,7 +10,9 @@
 // apply), or Options.Pool a ready pgxpool. Errors and logs show the URL
 // with its passwords hidden (RedactURL). Connections run in read committed
 // isolation (the operations' locking is written for it) with
-// application_name "delayq". A transaction pooler (pgbouncer in
+// application_name "delayq" and, unless the URL sets jit, with JIT off
+// (the store's statements read a handful of rows; compiling one costs
+// tens of milliseconds). A transaction pooler (pgbouncer in
 // transaction mode) cannot carry LISTEN; use session pooling or a direct
 // connection.
 //
