@@ -1,7 +1,11 @@
 package pgstore_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -91,6 +95,54 @@ func TestSendCountsByInsert(t *testing.T) {
 	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
 		t.Fatalf("counts after lease and ack: %+v %v, want %+v", tr, err, want)
 	}
+}
+
+// TestSubscribedStoreFolds: a server's store (subscribed to
+// notifications) folds a busy topic's count rows every second on its
+// own (its topic lists, three every 5 s per server, then skip theirs:
+// TestFoldOncePerPeriod); counts stay exact.
+func TestSubscribedStoreFolds(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	admin := adminPool(t, srv)
+	rows := func() (n int) {
+		t.Helper()
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+s.Schema()+".topic_count WHERE topic = 'busy'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sendMany := func(prefix string, n int) {
+		for i := range n {
+			send(t, s, "busy", fmt.Sprintf("%s-%d", prefix, i), 3_600_000)
+		}
+	}
+	sendMany("a", 300)
+	if n := rows(); n != 300 {
+		t.Fatalf("count rows before subscribing: %d, want 300", n)
+	}
+
+	sctx, cancel := context.WithCancel(ctx)
+	subscribed := make(chan error, 1)
+	go func() { subscribed <- s.Subscribe(sctx, nil, func(string, int64) {}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-subscribed; !errors.Is(err, context.Canceled) {
+			t.Errorf("Subscribe: %v, want context.Canceled", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for rows() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("count rows 10 s after subscribing: %d, want 1 (folded by the store itself)", rows())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want := store.Counts{Scheduled: 300}
+	if tr, err := s.TopicGet(ctx, "busy"); err != nil || tr.Counts != want {
+		t.Fatalf("counts after the store's fold: %+v %v, want %+v", tr, err, want)
+	}
+
 }
 
 // A schema of version 7 with counts in its stripes migrates to version 8

@@ -108,10 +108,12 @@
 // nothing ever waits, and a topic has about as many rows as it had
 // concurrent transactions. A send (schema version 8) does not even look
 // for a row: it inserts one of its own (a new stripe number), so a send
-// reads and locks no counter row. TopicGet sums them. TopicList (every
-// server's safety sweep) folds a topic's rows back into one once it has
-// more than 256 (5,000 per transaction, for at most 0.5 s), and
-// DedupPurge, which the engine runs every minute, folds every topic's. The rows are tiny and updated constantly, so the
+// reads and locks no counter row. TopicGet sums them. A subscribed store
+// (a server's) folds a topic's rows back into one every second once it
+// has more than 256 (5,000 per transaction, for at most 0.5 s), and so
+// does TopicList when its store has not folded within the second;
+// DedupPurge, which the engine runs every minute, folds every topic's.
+// The rows are tiny and updated constantly, so the
 // table has fillfactor 20 for HOT updates.
 //
 // # Time

@@ -124,7 +124,9 @@ const (
 // connection fails it reconnects with backoff (reconnectMin to
 // reconnectMax) and calls subscribed again once it listens again, so the
 // engine re-reads what it may have missed. fn runs on this goroutine, so
-// it should not block.
+// it should not block. While subscribed, the store also sends the
+// heartbeats and folds the topics' count rows every countFoldEvery: a
+// subscribed store is a server's.
 func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error {
 	if err := s.check(); err != nil {
 		return err
@@ -141,6 +143,9 @@ func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic 
 	hbDone := make(chan struct{})
 	defer func() { <-hbDone }()
 	go s.heartbeat(ctx, hbDone)
+	foldDone := make(chan struct{})
+	defer func() { <-foldDone }()
+	go s.foldLoop(ctx, foldDone)
 
 	wait := reconnectMin
 	for {

@@ -95,6 +95,11 @@ type Store struct {
 	// store notified that had not come due when it did (notifySoon).
 	announcedMu sync.Mutex
 	announced   map[string]int64
+
+	// foldMu is held by the one count fold running (foldCounts);
+	// foldedAt is when the last one ended.
+	foldMu   sync.Mutex
+	foldedAt time.Time
 }
 
 var (

@@ -57,17 +57,76 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (_ *store.TopicRecor
 	return tr, nil
 }
 
-// countFoldAfter is how many count rows a topic may have before TopicList
-// folds them: more than the stripes concurrent leases and acks make.
+// countFoldAfter is how many count rows a topic may have before a fold
+// takes them: more than the stripes concurrent leases and acks make.
 const countFoldAfter = 256
 
 // countFoldBatch rows per topic at most are folded in one transaction
 // (≈ 0.1–0.2 s on a loaded 2-core machine), for at most countFoldFor per
-// TopicList, well inside the call's bound.
+// fold, well inside a call's bound.
 const (
 	countFoldBatch = 5000
 	countFoldFor   = 500 * time.Millisecond
 )
+
+// countFoldEvery is how often a subscribed store (a server) folds, and
+// how recent a fold makes a topic list's own unnecessary. Every send
+// inserts a count row (schema 8), so at 1,000 sends/s a topic gains 1,000
+// rows a second; folded each second they stay a few milliseconds of work
+// on one connection. Folded only by the topic lists of the safety sweep
+// and the push and delivery watches (every 5 s, the three at once), a
+// fold took 5,000 rows, and the three calls sorted and tried to lock them
+// all at the same instant: 16–35 ms each, both cores of a 2-core database
+// busy, and the sends, leases and acks of that moment waiting.
+const countFoldEvery = time.Second
+
+// foldCounts folds the count rows of the topics that have more than
+// countFoldAfter, in batches of countFoldBatch for at most countFoldFor;
+// what is left waits for the next fold. One fold runs per store at a
+// time: a caller that finds one running, or one that ended within
+// countFoldEvery, returns at once (a topic read sums every row, so
+// counts are exact either way; folding keeps that sum short).
+func (s *Store) foldCounts(ctx context.Context) error {
+	if !s.foldMu.TryLock() {
+		return nil
+	}
+	defer s.foldMu.Unlock()
+	if time.Since(s.foldedAt) < countFoldEvery {
+		return nil
+	}
+	for start := time.Now(); time.Since(start) < countFoldFor; {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT "+s.fn("count_fold")+"($1, $2)", countFoldAfter, countFoldBatch).Scan(&n); err != nil {
+			return s.fail("fold counts", err)
+		}
+		if n < countFoldBatch/2 {
+			break
+		}
+	}
+	s.foldedAt = time.Now()
+	return nil
+}
+
+// foldLoop folds counts every countFoldEvery until ctx ends (see
+// Subscribe: servers subscribe, so each server folds).
+func (s *Store) foldLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(countFoldEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fctx, cancel := context.WithTimeout(ctx, s.timeout)
+			err := s.foldCounts(fctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				s.log.Debug("pgstore: fold counts", "err", err)
+			}
+		}
+	}
+}
 
 // TopicList implements store.Store.
 func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err error) {
@@ -79,20 +138,10 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	if err := s.healRowless(ctx); err != nil {
 		return nil, err
 	}
-	// Every send inserts a count row of its own (schema 8); every
-	// server's safety sweep lists topics every 5 s, so folding here keeps
-	// a busy topic's rows (which every count read sums) to a few seconds
-	// of sends.
-	// Batches of countFoldBatch, each its own short transaction, for at
-	// most countFoldFor: what is left waits for the next sweep.
-	for start := time.Now(); time.Since(start) < countFoldFor; {
-		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT "+s.fn("count_fold")+"($1, $2)", countFoldAfter, countFoldBatch).Scan(&n); err != nil {
-			return nil, s.fail("fold counts", err)
-		}
-		if n < countFoldBatch/2 {
-			break
-		}
+	// Every send inserts a count row of its own (schema 8), which every
+	// count read sums: fold them first unless this store just did.
+	if err := s.foldCounts(ctx); err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, "SELECT "+topicCols+" FROM "+s.fn("topic_info")+" ORDER BY name")
 	if err != nil {
