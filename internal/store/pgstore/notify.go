@@ -142,10 +142,10 @@ func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic 
 	}()
 	hbDone := make(chan struct{})
 	defer func() { <-hbDone }()
-	go s.heartbeat(ctx, hbDone)
+	go s.every(ctx, hbDone, heartbeatEvery, "heartbeat notification", s.heartbeat)
 	foldDone := make(chan struct{})
 	defer func() { <-foldDone }()
-	go s.foldLoop(ctx, foldDone)
+	go s.every(ctx, foldDone, countFoldEvery, "fold counts", s.foldCounts)
 
 	wait := reconnectMin
 	for {
@@ -219,22 +219,30 @@ func (s *Store) listen(ctx context.Context, subscribed func(), fn func(string, i
 	}
 }
 
-// heartbeat sends an empty notification every heartbeatEvery until ctx
-// ends, so that every listener of the channel hears something.
-func (s *Store) heartbeat(ctx context.Context, done chan<- struct{}) {
+// heartbeat sends an empty notification, so that every listener of the
+// channel hears something.
+func (s *Store) heartbeat(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel, heartbeatBody)
+	return err
+}
+
+// every runs fn every period, each call bounded by the store's timeout,
+// until ctx ends; then it closes done. A failure is logged at debug
+// level as what: the next call tries again.
+func (s *Store) every(ctx context.Context, done chan<- struct{}, period time.Duration, what string, fn func(context.Context) error) {
 	defer close(done)
-	tick := time.NewTicker(heartbeatEvery)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			hctx, cancel := context.WithTimeout(ctx, s.timeout)
-			_, err := s.pool.Exec(hctx, "SELECT pg_notify($1, $2)", s.channel, heartbeatBody)
+			cctx, cancel := context.WithTimeout(ctx, s.timeout)
+			err := fn(cctx)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				s.log.Debug("pgstore: heartbeat notification", "err", err)
+				s.log.Debug("pgstore: "+what, "err", err)
 			}
 		}
 	}

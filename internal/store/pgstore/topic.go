@@ -107,27 +107,6 @@ func (s *Store) foldCounts(ctx context.Context) error {
 	return nil
 }
 
-// foldLoop folds counts every countFoldEvery until ctx ends (see
-// Subscribe: servers subscribe, so each server folds).
-func (s *Store) foldLoop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	tick := time.NewTicker(countFoldEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			fctx, cancel := context.WithTimeout(ctx, s.timeout)
-			err := s.foldCounts(fctx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				s.log.Debug("pgstore: fold counts", "err", err)
-			}
-		}
-	}
-}
-
 // TopicList implements store.Store.
 func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err error) {
 	if err := s.check(); err != nil {
