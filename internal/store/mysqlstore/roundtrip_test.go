@@ -2,6 +2,8 @@ package mysqlstore_test
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -29,21 +31,9 @@ func TestRoundTripsPerMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	questions := func() int64 {
-		var name string
-		var v int64
-		if err := adminDB.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	count := func(what string, want int64, f func() error) {
 		t.Helper()
-		q0 := questions()
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if n := questions() - q0 - 1; n != want {
+		if n := statementsOf(t, what, f); n != want {
 			t.Errorf("%s: %d statements, want %d", what, n, want)
 		}
 	}
@@ -111,4 +101,87 @@ func TestRoundTripsPerMove(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// statementsOf counts the statements f makes (the server's Questions,
+// less the one that reads them). No other test runs beside it (none is
+// parallel at the top level).
+func statementsOf(t *testing.T, what string, f func() error) int64 {
+	t.Helper()
+	questions := func() int64 {
+		var name string
+		var v int64
+		if err := adminDB.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	q0 := questions()
+	if err := f(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return questions() - q0 - 1
+}
+
+// TestTopicListStatements: a topic list makes as many statements for 30
+// topics as for 1 (each server lists three times every 5 s; it made 2
+// per topic), and lists each topic as TopicGet reads it: counts, settings,
+// and the first entry of each queue.
+func TestTopicListStatements(t *testing.T) {
+	s := open(t, mysqlstore.TimeDB)
+	list := func() (recs []*store.TopicRecord, n int64) {
+		t.Helper()
+		n = statementsOf(t, "TopicList", func() (err error) {
+			recs, err = s.TopicList(ctx)
+			return err
+		})
+		return recs, n
+	}
+	sendTo := func(topic, id string, delay int64) {
+		t.Helper()
+		if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Messages: []store.InsertMessage{{ID: id, Relative: true, Delay: delay, MaxAttempts: 3}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendTo("t00", "a", 0)
+	_, one := list()
+
+	for i := 1; i < 30; i++ {
+		topic := fmt.Sprintf("t%02d", i)
+		sendTo(topic, "later", int64(i)*60_000) // scheduled
+		sendTo(topic, "now", 0)                 // ready
+		if i%3 == 0 {                           // one of them inflight
+			if _, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: topic, Max: 1, LeaseFor: int64(i) * 1000, Token: "k"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%5 == 0 {
+			if err := s.TopicSettingsPut(ctx, topic, []byte(topic)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recs, thirty := list()
+	t.Logf("TopicList: %d statements for 1 topic, %d for 30, BEGIN and COMMIT included", one, thirty)
+	if thirty != one {
+		t.Errorf("TopicList of 30 topics: %d statements, of 1: %d; want the same", thirty, one)
+	}
+	if len(recs) != 30 {
+		t.Fatalf("TopicList: %d topics, want 30", len(recs))
+	}
+	for i, r := range recs {
+		if want := fmt.Sprintf("t%02d", i); r.Name != want {
+			t.Fatalf("TopicList[%d] = %s, want %s (in name order)", i, r.Name, want)
+		}
+		got, err := s.TopicGet(ctx, r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r, got) {
+			t.Errorf("TopicList's %s: %+v; TopicGet: %+v", r.Name, r, got)
+		}
+		if i > 0 && (r.NextDue == 0 || (r.OldestReady == 0) != (i%3 == 0) || (r.NextLeaseExpiry == 0) != (i%3 != 0) || (r.Settings != nil) != (i%5 == 0)) {
+			t.Errorf("TopicList's %s: next due %d, oldest ready %d, next lease expiry %d, settings %q", r.Name, r.NextDue, r.OldestReady, r.NextLeaseExpiry, r.Settings)
+		}
+	}
 }
