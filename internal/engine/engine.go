@@ -262,10 +262,18 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 }
 
-// Ready reports whether the store answers.
+// Ready reports whether the store answers: a ping where the store has
+// one (load balancers ask every few seconds, and a topic list reads every
+// topic), else its topic list.
 func (e *Engine) Ready(ctx context.Context) error {
 	if e.isClosing() {
 		return domain.ErrUnavailable
+	}
+	if p, ok := e.st.(store.Pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("%w: %v", domain.ErrUnavailable, err)
+		}
+		return nil
 	}
 	if _, err := e.st.TopicList(ctx); err != nil {
 		return fmt.Errorf("%w: %v", domain.ErrUnavailable, err)

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,5 +45,60 @@ func TestSafetySweepReleasesWhatNoTimerArmed(t *testing.T) {
 	}
 	if got := time.Since(msgs[0].DeliverAt); got < 0 {
 		t.Errorf("released %v before it was due", -got)
+	}
+}
+
+// pingStore is a memstore that can be pinged, counting its pings and
+// topic lists.
+type pingStore struct {
+	*memstore.Store
+	pingErr      error
+	pings, lists atomic.Int32
+}
+
+func (s *pingStore) Ping(context.Context) error { s.pings.Add(1); return s.pingErr }
+
+func (s *pingStore) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+	s.lists.Add(1)
+	return s.Store.TopicList(ctx)
+}
+
+// TestReadyPings: readiness, which load balancers ask every few seconds,
+// pings a store that can be pinged instead of listing every topic, and
+// reports its failure as unavailable; a store without a ping is listed.
+func TestReadyPings(t *testing.T) {
+	ctx := context.Background()
+	st := &pingStore{Store: memstore.New()}
+	defer st.Close()
+	e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	lists := st.lists.Load()
+	if err := e.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	if p, l := st.pings.Load(), st.lists.Load()-lists; p != 1 || l != 0 {
+		t.Fatalf("Ready: %d pings and %d topic lists, want 1 and 0", p, l)
+	}
+	st.pingErr = errors.New("connection refused")
+	if err := e.Ready(ctx); !errors.Is(err, domain.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Ready with the ping failing: %v, want ErrUnavailable naming the cause", err)
+	}
+
+	plain := memstore.New()
+	defer plain.Close()
+	e2, err := Open(ctx, Config{Store: plain, SafetySweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close(ctx)
+	if err := e2.Ready(ctx); err != nil {
+		t.Fatalf("Ready on a store without a ping: %v", err)
+	}
+	_ = plain.Close()
+	if err := e2.Ready(ctx); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("Ready on a closed store without a ping: %v, want ErrUnavailable", err)
 	}
 }

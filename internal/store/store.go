@@ -303,6 +303,15 @@ func NotifyDue(r *Record) int64 {
 	return r.DueAt
 }
 
+// Pinger is implemented by stores on a server of their own (a database,
+// Redis): Ping answers whether the store takes requests now, in a round
+// trip to each server it uses, whatever it holds. Readiness checks, which
+// load balancers make every few seconds, call it; a store without it is
+// asked for its topic list instead, which reads every topic.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Clock is implemented by stores that judge time by a clock of their own
 // (Redis TIME): they ignore each call's Now where a decision depends on
 // time. The engine reads StoreNow to estimate the offset between its clock

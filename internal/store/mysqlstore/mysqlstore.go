@@ -432,6 +432,22 @@ func (s *Store) pickNow(ctx context.Context, tx *sql.Tx, q string, args ...any) 
 	return out, now, rows.Err()
 }
 
+// Ping implements store.Pinger: a read of the schema's version row, so a
+// database without delayq's tables is not ready either.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var one int
+	err := s.db.QueryRowContext(ctx, "SELECT 1 FROM "+s.t("schema_version")+" LIMIT 1").Scan(&one) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated
+	if errors.Is(err, sql.ErrNoRows) {
+		err = nil // the table answers; Open checked its version
+	}
+	return s.wrap(err)
+}
+
 // StoreNow implements store.Clock.
 func (s *Store) StoreNow(ctx context.Context) (int64, bool, error) {
 	if s.callerNow {

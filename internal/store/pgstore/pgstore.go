@@ -108,6 +108,7 @@ var (
 	_ store.DueLeaser   = (*Store)(nil)
 	_ store.Clock       = (*Store)(nil)
 	_ store.RateLimiter = (*Store)(nil)
+	_ store.Pinger      = (*Store)(nil)
 )
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
@@ -317,6 +318,21 @@ func schemaHint(err error) string {
 func (s *Store) nowArg(now int64) *int64 {
 	if s.callerNow {
 		return &now
+	}
+	return nil
+}
+
+// Ping implements store.Pinger: a call of the schema's own clock
+// function, so a database without delayq's schema is not ready either.
+func (s *Store) Ping(ctx context.Context) (err error) {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	var now int64
+	if err := s.pool.QueryRow(ctx, "SELECT "+s.q+".now_ms()").Scan(&now); err != nil {
+		return s.fail("ping", err)
 	}
 	return nil
 }

@@ -269,6 +269,11 @@ func masterDown(t *testing.T, cl *redistest.Cluster, mode string) {
 		t.Errorf("%d warnings logged, %d partitions counted as skipped; want 1 and >= 4:\n%s", n, s.skips.Load(), logs)
 	}
 
+	// Readiness pings every master: a stopped one fails it.
+	if err := s.Ping(ctx); err == nil {
+		t.Errorf("Ping with a master stopped (%s): nil, want an error", mode)
+	}
+
 	switch mode {
 	case "pause":
 		node.Resume()
@@ -277,6 +282,15 @@ func masterDown(t *testing.T, cl *redistest.Cluster, mode string) {
 	}
 	stopped = false
 	cl.WaitOK(t, 30*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := s.Ping(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ping after the master came back: %v", err)
+		}
+	}
 
 	// Everything is served again: promote all, then lease until empty.
 	now = t0 + 100_000

@@ -552,6 +552,27 @@ func (s *Store) nowArg(now int64) string {
 	return ""
 }
 
+// Ping implements store.Pinger: PING to the server, or on a Cluster to
+// every master (each holds some topics' keys).
+func (s *Store) Ping(ctx context.Context) (err error) {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, end := s.bound(ctx, 1)
+	defer end(&err)
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	} else {
+		err = s.rdb.Ping(ctx).Err()
+	}
+	if err != nil {
+		return s.fail("ping", err)
+	}
+	return nil
+}
+
+var _ store.Pinger = (*Store)(nil)
+
 // StoreNow implements store.Clock: Redis TIME, which every script judges
 // by (TimeRedis). With TimeCaller, ok is false. On a Cluster each master
 // has its own clock and TIME answers one of them; the engine only uses
