@@ -30,7 +30,7 @@ const (
 // deliver settings (credentials included), leases, acks and nacks, and
 // its events.
 type Engine interface {
-	Topics(ctx context.Context) ([]domain.TopicInfo, error)
+	TopicSettings(ctx context.Context) ([]domain.TopicInfo, error)
 	Lease(ctx context.Context, topic string, req domain.LeaseRequest) ([]*domain.Message, error)
 	AckBatch(ctx context.Context, topic string, acks []domain.AckRequest) ([]error, error)
 	Nack(ctx context.Context, topic, id, receipt string, req domain.NackRequest) (*domain.Message, error)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,5 +101,61 @@ func TestReadyPings(t *testing.T) {
 	_ = plain.Close()
 	if err := e2.Ready(ctx); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("Ready on a closed store without a ping: %v, want ErrUnavailable", err)
+	}
+}
+
+// settingsStore is a memstore that lists settings alone, counting calls.
+type settingsStore struct {
+	*memstore.Store
+	settingsLists, lists atomic.Int32
+}
+
+func (s *settingsStore) TopicSettingsList(ctx context.Context) ([]*store.TopicRecord, error) {
+	s.settingsLists.Add(1)
+	recs, err := s.Store.TopicList(ctx)
+	var out []*store.TopicRecord
+	for _, r := range recs {
+		if r.Settings != nil {
+			out = append(out, &store.TopicRecord{Name: r.Name, Settings: r.Settings})
+		}
+	}
+	return out, err
+}
+
+func (s *settingsStore) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
+	s.lists.Add(1)
+	return s.Store.TopicList(ctx)
+}
+
+// TestTopicSettingsListsSettingsAlone: what the push and delivery watches
+// read (TopicSettings) comes from a store's settings-only listing where
+// it has one, not from TopicList, with the settings decoded as Topics
+// decodes them.
+func TestTopicSettingsListsSettingsAlone(t *testing.T) {
+	ctx := context.Background()
+	st := &settingsStore{Store: memstore.New()}
+	defer st.Close()
+	e, err := Open(ctx, Config{Store: st, SafetySweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if _, err := e.SetTopicSettings(ctx, "hooks", domain.TopicSettings{MaxAttempts: 7}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := e.Topics(ctx)
+	if err != nil || len(full) != 1 {
+		t.Fatalf("Topics: %v %v", full, err)
+	}
+	lists := st.lists.Load()
+	got, err := e.TopicSettings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, l := st.settingsLists.Load(), st.lists.Load()-lists; n != 1 || l != 0 {
+		t.Fatalf("TopicSettings: %d settings lists and %d topic lists, want 1 and 0", n, l)
+	}
+	if len(got) != 1 || got[0].Name != "hooks" || !reflect.DeepEqual(got[0].Settings, full[0].Settings) || got[0].Settings.MaxAttempts != 7 {
+		t.Fatalf("TopicSettings: %+v, want hooks with %+v", got, full[0].Settings)
 	}
 }

@@ -93,7 +93,7 @@ const (
 // settings (secrets included, which the HTTP client cannot answer),
 // leases, acks and nacks, and its events.
 type Engine interface {
-	Topics(ctx context.Context) ([]domain.TopicInfo, error)
+	TopicSettings(ctx context.Context) ([]domain.TopicInfo, error)
 	Lease(ctx context.Context, topic string, req domain.LeaseRequest) ([]*domain.Message, error)
 	Ack(ctx context.Context, topic, id, receipt string) error
 	Nack(ctx context.Context, topic, id, receipt string, req domain.NackRequest) (*domain.Message, error)

@@ -303,6 +303,20 @@ func NotifyDue(r *Record) int64 {
 	return r.DueAt
 }
 
+// TopicSettingsLister is implemented by stores that can list the topics'
+// settings without reading their counts and queues. The push and broker
+// delivery watches of every server read every topic's settings every 5 s
+// (and at each change); TopicList also sums each topic's counts and reads
+// the heads of its queues, which on Redis is a script per topic and
+// partition. A store without it is asked for TopicList.
+type TopicSettingsLister interface {
+	// TopicSettingsList returns, in name order, every topic whose
+	// settings were put (TopicSettingsPut) and not deleted since, with
+	// Name and Settings set and nothing else. Topics without settings may
+	// be left out.
+	TopicSettingsList(ctx context.Context) ([]*TopicRecord, error)
+}
+
 // Pinger is implemented by stores on a server of their own (a database,
 // Redis): Ping answers whether the store takes requests now, in a round
 // trip to each server it uses, whatever it holds. Readiness checks, which

@@ -16,9 +16,9 @@ import (
 )
 
 // Source is what a Watch reads: topics with their settings (secrets
-// included) and the engine's events.
+// included; counts are not needed) and the engine's events.
 type Source interface {
-	Topics(ctx context.Context) ([]domain.TopicInfo, error)
+	TopicSettings(ctx context.Context) ([]domain.TopicInfo, error)
 	Subscribe(s engine.Subscription) (cancel func())
 }
 
@@ -93,7 +93,7 @@ func (w *Watch) loop(ctx context.Context) {
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
-		infos, err := w.src.Topics(ctx)
+		infos, err := w.src.TopicSettings(ctx)
 		switch {
 		case err == nil:
 			w.sync(ctx, infos)

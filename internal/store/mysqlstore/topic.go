@@ -127,6 +127,39 @@ func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 	return out, nil
 }
 
+// TopicSettingsList implements store.TopicSettingsLister: the topic
+// table's settings (a deleted topic's are NULL), without the counts and
+// queue heads.
+func (s *Store) TopicSettingsList(ctx context.Context) ([]*store.TopicRecord, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, "SELECT name, settings FROM "+s.t("topic")+" WHERE settings IS NOT NULL ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; no values
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	defer rows.Close()
+	var out []*store.TopicRecord
+	for rows.Next() {
+		var name, settings []byte
+		if err := rows.Scan(&name, &settings); err != nil {
+			return nil, s.wrap(err)
+		}
+		if settings == nil {
+			settings = []byte{} // set, to nothing
+		}
+		out = append(out, &store.TopicRecord{Name: string(name), Settings: settings})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(err)
+	}
+	return out, nil
+}
+
+var _ store.TopicSettingsLister = (*Store)(nil)
+
 // TopicSettingsPut implements store.Store.
 func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) error {
 	if settings == nil {

@@ -109,6 +109,8 @@ var (
 	_ store.Clock       = (*Store)(nil)
 	_ store.RateLimiter = (*Store)(nil)
 	_ store.Pinger      = (*Store)(nil)
+
+	_ store.TopicSettingsLister = (*Store)(nil)
 )
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)

@@ -133,6 +133,34 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	return out, nil
 }
 
+// TopicSettingsList implements store.TopicSettingsLister: the topic
+// table's settings, without topic_info's counts and queue heads.
+func (s *Store) TopicSettingsList(ctx context.Context) (_ []*store.TopicRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx)
+	defer end(&err)
+	rows, err := s.pool.Query(ctx, "SELECT name, settings FROM "+s.fn("topic")+" WHERE settings IS NOT NULL ORDER BY name")
+	if err != nil {
+		return nil, s.fail("list topic settings", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.TopicRecord, error) {
+		tr := &store.TopicRecord{}
+		if err := row.Scan(&tr.Name, &tr.Settings); err != nil {
+			return nil, err
+		}
+		if tr.Settings == nil {
+			tr.Settings = []byte{} // set, to nothing
+		}
+		return tr, nil
+	})
+	if err != nil {
+		return nil, s.fail("list topic settings", err)
+	}
+	return out, nil
+}
+
 // TopicSettingsPut implements store.Store.
 func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []byte) (err error) {
 	if err := s.check(); err != nil {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -93,6 +94,50 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	}
 	return out, nil
 }
+
+// TopicSettingsList implements store.TopicSettingsLister: the registry,
+// then each topic's meta hash, pipelined (no script per partition).
+func (s *Store) TopicSettingsList(ctx context.Context) (_ []*store.TopicRecord, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, end := s.bound(ctx, 2)
+	defer end(&err)
+	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	if err != nil {
+		return nil, s.fail("list topic settings", err)
+	}
+	slices.Sort(names)
+	settings := make([]*redis.StringCmd, len(names))
+	if _, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, n := range names {
+			settings[i] = pipe.HGet(ctx, s.keys.meta(n), "settings")
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, s.fail("list topic settings", err)
+	}
+	var out []*store.TopicRecord
+	for i, n := range names {
+		set, err := settings[i].Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue // never set, or deleted with its meta
+		}
+		if err != nil {
+			return nil, s.fail("list topic settings", err)
+		}
+		if !validTopic(n) {
+			return nil, fmt.Errorf("redisstore: list topic settings: registry holds invalid name %q: %w", n, store.ErrCorrupt)
+		}
+		if set == nil {
+			set = []byte{} // set, to nothing
+		}
+		out = append(out, &store.TopicRecord{Name: n, Settings: set})
+	}
+	return out, nil
+}
+
+var _ store.TopicSettingsLister = (*Store)(nil)
 
 // topicRecords reads the records of topics (nil for an unknown one).
 func (s *Store) topicRecords(ctx context.Context, topics []string) ([]*store.TopicRecord, error) {

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeadDelete", testDeadDelete},
 		{"MessageList", testMessageList},
 		{"Topics", testTopics},
+		{"TopicSettingsList", testTopicSettingsList},
 		{"TopicDelete", testTopicDelete},
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},

@@ -57,3 +57,51 @@ func testTopics(h *harness) {
 	}
 	h.counts("a", store.Counts{}) // known, though empty
 }
+
+// testTopicSettingsList: a store that lists settings alone
+// (store.TopicSettingsLister) lists, in name order, the topics whose
+// settings were put, with those settings (bytes as put, empty ones
+// included), as TopicList has them, and no topic whose settings were
+// never put or that was deleted.
+func testTopicSettingsList(h *harness) {
+	t, now := h.t, T0
+	l, ok := h.s.(store.TopicSettingsLister)
+	if !ok {
+		return
+	}
+	list := func() []*store.TopicRecord {
+		t.Helper()
+		recs, err := l.TopicSettingsList(h.ctx)
+		noErr(t, "TopicSettingsList", err)
+		return recs
+	}
+	if recs := list(); len(recs) != 0 {
+		t.Errorf("TopicSettingsList of an empty store: %d records", len(recs))
+	}
+	want := map[string]string{"b": "{\"max_attempts\":5}\x00\xff", "a.1": "v", "e": ""}
+	for name, set := range want {
+		noErr(t, "TopicSettingsPut", h.s.TopicSettingsPut(h.ctx, name, []byte(set)))
+	}
+	h.insertNew("a.1", now, msg("1", now))
+	h.insertNew("c", now, msg("1", now+10)) // messages, no settings
+	noErr(t, "TopicSettingsPut", h.s.TopicSettingsPut(h.ctx, "d", []byte("gone")))
+	noErr(t, "TopicDelete", h.s.TopicDelete(h.ctx, "d"))
+
+	recs := list()
+	var names []string
+	for _, r := range recs {
+		names = append(names, r.Name)
+		if set, ok := want[r.Name]; !ok || r.Settings == nil || string(r.Settings) != set {
+			t.Errorf("TopicSettingsList: %s with settings %q (nil %v); want %q", r.Name, r.Settings, r.Settings == nil, want[r.Name])
+		}
+		if r.Counts != (store.Counts{}) || r.NextDue != 0 || r.OldestReady != 0 || r.NextLeaseExpiry != 0 {
+			t.Errorf("TopicSettingsList: %s has more than its settings: %+v", r.Name, *r)
+		}
+		if full := h.topic(r.Name); string(full.Settings) != string(r.Settings) || full.Settings == nil {
+			t.Errorf("TopicSettingsList: %s settings %q, TopicGet %q", r.Name, r.Settings, full.Settings)
+		}
+	}
+	if w := []string{"a.1", "b", "e"}; !slices.Equal(names, w) {
+		t.Errorf("TopicSettingsList names %v, want %v", names, w)
+	}
+}
