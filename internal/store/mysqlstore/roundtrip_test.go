@@ -124,8 +124,8 @@ func statementsOf(t *testing.T, what string, f func() error) int64 {
 }
 
 // TestTopicListStatements: a topic list makes as many statements for 30
-// topics as for 1 (each server lists three times every 5 s; it made 2
-// per topic), and lists each topic as TopicGet reads it: counts, settings,
+// topics as for 1 (each server lists every 5 s; it made 2 per topic),
+// and lists each topic as TopicGet reads it: counts, settings,
 // and the first entry of each queue.
 func TestTopicListStatements(t *testing.T) {
 	s := open(t, mysqlstore.TimeDB)

@@ -99,8 +99,8 @@ func TestSendCountsByInsert(t *testing.T) {
 
 // TestSubscribedStoreFolds: a server's store (subscribed to
 // notifications) folds a busy topic's count rows every second on its
-// own (its topic lists, three every 5 s per server, then skip theirs:
-// TestFoldOncePerPeriod); counts stay exact.
+// own (its topic lists then skip theirs: TestFoldOncePerPeriod); counts
+// stay exact.
 func TestSubscribedStoreFolds(t *testing.T) {
 	srv := pgtest.Shared(t)
 	s := openAt(t, srv)

@@ -13,9 +13,9 @@ import (
 
 // TestFoldOncePerPeriod: a topic list folds the count rows only when no
 // fold of this store ran within countFoldEvery; concurrent lists past it
-// (the safety sweep and the push and delivery watches call at the same
-// instant; one folds, the others read) leave them folded; every list's
-// counts are exact either way.
+// (a safety sweep, a metrics scrape, GET /v1/topics; one folds, the
+// others read) leave them folded; every list's counts are exact either
+// way.
 func TestFoldOncePerPeriod(t *testing.T) {
 	ctx := context.Background()
 	srv := pgtest.Shared(t)
