@@ -364,15 +364,7 @@ func (e *Engine) Topics(ctx context.Context) ([]domain.TopicInfo, error) {
 	if err != nil {
 		return nil, storeErr("list", "topics", err)
 	}
-	out := make([]domain.TopicInfo, 0, len(recs))
-	for _, r := range recs {
-		ti, err := e.topicInfo(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *ti)
-	}
-	return out, nil
+	return e.topicInfos(recs)
 }
 
 // TopicSettings lists the topics whose settings were set, with their
@@ -389,6 +381,11 @@ func (e *Engine) TopicSettings(ctx context.Context) ([]domain.TopicInfo, error) 
 	if err != nil {
 		return nil, storeErr("list", "topic settings", err)
 	}
+	return e.topicInfos(recs)
+}
+
+// topicInfos is topicInfo of each record.
+func (e *Engine) topicInfos(recs []*store.TopicRecord) ([]domain.TopicInfo, error) {
 	out := make([]domain.TopicInfo, 0, len(recs))
 	for _, r := range recs {
 		ti, err := e.topicInfo(r)

@@ -70,15 +70,9 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	}
 	ctx, end := s.bound(ctx, 2)
 	defer end(&err)
-	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	names, err := s.topicNames(ctx, "list topics")
 	if err != nil {
-		return nil, s.fail("list topics", err)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if !validTopic(n) {
-			return nil, fmt.Errorf("redisstore: list topics: registry holds invalid name %q: %w", n, store.ErrCorrupt)
-		}
+		return nil, err
 	}
 	recs, err := s.topicRecords(ctx, names)
 	if err != nil {
@@ -95,6 +89,22 @@ func (s *Store) TopicList(ctx context.Context) (_ []*store.TopicRecord, err erro
 	return out, nil
 }
 
+// topicNames reads the topic registry, sorted; op names the call in
+// errors. A name that is not a valid topic is corruption.
+func (s *Store) topicNames(ctx context.Context, op string) ([]string, error) {
+	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !validTopic(n) {
+			return nil, fmt.Errorf("redisstore: %s: registry holds invalid name %q: %w", op, n, store.ErrCorrupt)
+		}
+	}
+	return names, nil
+}
+
 // TopicSettingsList implements store.TopicSettingsLister: the registry,
 // then each topic's meta hash, pipelined (no script per partition).
 func (s *Store) TopicSettingsList(ctx context.Context) (_ []*store.TopicRecord, err error) {
@@ -103,11 +113,10 @@ func (s *Store) TopicSettingsList(ctx context.Context) (_ []*store.TopicRecord, 
 	}
 	ctx, end := s.bound(ctx, 2)
 	defer end(&err)
-	names, err := s.rdb.SMembers(ctx, s.keys.topics()).Result()
+	names, err := s.topicNames(ctx, "list topic settings")
 	if err != nil {
-		return nil, s.fail("list topic settings", err)
+		return nil, err
 	}
-	slices.Sort(names)
 	settings := make([]*redis.StringCmd, len(names))
 	if _, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, n := range names {
@@ -125,9 +134,6 @@ func (s *Store) TopicSettingsList(ctx context.Context) (_ []*store.TopicRecord, 
 		}
 		if err != nil {
 			return nil, s.fail("list topic settings", err)
-		}
-		if !validTopic(n) {
-			return nil, fmt.Errorf("redisstore: list topic settings: registry holds invalid name %q: %w", n, store.ErrCorrupt)
 		}
 		if set == nil {
 			set = []byte{} // set, to nothing
