@@ -642,14 +642,48 @@ func classify(what string, err error) error {
 // getRecord reads a message with its payload and headers; missing →
 // store.ErrNotFound; a value that fails to decode → store.ErrCorrupt
 // naming the key.
+//
+// MessageGet calls it without the topic lock, and a split record is two
+// reads (state, then body): an ack or cancel applied between them deletes
+// the body of the state just read. So a missing body is read again from
+// the state record: if that changed, the message moved on and the new
+// state is the answer (acked, gone, or read again with its body); only a
+// record unchanged without its body is damage.
 func (s *Store) getRecord(topic, id string) (*store.Record, error) {
-	return s.readRecord(nil, topic, id, true)
+	k := messageKey(topic, id)
+	var prev []byte
+	for {
+		v, err := s.get(k)
+		if err != nil {
+			return nil, err
+		}
+		r, split, err := decodeRecord(v, topic, id)
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: key %q: %w: %w", k, store.ErrCorrupt, err)
+		}
+		if !split || r.State == store.StateAcked {
+			return r, nil
+		}
+		err = s.readBody(nil, r)
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, errBodyMissing) || bytes.Equal(v, prev) {
+			return nil, err
+		}
+		prev = v
+	}
 }
+
+// errBodyMissing is in the error of a read that found a split record
+// without its body.
+var errBodyMissing = errors.New("the body is missing")
 
 // readRecord reads a message's record and, if withBody, its body: one
 // point read for a combined record (formats 1 and 2) or an acked one, two
 // for a split one. A writer passes its txn, which notes the combined
-// records it read (their first rewrite must write the body).
+// records it read (their first rewrite must write the body); it holds
+// the topic lock, so the two reads agree.
 func (s *Store) readRecord(x *txn, topic, id string, withBody bool) (*store.Record, error) {
 	k := messageKey(topic, id)
 	v, closer, err := s.pointGet(x, readRecords, k, len(k)-len(id))
@@ -707,7 +741,7 @@ func (s *Store) readBody(x *txn, r *store.Record) error {
 	k := bodyKey(r.Topic, r.ID)
 	v, closer, err := s.pointGet(x, readBodies, k, len(k)-len(r.ID))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return fmt.Errorf("pebblestore: key %q: %w: the body of a %s message is missing", k, store.ErrCorrupt, r.State)
+		return fmt.Errorf("pebblestore: key %q: %w: %w (the message is %s)", k, store.ErrCorrupt, errBodyMissing, r.State)
 	}
 	if err != nil {
 		return classify(fmt.Sprintf("read %q", k), err)
