@@ -151,3 +151,49 @@ func TestInsertDupGoneMeanwhile(t *testing.T) {
 	}
 	mustVerify(t, s)
 }
+
+// TestInsertRepeatedIDRacesCancel: a batch naming one id several times
+// looks it up outside the topic lock. If the id is found, then cancelled
+// before the batch is applied, the batch must create it once (one record,
+// one index entry, counted once), not once per mention.
+func TestInsertRepeatedIDRacesCancel(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	const rounds = 3000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = s.MessageCancel(ctx, &store.MessageCancelParams{Topic: "q", ID: "x", Now: 1})
+		}
+	}()
+	created := 0
+	for range rounds {
+		ms := []store.InsertMessage{m("x", 1e12), m("x", 1e12), m("x", 1e12)}
+		res := insert(t, s, "q", 1, ms...)
+		n := 0
+		for _, r := range res {
+			if !r.Duplicate {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("one batch created x %d times", n)
+		}
+		created += n
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("x created %d times in %d rounds", created, rounds)
+	if created < rounds/50 {
+		t.Fatalf("x created %d times in %d rounds: the cancels did not race the batches", created, rounds)
+	}
+	mustVerify(t, s)
+}

@@ -123,6 +123,7 @@ func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) 
 	}
 	res = make([]store.InsertResult, len(p.Messages))
 	var pending map[string]*store.Record // ids inserted earlier in this call
+	var found map[string]bool            // ids found earlier in this call
 	for i := range p.Messages {
 		m := &p.Messages[i]
 		if m.Generated {
@@ -135,8 +136,19 @@ func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) 
 			res[i] = store.InsertResult{Record: cloneRecord(r), Duplicate: true}
 			continue
 		}
+		// An id found once is settled by insertDups for every mention:
+		// looked up again, it may be gone (cancelled, purged) by now,
+		// and this call would create it here and again there.
+		if found[m.ID] {
+			dups = append(dups, i)
+			continue
+		}
 		_, err := s.get(messageKey(p.Topic, m.ID))
 		if err == nil {
+			if found == nil {
+				found = make(map[string]bool)
+			}
+			found[m.ID] = true
 			dups = append(dups, i)
 			continue
 		}
