@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 )
@@ -198,4 +201,235 @@ func testConcurrentAckExpire(h *harness) {
 		}
 	}
 	h.counts("t", store.Counts{Ready: int64(len(expired)), Acked: int64(len(acked))})
+}
+
+// testConcurrentMixed races every kind of message operation on a few ids
+// of one topic, from several goroutines, the way a busy queue with
+// retrying clients mixes them: sends of ids that exist, reads, cancels,
+// reschedules, leases, acks (single and batched), nacks, extends,
+// promotions, dead-letter replays and deletes, tombstone purges, lists.
+// Every call must answer as the contract allows (a race only ever costs
+// a not-found or a conflict, never another error such as a false
+// "corrupt"), every payload read must be the one sent, no message may be
+// leased while an earlier lease of it is still held (leases here never
+// run out), and the counts must equal a recount of the ids afterwards.
+func testConcurrentMixed(h *harness) {
+	t, now := h.t, T0
+	// At least minOps calls per worker, and more up to maxOps while the
+	// run is shorter than a second: a fast store gets the many calls a
+	// narrow race needs, a SQL one stays within seconds.
+	const workers, minOps, maxOps, ids = 6, 300, 5000, 10
+	start := time.Now()
+	type idStats struct {
+		leases, releases int // successful leases; acks, nacks and cancels of an inflight message that succeeded
+		receipts         []string
+	}
+	var (
+		mu    sync.Mutex
+		stats [ids]idStats
+		calls atomic.Int64 // calls that changed something
+	)
+	idOf := func(i int) string { return fmt.Sprintf("x%d", i) }
+	indexOf := func(id string) int {
+		var i int
+		_, _ = fmt.Sscanf(id, "x%d", &i)
+		return i
+	}
+	checkPayload := func(what string, r *store.Record) {
+		if r == nil || r.State == store.StateAcked {
+			return
+		}
+		if want := "payload of " + r.ID; string(r.Payload) != want {
+			t.Errorf("%s %s: payload %q, want %q (%s)", what, r.ID, r.Payload, want, fmtRec(r))
+		}
+	}
+	allowed := func(what string, err error, ok ...string) bool {
+		c := ErrClass(err)
+		if c == "nil" {
+			calls.Add(1)
+			return true
+		}
+		for _, o := range ok {
+			if c == o {
+				return false
+			}
+		}
+		t.Errorf("%s: %v", what, err)
+		return false
+	}
+	receipt := func(i int, rng *rand.Rand) string {
+		mu.Lock()
+		defer mu.Unlock()
+		rs := stats[i].receipts
+		switch {
+		case len(rs) == 0:
+			return "none"
+		case rng.IntN(4) == 0:
+			return rs[rng.IntN(len(rs))] // maybe stale
+		default:
+			return rs[len(rs)-1]
+		}
+	}
+	released := func(i int) {
+		mu.Lock()
+		stats[i].releases++
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			for op := 0; op < minOps || op < maxOps && time.Since(start) < time.Second; op++ {
+				i := rng.IntN(ids)
+				id := idOf(i)
+				switch k := rng.IntN(100); {
+				case k < 20: // send 1-3 ids, due now or later
+					var ms []store.InsertMessage
+					for range 1 + rng.IntN(3) {
+						due := now
+						if rng.IntN(3) == 0 {
+							due = now + 1000
+						}
+						ms = append(ms, msg(idOf(rng.IntN(ids)), due))
+					}
+					res, err := h.s.MessageInsertMany(h.ctx, &store.MessageInsertManyParams{Topic: "t", Now: now, Messages: ms})
+					if allowed("insert", err) {
+						for _, r := range res {
+							checkPayload("insert", r.Record)
+						}
+					}
+				case k < 30:
+					r, err := h.s.MessageGet(h.ctx, "t", id)
+					if allowed("get", err, "not found") {
+						checkPayload("get", r)
+					}
+				case k < 35:
+					r, err := h.s.MessageCancel(h.ctx, &store.MessageCancelParams{Topic: "t", ID: id, Now: now})
+					if allowed("cancel", err, "not found", "conflict") && r.State == store.StateInflight {
+						released(i)
+					}
+				case k < 38:
+					_, err := h.s.MessageReschedule(h.ctx, &store.MessageRescheduleParams{Topic: "t", ID: id, DueAt: now, Now: now})
+					allowed("reschedule", err, "not found", "conflict")
+				case k < 58:
+					recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1 + rng.IntN(3),
+						LeaseFor: 1_000_000_000, Token: fmt.Sprintf("w%d-%d", w, op)})
+					if allowed("lease", err) {
+						mu.Lock()
+						for _, r := range recs {
+							j := indexOf(r.ID)
+							stats[j].leases++
+							stats[j].receipts = append(stats[j].receipts, r.Receipt)
+						}
+						mu.Unlock()
+						for _, r := range recs {
+							checkPayload("lease", r)
+						}
+					}
+				case k < 68:
+					err := h.s.MessageAck(h.ctx, &store.MessageAckParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now})
+					if allowed("ack", err, "not found", "conflict") {
+						released(i)
+					}
+				case k < 73:
+					j := rng.IntN(ids)
+					items := []store.AckItem{{ID: id, Receipt: receipt(i, rng)}, {ID: idOf(j), Receipt: receipt(j, rng)}}
+					errs, err := h.s.MessageAckMany(h.ctx, &store.MessageAckManyParams{Topic: "t", Items: items, Now: now})
+					if allowed("ack many", err) {
+						for n, e := range errs {
+							if allowed("ack many: "+items[n].ID, e, "not found", "conflict") {
+								released(indexOf(items[n].ID))
+							}
+						}
+					}
+				case k < 83:
+					delay := int64(0)
+					if rng.IntN(3) == 0 {
+						delay = 1000
+					}
+					r, err := h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now,
+						RetryDelay: delay, Error: "x", Final: rng.IntN(10) == 0})
+					if allowed("nack", err, "not found", "conflict") {
+						released(i)
+						checkPayload("nack", r)
+					}
+				case k < 87:
+					r, err := h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now, LeaseFor: 1_000_000_000})
+					if allowed("extend", err, "not found", "conflict") {
+						checkPayload("extend", r)
+					}
+				case k < 90:
+					_, err := h.s.MessagePromote(h.ctx, &store.MessagePromoteParams{Topic: "t", Now: now, Max: 5})
+					allowed("promote", err)
+				case k < 92:
+					recs, err := h.s.DeadReplay(h.ctx, &store.DeadReplayParams{Topic: "t", ID: id, Now: now})
+					if allowed("dead replay", err, "not found") {
+						for _, r := range recs {
+							checkPayload("dead replay", r)
+						}
+					}
+				case k < 93:
+					_, err := h.s.DeadDelete(h.ctx, &store.DeadDeleteParams{Topic: "t", ID: id})
+					allowed("dead delete", err, "not found")
+				case k < 96:
+					_, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: now, Window: 0, Max: 5})
+					allowed("purge", err)
+				default:
+					st := []store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}[rng.IntN(4)]
+					recs, _, err := h.s.MessageList(h.ctx, &store.MessageListParams{Topic: "t", State: st,
+						DueFrom: math.MinInt64, DueTo: math.MaxInt64, Limit: 5})
+					if allowed("list", err) {
+						for _, r := range recs {
+							checkPayload("list", r)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var want store.Counts
+	for i := range ids {
+		r, err := h.s.MessageGet(h.ctx, "t", idOf(i))
+		if ErrClass(err) == "not found" {
+			r = &store.Record{}
+		} else if err != nil {
+			t.Fatalf("get %s: %v", idOf(i), err)
+		}
+		held := 0
+		switch r.State {
+		case store.StateScheduled:
+			want.Scheduled++
+		case store.StateReady:
+			want.Ready++
+		case store.StateInflight:
+			want.Inflight++
+			held = 1
+		case store.StateDead:
+			want.Dead++
+		case store.StateAcked:
+			want.Acked++
+		}
+		// Each lease is released (ack, nack, cancel) before the next one,
+		// and the last one is still held if the message is inflight.
+		if s := stats[i]; s.leases != s.releases+held {
+			t.Errorf("%s: %d leases, %d released, now %s", idOf(i), s.leases, s.releases, fmtRec(r))
+		}
+	}
+	h.counts("t", want)
+	// A run in which hardly anything succeeded checked nothing.
+	if n := calls.Load(); n < workers*minOps/4 {
+		t.Errorf("only %d calls succeeded", n)
+	}
+	leases := 0
+	for _, s := range stats {
+		leases += s.leases
+	}
+	if leases < ids {
+		t.Errorf("only %d leases in the run", leases)
+	}
+	t.Logf("%d calls succeeded, %d leases, final %+v", calls.Load(), leases, want)
 }

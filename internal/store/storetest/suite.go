@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Close", testClose},
 		{"ConcurrentLease", testConcurrentLease},
 		{"ConcurrentAckExpire", testConcurrentAckExpire},
+		{"ConcurrentMixed", testConcurrentMixed},
 		{"ConcurrentTopicDelete", testConcurrentTopicDelete},
 		{"Schedules", testSchedules},
 		{"ScheduleTickRace", testScheduleTickRace},
