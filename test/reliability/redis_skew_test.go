@@ -407,11 +407,13 @@ func quietWindow(t *testing.T, procs []*proc, redisAddrs []string, topic string)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("quiet window: lease through %s: %v %v", p.addr, msgs, err)
 		}
-		notBefore[msgs[0].ID+"/redelivery"] = inv.Add(d)
+		// Instants are whole ms in the store (its now, read after inv,
+		// plus d): the bound is inv's ms plus d.
+		notBefore[msgs[0].ID+"/redelivery"] = inv.Truncate(time.Millisecond).Add(d)
 	}
 	for i, p := range procs {
 		due := "due-" + strconv.Itoa(i)
-		notBefore[due] = time.Now().Add(d)
+		notBefore[due] = time.Now().Truncate(time.Millisecond).Add(d)
 		if _, err := clients[i].Send(ctx, topic, delayq.SendRequest{ID: due, Payload: []byte("x"), When: delayq.When{Delay: d}}); err != nil {
 			t.Fatalf("quiet window: send through %s: %v", p.addr, err)
 		}

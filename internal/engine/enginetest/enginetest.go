@@ -160,7 +160,12 @@ func RunPacedAcrossEngines(t *testing.T, d Deployment) {
 			d = 0 // ready at once: announced as ready, not as a due time
 		}
 		mu.Lock()
-		due[id] = time.Now().Add(d) // no later than the store's due time
+		// No later than the store's due time: the store stamps due
+		// times in whole ms, its now (read after this one) plus d, so
+		// the bound is this instant's ms plus d, not the instant plus d
+		// (a release within the due ms is on time, up to 1 ms before
+		// time.Now().Add(d)).
+		due[id] = time.Now().Truncate(time.Millisecond).Add(d)
 		mu.Unlock()
 		if _, err := es[0].Send(ctx, "paced", domain.SendRequest{ID: id, Payload: []byte("x"), When: domain.When{Delay: d}}); err != nil {
 			t.Fatal(err)
