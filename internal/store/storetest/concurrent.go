@@ -312,8 +312,25 @@ func testConcurrentMixed(h *harness) {
 					_, err := h.s.MessageReschedule(h.ctx, &store.MessageRescheduleParams{Topic: "t", ID: id, DueAt: now, Now: now})
 					allowed("reschedule", err, "not found", "conflict")
 				case k < 58:
-					recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1 + rng.IntN(3),
-						LeaseFor: 1_000_000_000, Token: fmt.Sprintf("w%d-%d", w, op)})
+					p := &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1 + rng.IntN(3),
+						LeaseFor: 1_000_000_000, Token: fmt.Sprintf("w%d-%d", w, op)}
+					var recs []*store.Record
+					var err error
+					// The due leases too, where the store has them: the
+					// engine's long-polls use them.
+					due, isDue := h.s.(store.DueLeaser)
+					next, isNext := h.s.(store.NextDueLeaser)
+					switch {
+					case isNext && rng.IntN(3) == 0:
+						var res *store.LeaseDueResult
+						if res, err = next.MessageLeaseDueNext(h.ctx, p); err == nil {
+							recs = res.Records
+						}
+					case isDue && rng.IntN(2) == 0:
+						recs, err = due.MessageLeaseDue(h.ctx, p)
+					default:
+						recs, err = h.s.MessageLease(h.ctx, p)
+					}
 					if allowed("lease", err) {
 						mu.Lock()
 						for _, r := range recs {
@@ -359,7 +376,13 @@ func testConcurrentMixed(h *harness) {
 						checkPayload("extend", r)
 					}
 				case k < 90:
-					_, err := h.s.MessagePromote(h.ctx, &store.MessagePromoteParams{Topic: "t", Now: now, Max: 5})
+					p := &store.MessagePromoteParams{Topic: "t", Now: now, Max: 5}
+					var err error
+					if due, ok := h.s.(store.DueLeaser); ok && rng.IntN(2) == 0 {
+						_, err = due.MessagePromoteGrace(h.ctx, p, int64(rng.IntN(2)))
+					} else {
+						_, err = h.s.MessagePromote(h.ctx, p)
+					}
 					allowed("promote", err)
 				case k < 92:
 					recs, err := h.s.DeadReplay(h.ctx, &store.DeadReplayParams{Topic: "t", ID: id, Now: now})
