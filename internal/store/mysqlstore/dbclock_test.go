@@ -24,6 +24,9 @@ type testStore struct {
 	now atomic.Int64
 }
 
+// ClockPerCall implements storetest.ClockPerCall.
+func (c *testStore) ClockPerCall() bool { return true }
+
 func openDBClock(t *testing.T) store.Store {
 	s := open(t, mysqlstore.TimeDB)
 	ts := &testStore{Store: s, t: t}

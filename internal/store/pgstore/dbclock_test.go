@@ -127,6 +127,9 @@ type testStore struct {
 	once    sync.Once
 }
 
+// ClockPerCall implements storetest.ClockPerCall.
+func (c *testStore) ClockPerCall() bool { return c.set != nil }
+
 func (c *testStore) clock(now int64) {
 	if c.set == nil {
 		return

@@ -213,8 +213,23 @@ func testConcurrentAckExpire(h *harness) {
 // "corrupt"), every payload read must be the one sent, no message may be
 // leased while an earlier lease of it is still held (leases here never
 // run out), and the counts must equal a recount of the ids afterwards.
-func testConcurrentMixed(h *harness) {
-	t, now := h.t, T0
+func testConcurrentMixed(h *harness) { runConcurrentMixed(h, false) }
+
+// testConcurrentMixedExpiry is testConcurrentMixed with time moving on
+// (each call a ms after the one before, so concurrent calls reach the
+// store slightly out of order, as from servers whose clocks differ a
+// little), leases of a few ms that run out and are expired by LeaseExpire
+// calls racing the acks, nacks, extends and cancels of the same
+// messages, and retries and sends due a few ms later.
+func testConcurrentMixedExpiry(h *harness) { runConcurrentMixed(h, true) }
+
+func runConcurrentMixed(h *harness, expiry bool) {
+	t := h.t
+	if c, ok := h.s.(ClockPerCall); ok && expiry && c.ClockPerCall() {
+		t.Skip("the test sets this store's clock to each call's Now: concurrent calls with different Nows would move it under each other")
+	}
+	var clock atomic.Int64
+	clock.Store(T0)
 	// At least minOps calls per worker, and more up to maxOps while the
 	// run is shorter than a second: a fast store gets the many calls a
 	// narrow race needs, a SQL one stays within seconds.
@@ -225,9 +240,10 @@ func testConcurrentMixed(h *harness) {
 		receipts         []string
 	}
 	var (
-		mu    sync.Mutex
-		stats [ids]idStats
-		calls atomic.Int64 // calls that changed something
+		mu      sync.Mutex
+		stats   [ids]idStats
+		calls   atomic.Int64 // calls that succeeded
+		expired atomic.Int64 // leases LeaseExpire ended
 	)
 	idOf := func(i int) string { return fmt.Sprintf("x%d", i) }
 	indexOf := func(id string) int {
@@ -282,13 +298,17 @@ func testConcurrentMixed(h *harness) {
 			for op := 0; op < minOps || op < maxOps && time.Since(start) < time.Second; op++ {
 				i := rng.IntN(ids)
 				id := idOf(i)
+				now, leaseFor, later := T0, int64(1_000_000_000), int64(1000)
+				if expiry {
+					now, leaseFor, later = clock.Add(1), 1+rng.Int64N(30), 1+rng.Int64N(50)
+				}
 				switch k := rng.IntN(100); {
 				case k < 20: // send 1-3 ids, due now or later
 					var ms []store.InsertMessage
 					for range 1 + rng.IntN(3) {
 						due := now
 						if rng.IntN(3) == 0 {
-							due = now + 1000
+							due = now + later
 						}
 						ms = append(ms, msg(idOf(rng.IntN(ids)), due))
 					}
@@ -313,7 +333,7 @@ func testConcurrentMixed(h *harness) {
 					allowed("reschedule", err, "not found", "conflict")
 				case k < 58:
 					p := &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1 + rng.IntN(3),
-						LeaseFor: 1_000_000_000, Token: fmt.Sprintf("w%d-%d", w, op)}
+						LeaseFor: leaseFor, Token: fmt.Sprintf("w%d-%d", w, op)}
 					var recs []*store.Record
 					var err error
 					// The due leases too, where the store has them: the
@@ -362,7 +382,7 @@ func testConcurrentMixed(h *harness) {
 				case k < 83:
 					delay := int64(0)
 					if rng.IntN(3) == 0 {
-						delay = 1000
+						delay = later
 					}
 					r, err := h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now,
 						RetryDelay: delay, Error: "x", Final: rng.IntN(10) == 0})
@@ -371,7 +391,7 @@ func testConcurrentMixed(h *harness) {
 						checkPayload("nack", r)
 					}
 				case k < 87:
-					r, err := h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now, LeaseFor: 1_000_000_000})
+					r, err := h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now, LeaseFor: leaseFor})
 					if allowed("extend", err, "not found", "conflict") {
 						checkPayload("extend", r)
 					}
@@ -397,6 +417,17 @@ func testConcurrentMixed(h *harness) {
 				case k < 96:
 					_, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: now, Window: 0, Max: 5})
 					allowed("purge", err)
+				case expiry && k >= 98:
+					recs, err := h.s.LeaseExpire(h.ctx, &store.LeaseExpireParams{Now: now, Max: 5})
+					if allowed("expire", err) {
+						for _, r := range recs {
+							if r.State != store.StateReady && r.State != store.StateScheduled && r.State != store.StateDead {
+								t.Errorf("expired %s", fmtRec(r))
+							}
+							released(indexOf(r.ID))
+							expired.Add(1)
+						}
+					}
 				default:
 					st := []store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}[rng.IntN(4)]
 					recs, _, err := h.s.MessageList(h.ctx, &store.MessageListParams{Topic: "t", State: st,
@@ -454,5 +485,8 @@ func testConcurrentMixed(h *harness) {
 	if leases < ids {
 		t.Errorf("only %d leases in the run", leases)
 	}
-	t.Logf("%d calls succeeded, %d leases, final %+v", calls.Load(), leases, want)
+	if expiry && expired.Load() == 0 {
+		t.Errorf("no lease expired in %d leases", leases)
+	}
+	t.Logf("%d calls succeeded, %d leases (%d expired), final %+v", calls.Load(), leases, expired.Load(), want)
 }

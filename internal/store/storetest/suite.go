@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentLease", testConcurrentLease},
 		{"ConcurrentAckExpire", testConcurrentAckExpire},
 		{"ConcurrentMixed", testConcurrentMixed},
+		{"ConcurrentMixedExpiry", testConcurrentMixedExpiry},
 		{"ConcurrentTopicDelete", testConcurrentTopicDelete},
 		{"Schedules", testSchedules},
 		{"ScheduleTickRace", testScheduleTickRace},
