@@ -20,6 +20,42 @@ import (
 // history with porcupine, per id. It also feeds the checker the same
 // history with one impossible operation added, which must be refused.
 func TestS12Linearizable(t *testing.T) {
+	p := newProc(t)
+	p.start()
+	runS12(t, "S12-linearizability", "one embedded server", client(t, p.url(), 10*time.Second))
+}
+
+// TestS12LinearizableShared is S12 as a deployment runs it: three
+// servers on one store, their clocks 50 ms behind, 50 ms ahead and 2 s
+// ahead of the store's, every request sent to the next server in turn,
+// so one id's send, lease, ack and nack go through different servers.
+// On Redis, PostgreSQL and MySQL/MariaDB, each started by the test.
+func TestS12LinearizableShared(t *testing.T) {
+	offsets := []string{"-50ms", "50ms", "2s"}
+	deploy := func(t *testing.T, serveArgs ...string) *delayq.Client {
+		var procs []*proc
+		for _, off := range offsets {
+			p := newProc(t, append(append([]string(nil), serveArgs...), "--clock-offset="+off)...)
+			p.start()
+			procs = append(procs, p)
+		}
+		return spreadClient(t, procs, 10*time.Second)
+	}
+	t.Run("redis", func(t *testing.T) {
+		rs := startRedis(t, "everysec")
+		runS12(t, "S12-linearizability-redis", "three servers on Redis, clocks -50 ms, +50 ms, +2 s", deploy(t, "--redis", rs.URL()))
+	})
+	for _, e := range sqlEngines {
+		t.Run(e.name, func(t *testing.T) {
+			db := e.start(t)
+			runS12(t, "S12-linearizability-"+e.name, "three servers on "+e.name+", clocks -50 ms, +50 ms, +2 s", deploy(t, db.serveArgs...))
+		})
+	}
+}
+
+// runS12 is S12 through client c (one server or several); name names
+// its results file, deployment describes what c reaches.
+func runS12(t *testing.T, name, deployment string, c *delayq.Client) {
 	s := seed(t)
 	rng := newRand(s)
 	const (
@@ -29,9 +65,6 @@ func TestS12Linearizable(t *testing.T) {
 	ids := 20
 	clients := 8
 	opsPer := pick(400, 2000)
-	p := newProc(t)
-	p.start()
-	c := client(t, p.url(), 10*time.Second)
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
 
@@ -143,7 +176,7 @@ func TestS12Linearizable(t *testing.T) {
 	}
 	viz := ""
 	if res != porcupine.Ok {
-		viz = filepath.Join(resultsDir(t), "S12-linearizability.html")
+		viz = filepath.Join(resultsDir(t), name+".html")
 		if err := history.VisualizeLinearization(maxAttempts, info, viz); err != nil {
 			t.Logf("visualize: %v", err)
 		}
@@ -164,8 +197,8 @@ func TestS12Linearizable(t *testing.T) {
 	mutant = append(mutant, inj, inj2)
 	mres, _ := history.CheckLinearizable(mutant, maxAttempts, time.Minute)
 
-	writeResults(t, "S12-linearizability", map[string]any{
-		"scenario": "S12/S16 per-id linearizability (porcupine)", "tier": tier(), "seed": s, "date": time.Now().UTC().Format(time.RFC3339),
+	writeResults(t, name, map[string]any{
+		"scenario": "S12/S16 per-id linearizability (porcupine)", "deployment": deployment, "tier": tier(), "seed": s, "date": time.Now().UTC().Format(time.RFC3339),
 		"config": map[string]int{"ids": ids, "clients": clients, "ops_per_client": opsPer, "max_attempts": maxAttempts},
 		"ops":    len(ops), "op_counts": counts, "unknown": unknown, "result": res, "visualization": viz,
 		"negative_control_result": mres, "duration_s": time.Since(start).Seconds(),
