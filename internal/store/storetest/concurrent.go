@@ -244,8 +244,12 @@ func runConcurrentMixed(h *harness, expiry bool) {
 		stats   [ids]idStats
 		calls   atomic.Int64 // calls that succeeded
 		expired atomic.Int64 // leases LeaseExpire ended
+		deletes atomic.Int64 // topics deleted
 	)
+	// Even ids are in topic t, odd ones in u: LeaseExpire and the purge
+	// span both, and a topic emptied for a moment may be deleted.
 	idOf := func(i int) string { return fmt.Sprintf("x%d", i) }
+	topicOf := func(i int) string { return [2]string{"t", "u"}[i%2] }
 	indexOf := func(id string) int {
 		var i int
 		_, _ = fmt.Sscanf(id, "x%d", &i)
@@ -297,7 +301,8 @@ func runConcurrentMixed(h *harness, expiry bool) {
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
 			for op := 0; op < minOps || op < maxOps && time.Since(start) < time.Second; op++ {
 				i := rng.IntN(ids)
-				id := idOf(i)
+				id, tp := idOf(i), topicOf(i)
+				sameTopic := func() int { return rng.IntN(ids/2)*2 + i%2 }
 				now, leaseFor, later := T0, int64(1_000_000_000), int64(1000)
 				if expiry {
 					now, leaseFor, later = clock.Add(1), 1+rng.Int64N(30), 1+rng.Int64N(50)
@@ -310,29 +315,29 @@ func runConcurrentMixed(h *harness, expiry bool) {
 						if rng.IntN(3) == 0 {
 							due = now + later
 						}
-						ms = append(ms, msg(idOf(rng.IntN(ids)), due))
+						ms = append(ms, msg(idOf(sameTopic()), due))
 					}
-					res, err := h.s.MessageInsertMany(h.ctx, &store.MessageInsertManyParams{Topic: "t", Now: now, Messages: ms})
+					res, err := h.s.MessageInsertMany(h.ctx, &store.MessageInsertManyParams{Topic: tp, Now: now, Messages: ms})
 					if allowed("insert", err) {
 						for _, r := range res {
 							checkPayload("insert", r.Record)
 						}
 					}
 				case k < 30:
-					r, err := h.s.MessageGet(h.ctx, "t", id)
+					r, err := h.s.MessageGet(h.ctx, tp, id)
 					if allowed("get", err, "not found") {
 						checkPayload("get", r)
 					}
 				case k < 35:
-					r, err := h.s.MessageCancel(h.ctx, &store.MessageCancelParams{Topic: "t", ID: id, Now: now})
+					r, err := h.s.MessageCancel(h.ctx, &store.MessageCancelParams{Topic: tp, ID: id, Now: now})
 					if allowed("cancel", err, "not found", "conflict") && r.State == store.StateInflight {
 						released(i)
 					}
 				case k < 38:
-					_, err := h.s.MessageReschedule(h.ctx, &store.MessageRescheduleParams{Topic: "t", ID: id, DueAt: now, Now: now})
+					_, err := h.s.MessageReschedule(h.ctx, &store.MessageRescheduleParams{Topic: tp, ID: id, DueAt: now, Now: now})
 					allowed("reschedule", err, "not found", "conflict")
 				case k < 58:
-					p := &store.MessageLeaseParams{Topic: "t", Now: now, Max: 1 + rng.IntN(3),
+					p := &store.MessageLeaseParams{Topic: tp, Now: now, Max: 1 + rng.IntN(3),
 						LeaseFor: leaseFor, Token: fmt.Sprintf("w%d-%d", w, op)}
 					var recs []*store.Record
 					var err error
@@ -364,14 +369,14 @@ func runConcurrentMixed(h *harness, expiry bool) {
 						}
 					}
 				case k < 68:
-					err := h.s.MessageAck(h.ctx, &store.MessageAckParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now})
+					err := h.s.MessageAck(h.ctx, &store.MessageAckParams{Topic: tp, ID: id, Receipt: receipt(i, rng), Now: now})
 					if allowed("ack", err, "not found", "conflict") {
 						released(i)
 					}
 				case k < 73:
-					j := rng.IntN(ids)
+					j := sameTopic()
 					items := []store.AckItem{{ID: id, Receipt: receipt(i, rng)}, {ID: idOf(j), Receipt: receipt(j, rng)}}
-					errs, err := h.s.MessageAckMany(h.ctx, &store.MessageAckManyParams{Topic: "t", Items: items, Now: now})
+					errs, err := h.s.MessageAckMany(h.ctx, &store.MessageAckManyParams{Topic: tp, Items: items, Now: now})
 					if allowed("ack many", err) {
 						for n, e := range errs {
 							if allowed("ack many: "+items[n].ID, e, "not found", "conflict") {
@@ -384,19 +389,19 @@ func runConcurrentMixed(h *harness, expiry bool) {
 					if rng.IntN(3) == 0 {
 						delay = later
 					}
-					r, err := h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now,
+					r, err := h.s.MessageNack(h.ctx, &store.MessageNackParams{Topic: tp, ID: id, Receipt: receipt(i, rng), Now: now,
 						RetryDelay: delay, Error: "x", Final: rng.IntN(10) == 0})
 					if allowed("nack", err, "not found", "conflict") {
 						released(i)
 						checkPayload("nack", r)
 					}
 				case k < 87:
-					r, err := h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: "t", ID: id, Receipt: receipt(i, rng), Now: now, LeaseFor: leaseFor})
+					r, err := h.s.MessageExtend(h.ctx, &store.MessageExtendParams{Topic: tp, ID: id, Receipt: receipt(i, rng), Now: now, LeaseFor: leaseFor})
 					if allowed("extend", err, "not found", "conflict") {
 						checkPayload("extend", r)
 					}
 				case k < 90:
-					p := &store.MessagePromoteParams{Topic: "t", Now: now, Max: 5}
+					p := &store.MessagePromoteParams{Topic: tp, Now: now, Max: 5}
 					var err error
 					if due, ok := h.s.(store.DueLeaser); ok && rng.IntN(2) == 0 {
 						_, err = due.MessagePromoteGrace(h.ctx, p, int64(rng.IntN(2)))
@@ -405,15 +410,19 @@ func runConcurrentMixed(h *harness, expiry bool) {
 					}
 					allowed("promote", err)
 				case k < 92:
-					recs, err := h.s.DeadReplay(h.ctx, &store.DeadReplayParams{Topic: "t", ID: id, Now: now})
+					recs, err := h.s.DeadReplay(h.ctx, &store.DeadReplayParams{Topic: tp, ID: id, Now: now})
 					if allowed("dead replay", err, "not found") {
 						for _, r := range recs {
 							checkPayload("dead replay", r)
 						}
 					}
 				case k < 93:
-					_, err := h.s.DeadDelete(h.ctx, &store.DeadDeleteParams{Topic: "t", ID: id})
+					_, err := h.s.DeadDelete(h.ctx, &store.DeadDeleteParams{Topic: tp, ID: id})
 					allowed("dead delete", err, "not found")
+				case k < 94:
+					if allowed("topic delete", h.s.TopicDelete(h.ctx, tp), "not found", "conflict") {
+						deletes.Add(1)
+					}
 				case k < 96:
 					_, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: now, Window: 0, Max: 5})
 					allowed("purge", err)
@@ -430,7 +439,7 @@ func runConcurrentMixed(h *harness, expiry bool) {
 					}
 				default:
 					st := []store.State{store.StateScheduled, store.StateReady, store.StateInflight, store.StateDead}[rng.IntN(4)]
-					recs, _, err := h.s.MessageList(h.ctx, &store.MessageListParams{Topic: "t", State: st,
+					recs, _, err := h.s.MessageList(h.ctx, &store.MessageListParams{Topic: tp, State: st,
 						DueFrom: math.MinInt64, DueTo: math.MaxInt64, Limit: 5})
 					if allowed("list", err) {
 						for _, r := range recs {
@@ -445,15 +454,16 @@ func runConcurrentMixed(h *harness, expiry bool) {
 	if t.Failed() {
 		return
 	}
-	var want store.Counts
+	var wants [2]store.Counts
 	for i := range ids {
-		r, err := h.s.MessageGet(h.ctx, "t", idOf(i))
+		r, err := h.s.MessageGet(h.ctx, topicOf(i), idOf(i))
 		if ErrClass(err) == "not found" {
 			r = &store.Record{}
 		} else if err != nil {
 			t.Fatalf("get %s: %v", idOf(i), err)
 		}
 		held := 0
+		want := &wants[i%2]
 		switch r.State {
 		case store.StateScheduled:
 			want.Scheduled++
@@ -473,7 +483,18 @@ func runConcurrentMixed(h *harness, expiry bool) {
 			t.Errorf("%s: %d leases, %d released, now %s", idOf(i), s.leases, s.releases, fmtRec(r))
 		}
 	}
-	h.counts("t", want)
+	// Live counts only: a topic delete forgets the counts of the
+	// tombstones it leaves, and a send revives the topic without them.
+	for n, want := range wants {
+		tr, err := h.s.TopicGet(h.ctx, topicOf(n))
+		switch {
+		case ErrClass(err) == "not found" && want.Live() == 0:
+		case err != nil:
+			t.Errorf("TopicGet(%s): %v", topicOf(n), err)
+		case tr.Counts.Live() != want.Live() || tr.Counts.Scheduled != want.Scheduled || tr.Counts.Ready != want.Ready || tr.Counts.Inflight != want.Inflight:
+			t.Errorf("topic %s counts %+v, recount %+v", topicOf(n), tr.Counts, want)
+		}
+	}
 	// A run in which hardly anything succeeded checked nothing.
 	if n := calls.Load(); n < workers*minOps/4 {
 		t.Errorf("only %d calls succeeded", n)
@@ -488,5 +509,6 @@ func runConcurrentMixed(h *harness, expiry bool) {
 	if expiry && expired.Load() == 0 {
 		t.Errorf("no lease expired in %d leases", leases)
 	}
-	t.Logf("%d calls succeeded, %d leases (%d expired), final %+v", calls.Load(), leases, expired.Load(), want)
+	t.Logf("%d calls succeeded, %d leases (%d expired), %d topics deleted, final t %+v, u %+v",
+		calls.Load(), leases, expired.Load(), deletes.Load(), wants[0], wants[1])
 }
