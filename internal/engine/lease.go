@@ -255,23 +255,26 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 			return nil, err
 		}
 	}
-	cur, err := e.st.MessageGet(ctx, topic, id)
-	if err != nil {
-		return nil, storeErr("nack", msgRef(topic, id), err)
-	}
-	if cur.State != store.StateInflight || cur.Receipt != receipt {
-		return nil, storeErr("nack", msgRef(topic, id), store.ErrConflict)
-	}
 	t := e.topic(topic)
-	set, err := e.settings(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	now := e.now()
 	delay := req.Delay
-	if !req.HasDelay {
+	if !req.HasDelay && !req.Dead {
+		// The topic's backoff for this failure: the message's failures
+		// so far are read first (a nack with its own delay, or to dead
+		// letters, skips the read: the store checks the lease itself).
+		cur, err := e.st.MessageGet(ctx, topic, id)
+		if err != nil {
+			return nil, storeErr("nack", msgRef(topic, id), err)
+		}
+		if cur.State != store.StateInflight || cur.Receipt != receipt {
+			return nil, storeErr("nack", msgRef(topic, id), store.ErrConflict)
+		}
+		set, err := e.settings(ctx, t)
+		if err != nil {
+			return nil, err
+		}
 		delay = backoff(set.Backoff, int(cur.Failures)+1, rand.Float64()) // #nosec G404 -- retry jitter, not a secret
 	}
+	now := e.now()
 	// Rounded up: a sub-millisecond delay never makes the retry early.
 	retryDelay := (delay + time.Millisecond - 1).Milliseconds()
 	reason := truncateReason(req.Reason)
