@@ -204,15 +204,16 @@ func testConcurrentAckExpire(h *harness) {
 }
 
 // testConcurrentMixed races every kind of message operation on a few ids
-// of one topic, from several goroutines, the way a busy queue with
+// of two topics, from several goroutines, the way a busy queue with
 // retrying clients mixes them: sends of ids that exist, reads, cancels,
 // reschedules, leases, acks (single and batched), nacks, extends,
-// promotions, dead-letter replays and deletes, tombstone purges, lists.
-// Every call must answer as the contract allows (a race only ever costs
-// a not-found or a conflict, never another error such as a false
-// "corrupt"), every payload read must be the one sent, no message may be
-// leased while an earlier lease of it is still held (leases here never
-// run out), and the counts must equal a recount of the ids afterwards.
+// promotions, dead-letter replays and deletes, tombstone purges, topic
+// deletes, lists. Every call must answer as the contract allows (a race
+// only ever costs a not-found or a conflict, never another error such as
+// a false "corrupt"), every payload read must be the one sent, no message
+// may be leased while an earlier lease of it is still held (leases here
+// never run out), and the live counts must equal a recount of the ids
+// afterwards.
 func testConcurrentMixed(h *harness) { runConcurrentMixed(h, false) }
 
 // testConcurrentMixedExpiry is testConcurrentMixed with time moving on
@@ -236,7 +237,7 @@ func runConcurrentMixed(h *harness, expiry bool) {
 	const workers, minOps, maxOps, ids = 6, 300, 5000, 10
 	start := time.Now()
 	type idStats struct {
-		leases, releases int // successful leases; acks, nacks and cancels of an inflight message that succeeded
+		leases, releases int // successful leases; the acks, nacks, cancels (of an inflight message) and expiries that ended one
 		receipts         []string
 	}
 	var (
