@@ -367,6 +367,11 @@ func runConcurrentMixed(h *harness, expiry bool) {
 						mu.Unlock()
 						for _, r := range recs {
 							checkPayload("lease", r)
+							// Never early, by the clock that leased it: the
+							// lease's stamp is the store's now.
+							if r.State != store.StateInflight || r.UpdatedAt < r.DueAt || r.LeaseUntil != r.UpdatedAt+leaseFor {
+								t.Errorf("leased at %d for %d ms: %s", r.UpdatedAt, leaseFor, fmtRec(r))
+							}
 						}
 					}
 				case k < 68:
