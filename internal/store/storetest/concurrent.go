@@ -208,7 +208,7 @@ func testConcurrentAckExpire(h *harness) {
 // retrying clients mixes them: sends of ids that exist, reads, cancels,
 // reschedules, leases, acks (single and batched), nacks, extends,
 // promotions, dead-letter replays and deletes, tombstone purges, topic
-// deletes, lists. Every call must answer as the contract allows (a race
+// deletes, settings puts and lists, message lists. Every call must answer as the contract allows (a race
 // only ever costs a not-found or a conflict, never another error such as
 // a false "corrupt"), every payload read must be the one sent, no message
 // may be leased while an earlier lease of it is still held (leases here
@@ -426,8 +426,16 @@ func runConcurrentMixed(h *harness, expiry bool) {
 					_, err := h.s.DeadDelete(h.ctx, &store.DeadDeleteParams{Topic: tp, ID: id})
 					allowed("dead delete", err, "not found")
 				case k < 94:
-					if allowed("topic delete", h.s.TopicDelete(h.ctx, tp), "not found", "conflict") {
-						deletes.Add(1)
+					switch rng.IntN(3) {
+					case 0:
+						if allowed("topic delete", h.s.TopicDelete(h.ctx, tp), "not found", "conflict") {
+							deletes.Add(1)
+						}
+					case 1:
+						allowed("settings put", h.s.TopicSettingsPut(h.ctx, tp, []byte(`{"w":`+fmt.Sprint(w)+`}`)))
+					default:
+						_, err := h.s.TopicList(h.ctx)
+						allowed("topic list", err)
 					}
 				case k < 96:
 					_, err := h.s.DedupPurge(h.ctx, &store.DedupPurgeParams{Now: now, Window: 0, Max: 5})
