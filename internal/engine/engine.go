@@ -123,7 +123,11 @@ type Engine struct {
 	// dueNext: the store's due lease reports the next due time, so the
 	// timer leaves a release to the long-poll it wakes (promoter.go).
 	dueNext store.NextDueLeaser
-	skew    storeClock // offset to the store's clock (stores with their own)
+	// groupSends: sends to a topic are grouped into one store write
+	// while one is in flight (sendgroup.go); for stores on a server of
+	// their own, where every write is a round trip and a commit.
+	groupSends bool
+	skew       storeClock // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
@@ -189,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if nd, ok := e.st.(store.NextDueLeaser); ok && nd.ReportsNextDue() {
 		e.dueNext = nd
 	}
+	_, e.groupSends = e.st.(store.Pinger)
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
 	}
@@ -333,6 +338,8 @@ type topic struct {
 	// grace promotion rather than leave a release to the long-poll it
 	// woke (promoter.go); 0: not set.
 	graceBy atomic.Int64
+
+	sends sendGroup // sends waiting for the write in flight (sendgroup.go)
 }
 
 func (e *Engine) topic(name string) *topic {

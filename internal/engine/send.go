@@ -78,12 +78,11 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []domain.
 			return nil, err
 		}
 	}
-	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topicName, Now: now, Messages: msgs})
+	ins, err := e.insert(ctx, t, now, msgs)
 	if err != nil {
 		e.events.storeError("send")
 		return nil, storeErr("send", "to topic "+topicName, err)
 	}
-	e.afterInsert(t, ins)
 	sn := e.storeNow()
 	detail := e.events.wants(EventMessageSent)
 	for i, r := range ins {

@@ -321,7 +321,9 @@ type TopicSettingsLister interface {
 // Redis): Ping answers whether the store takes requests now, in a round
 // trip to each server it uses, whatever it holds. Readiness checks, which
 // load balancers make every few seconds, call it; a store without it is
-// asked for its topic list instead, which reads every topic.
+// asked for its topic list instead, which reads every topic. The engine
+// also groups a topic's concurrent sends into one write for such a store
+// (a write there is a round trip and a commit).
 type Pinger interface {
 	Ping(ctx context.Context) error
 }

@@ -1,0 +1,412 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/memstore"
+)
+
+// gatedStore is a memstore whose inserts can be held at a gate and made to
+// fail, and which records how many messages each insert carried.
+type gatedStore struct {
+	*memstore.Store
+	mu      sync.Mutex
+	gate    chan struct{} // non-nil: inserts wait for it to close
+	entered chan struct{} // an insert reached the store
+	fail    error
+	sizes   []int
+}
+
+func newGatedStore() *gatedStore {
+	return &gatedStore{Store: memstore.New(), entered: make(chan struct{}, 100)}
+}
+
+func (s *gatedStore) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
+	s.mu.Lock()
+	gate, fail := s.gate, s.fail
+	s.sizes = append(s.sizes, len(p.Messages))
+	s.mu.Unlock()
+	s.entered <- struct{}{}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return nil, fail
+	}
+	return s.Store.MessageInsertMany(ctx, p)
+}
+
+// Ping makes the engine treat the store as remote: it groups sends.
+func (s *gatedStore) Ping(context.Context) error { return nil }
+
+// hold makes the next inserts wait; the returned func lets them go.
+func (s *gatedStore) hold() func() {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.gate == g {
+			s.gate = nil
+		}
+		s.mu.Unlock()
+		close(g)
+	}
+}
+
+func (s *gatedStore) insertSizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.sizes...)
+}
+
+func openGated(t *testing.T) (*Engine, *gatedStore) {
+	t.Helper()
+	st := newGatedStore()
+	e, err := Open(context.Background(), Config{Store: st, SafetySweep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()); st.Close() })
+	return e, st
+}
+
+// waitEntered waits until n inserts have reached the store.
+func waitEntered(t *testing.T, st *gatedStore, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-st.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d inserts reached the store", i, n)
+		}
+	}
+}
+
+// waitQueued waits until n sends of topic wait behind the writes in flight.
+func waitQueued(t *testing.T, e *Engine, topic string, n int) {
+	t.Helper()
+	g := &e.topic(topic).sends
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.mu.Lock()
+		q := len(g.queue)
+		g.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitIdle waits until no write of topic's sends is in flight (a round's
+// writer answers its callers before it stops).
+func waitIdle(t *testing.T, e *Engine, topic string) {
+	t.Helper()
+	g := &e.topic(topic).sends
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.mu.Lock()
+		w := g.writers
+		g.mu.Unlock()
+		if w == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writers still busy", w)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSendsGroupWhileWritesAreInFlight: sends that arrive while the
+// topic's writes are in flight go out together in one store write once
+// one ends, and each caller gets its own messages back, in its order.
+func TestSendsGroupWhileWritesAreInFlight(t *testing.T) {
+	ctx := context.Background()
+	e, st := openGated(t)
+	release := st.hold()
+	type answer struct {
+		caller int
+		res    []domain.SendResult
+		err    error
+	}
+	answers := make(chan answer, 100)
+	send := func(caller int, ids ...string) {
+		reqs := make([]domain.SendRequest, len(ids))
+		for i, id := range ids {
+			reqs[i] = domain.SendRequest{ID: id, Payload: []byte("p-" + id), When: domain.When{Delay: time.Duration(caller) * time.Second}}
+		}
+		res, err := e.SendBatch(ctx, "q", reqs)
+		answers <- answer{caller, res, err}
+	}
+	for i := 0; i < groupWriters; i++ {
+		go send(i, fmt.Sprintf("first-%d", i))
+	}
+	waitEntered(t, st, groupWriters)
+	const queued = 20
+	for i := 0; i < queued; i++ {
+		// Callers of two messages, one of them an id another caller
+		// also sends: a repeat within a write is a duplicate, as it is
+		// across writes.
+		go send(groupWriters+i, fmt.Sprintf("m-%d", i), fmt.Sprintf("shared-%d", i%5))
+	}
+	waitQueued(t, e, "q", queued)
+	release()
+	firsts := map[string]bool{}
+	for i := 0; i < groupWriters+queued; i++ {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("caller %d: %v", a.caller, a.err)
+		}
+		for j, r := range a.res {
+			if r.Err != nil || r.Message == nil {
+				t.Fatalf("caller %d item %d: %v", a.caller, j, r.Err)
+			}
+			m := r.Message
+			if string(m.Payload) != "p-"+m.ID && !m.Duplicate {
+				t.Errorf("caller %d got %s with payload %q", a.caller, m.ID, m.Payload)
+			}
+			if a.caller >= groupWriters {
+				want := fmt.Sprintf("m-%d", a.caller-groupWriters)
+				if j == 1 {
+					want = fmt.Sprintf("shared-%d", (a.caller-groupWriters)%5)
+				}
+				if m.ID != want {
+					t.Errorf("caller %d item %d is %s, want %s", a.caller, j, m.ID, want)
+				}
+				if j == 1 && !m.Duplicate {
+					if firsts[m.ID] {
+						t.Errorf("%s created twice", m.ID)
+					}
+					firsts[m.ID] = true
+				}
+				if j == 0 && m.Duplicate {
+					t.Errorf("caller %d: %s answered as a duplicate", a.caller, m.ID)
+				}
+			}
+		}
+	}
+	if len(firsts) != 5 {
+		t.Errorf("%d shared ids created, want 5", len(firsts))
+	}
+	sizes := st.insertSizes()
+	// The held writes, then the queued callers' messages in one write:
+	// the first writer the release frees takes all that queued.
+	if len(sizes) != groupWriters+1 || sizes[groupWriters] != 2*queued {
+		t.Errorf("store writes carried %v messages: the queued sends were not grouped into one", sizes)
+	}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	if total != groupWriters+2*queued {
+		t.Errorf("the store was asked to write %d messages, want %d", total, groupWriters+2*queued)
+	}
+	c, err := e.Topic(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Counts.Scheduled+c.Counts.Ready, int64(groupWriters+queued+5); got != want {
+		t.Errorf("topic holds %d messages, want %d", got, want)
+	}
+}
+
+// TestGroupedSendLeftBeforeItsWrite: a caller that gives up while its send
+// is queued is answered with its context's error and its message is never
+// written; the others in the queue are.
+func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
+	ctx := context.Background()
+	e, st := openGated(t)
+	release := st.hold()
+	errs := make(chan error, 10)
+	for i := 0; i < groupWriters; i++ {
+		go func() {
+			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("held-%d", i), Payload: []byte("x")})
+			errs <- err
+		}()
+	}
+	waitEntered(t, st, groupWriters)
+	cctx, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
+		left <- err
+	}()
+	waitQueued(t, e, "q", 1)
+	go func() {
+		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
+		errs <- err
+	}()
+	waitQueued(t, e, "q", 2)
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left got %v, want context.Canceled", err)
+	}
+	waitQueued(t, e, "q", 1)
+	release()
+	for i := 0; i < groupWriters+1; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Get(ctx, "q", "leaves"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("the message of the caller that left: %v, want not found", err)
+	}
+	if _, err := e.Get(ctx, "q", "stays"); err != nil {
+		t.Errorf("the message queued beside it: %v", err)
+	}
+}
+
+// TestGroupedWriteOutlivesItsFirstCaller: a round's write goes on while
+// any of its callers waits, though the caller that leads it has left; a
+// store error reaches every caller of the round.
+func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
+	ctx := context.Background()
+	e, st := openGated(t)
+	release := st.hold()
+	held := make(chan error, groupWriters)
+	for i := 0; i < groupWriters; i++ {
+		go func() {
+			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("held-%d", i), Payload: []byte("x")})
+			held <- err
+		}()
+	}
+	waitEntered(t, st, groupWriters)
+	// Two callers queue: one that will leave once its round is being
+	// written, one that stays.
+	cctx, cancel := context.WithCancel(ctx)
+	got := make(chan error, 2)
+	go func() {
+		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
+		got <- err
+	}()
+	waitQueued(t, e, "q", 1)
+	go func() {
+		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
+		got <- err
+	}()
+	waitQueued(t, e, "q", 2)
+	release2 := make(chan struct{})
+	st.mu.Lock()
+	st.gate = release2 // the grouped write will wait here too
+	st.mu.Unlock()
+	release()
+	for i := 0; i < groupWriters; i++ {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEntered(t, st, 1) // the grouped write reached the store
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left: %v, want context.Canceled", err)
+	}
+	close(release2)
+	if err := <-got; err != nil {
+		t.Fatalf("the caller that stayed: %v", err)
+	}
+	if _, err := e.Get(ctx, "q", "stays"); err != nil {
+		t.Errorf("the message of the caller that stayed: %v", err)
+	}
+	if sizes := st.insertSizes(); sizes[len(sizes)-1] != 2 {
+		t.Errorf("the last write carried %d messages, want both queued sends", sizes[len(sizes)-1])
+	}
+
+	// A store error: every caller of the round gets it.
+	waitIdle(t, e, "q")
+	st.mu.Lock()
+	st.fail = errors.New("disk on fire")
+	st.mu.Unlock()
+	release = st.hold()
+	for i := 0; i < groupWriters; i++ {
+		go func() {
+			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("f-held-%d", i), Payload: []byte("x")})
+			held <- err
+		}()
+	}
+	waitEntered(t, st, groupWriters)
+	for i := 0; i < 3; i++ {
+		go func() {
+			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("f-%d", i), Payload: []byte("x")})
+			got <- err
+		}()
+	}
+	waitQueued(t, e, "q", 3)
+	release()
+	for i := 0; i < groupWriters; i++ {
+		if err := <-held; !errors.Is(err, domain.ErrUnavailable) {
+			t.Errorf("held send: %v, want ErrUnavailable", err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-got; !errors.Is(err, domain.ErrUnavailable) {
+			t.Errorf("grouped send: %v, want ErrUnavailable", err)
+		}
+	}
+}
+
+// TestGroupedSendsConcurrent: many callers, repeated ids, every answer
+// the caller's own message and each id created once (run with -race).
+func TestGroupedSendsConcurrent(t *testing.T) {
+	ctx := context.Background()
+	e, st := openGated(t)
+	go func() {
+		for range st.entered {
+		}
+	}()
+	defer close(st.entered)
+	const callers, each, ids = 16, 50, 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := map[string]int{}
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := fmt.Sprintf("id-%d", (c*each+i*7)%ids)
+				m, err := e.Send(ctx, "q", domain.SendRequest{ID: id, Payload: []byte(id)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if m.ID != id || string(m.Payload) != id {
+					t.Errorf("sent %s, answered %s %q", id, m.ID, m.Payload)
+				}
+				if !m.Duplicate {
+					mu.Lock()
+					created[id]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for id, n := range created {
+		if n != 1 {
+			t.Errorf("%s created %d times", id, n)
+		}
+	}
+	if len(created) != ids {
+		t.Errorf("%d ids created, want %d", len(created), ids)
+	}
+	if sizes := st.insertSizes(); len(sizes) >= callers*each {
+		t.Logf("no send was grouped (%d writes for %d sends): possible on an idle machine", len(sizes), callers*each)
+	}
+}
