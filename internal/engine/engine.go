@@ -123,11 +123,12 @@ type Engine struct {
 	// dueNext: the store's due lease reports the next due time, so the
 	// timer leaves a release to the long-poll it wakes (promoter.go).
 	dueNext store.NextDueLeaser
-	// groupSends: sends to a topic are grouped into one store write
-	// while one is in flight (sendgroup.go); for stores on a server of
-	// their own, where every write is a round trip and a commit.
-	groupSends bool
-	skew       storeClock // offset to the store's clock (stores with their own)
+	// groupWrites: a topic's sends, and its acks, are grouped into one
+	// store write while one is in flight (writegroup.go); for stores on
+	// a server of their own, where every write is a round trip and a
+	// commit.
+	groupWrites bool
+	skew        storeClock // offset to the store's clock (stores with their own)
 
 	mu      sync.Mutex // guards lastNow, topics, and each topic's users and lastUsed
 	lastNow int64
@@ -193,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if nd, ok := e.st.(store.NextDueLeaser); ok && nd.ReportsNextDue() {
 		e.dueNext = nd
 	}
-	_, e.groupSends = e.st.(store.Pinger)
+	_, e.groupWrites = e.st.(store.Pinger)
 	if err := e.syncClock(ctx); err != nil {
 		return nil, fmt.Errorf("engine: read the store's clock: %w", err)
 	}
@@ -339,7 +340,10 @@ type topic struct {
 	// woke (promoter.go); 0: not set.
 	graceBy atomic.Int64
 
-	sends sendGroup // sends waiting for the write in flight (sendgroup.go)
+	// sends and acks wait here for the topic's write in flight
+	// (writegroup.go).
+	sends writeGroup[store.InsertMessage, store.InsertResult]
+	acks  writeGroup[store.AckItem, error]
 }
 
 func (e *Engine) topic(name string) *topic {

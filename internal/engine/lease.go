@@ -192,7 +192,15 @@ func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	if err := validateRef(topic, id, receipt); err != nil {
 		return err
 	}
-	err := e.st.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now()})
+	var err error
+	if e.groupWrites {
+		var errs []error
+		if errs, err = e.ackMany(ctx, topic, []store.AckItem{{ID: id, Receipt: receipt}}); err == nil {
+			err = errs[0]
+		}
+	} else {
+		err = e.st.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now()})
+	}
 	if err != nil {
 		return storeErr("ack", msgRef(topic, id), err)
 	}
@@ -223,7 +231,7 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 	if len(items) == 0 {
 		return out, nil
 	}
-	errs, err := e.st.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: topic, Items: items, Now: e.now()})
+	errs, err := e.ackMany(ctx, topic, items)
 	if err != nil {
 		return nil, storeErr("ack", "messages of "+topic, err)
 	}

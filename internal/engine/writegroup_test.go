@@ -22,6 +22,24 @@ type gatedStore struct {
 	entered chan struct{} // an insert reached the store
 	fail    error
 	sizes   []int
+	acks    [][]store.AckItem // what each MessageAckMany carried
+	ackGate chan struct{}     // non-nil: ack writes wait for it to close
+}
+
+func (s *gatedStore) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
+	s.mu.Lock()
+	gate := s.ackGate
+	s.acks = append(s.acks, append([]store.AckItem(nil), p.Items...))
+	s.mu.Unlock()
+	s.entered <- struct{}{}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.MessageAckMany(ctx, p)
 }
 
 func newGatedStore() *gatedStore {
@@ -95,10 +113,9 @@ func waitEntered(t *testing.T, st *gatedStore, n int) {
 	}
 }
 
-// waitQueued waits until n sends of topic wait behind the writes in flight.
-func waitQueued(t *testing.T, e *Engine, topic string, n int) {
+// waitQueued waits until n calls wait in g behind the write in flight.
+func waitQueued[I, R any](t *testing.T, g *writeGroup[I, R], n int) {
 	t.Helper()
-	g := &e.topic(topic).sends
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		g.mu.Lock()
@@ -166,7 +183,7 @@ func TestSendsGroupWhileWritesAreInFlight(t *testing.T) {
 		// across writes.
 		go send(groupWriters+i, fmt.Sprintf("m-%d", i), fmt.Sprintf("shared-%d", i%5))
 	}
-	waitQueued(t, e, "q", queued)
+	waitQueued(t, &e.topic("q").sends, queued)
 	release()
 	firsts := map[string]bool{}
 	for i := 0; i < groupWriters+queued; i++ {
@@ -248,17 +265,17 @@ func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
 		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
 		left <- err
 	}()
-	waitQueued(t, e, "q", 1)
+	waitQueued(t, &e.topic("q").sends, 1)
 	go func() {
 		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
 		errs <- err
 	}()
-	waitQueued(t, e, "q", 2)
+	waitQueued(t, &e.topic("q").sends, 2)
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that left got %v, want context.Canceled", err)
 	}
-	waitQueued(t, e, "q", 1)
+	waitQueued(t, &e.topic("q").sends, 1)
 	release()
 	for i := 0; i < groupWriters+1; i++ {
 		if err := <-errs; err != nil {
@@ -296,12 +313,12 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
 		got <- err
 	}()
-	waitQueued(t, e, "q", 1)
+	waitQueued(t, &e.topic("q").sends, 1)
 	go func() {
 		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
 		got <- err
 	}()
-	waitQueued(t, e, "q", 2)
+	waitQueued(t, &e.topic("q").sends, 2)
 	release2 := make(chan struct{})
 	st.mu.Lock()
 	st.gate = release2 // the grouped write will wait here too
@@ -347,7 +364,7 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 			got <- err
 		}()
 	}
-	waitQueued(t, e, "q", 3)
+	waitQueued(t, &e.topic("q").sends, 3)
 	release()
 	for i := 0; i < groupWriters; i++ {
 		if err := <-held; !errors.Is(err, domain.ErrUnavailable) {
@@ -408,5 +425,117 @@ func TestGroupedSendsConcurrent(t *testing.T) {
 	}
 	if sizes := st.insertSizes(); len(sizes) >= callers*each {
 		t.Logf("no send was grouped (%d writes for %d sends): possible on an idle machine", len(sizes), callers*each)
+	}
+}
+
+// TestAcksGroupWhileWritesAreInFlight: single acks that arrive while the
+// topic's ack write is in flight go out together as one MessageAckMany;
+// each caller gets its own answer (a stale receipt its conflict), and a
+// second ack of one message waits for a write of its own, so it is
+// answered as it always was.
+func TestAcksGroupWhileWritesAreInFlight(t *testing.T) {
+	ctx := context.Background()
+	e, st := openGated(t)
+	go func() {
+		for range st.entered {
+		}
+	}()
+	defer close(st.entered)
+	const n = 12
+	for i := 0; i < n; i++ {
+		if _, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("m-%d", i), Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leased, err := e.Lease(ctx, "q", domain.LeaseRequest{Max: n, Lease: time.Minute})
+	if err != nil || len(leased) != n {
+		t.Fatalf("lease: %d %v", len(leased), err)
+	}
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.ackGate = gate
+	st.mu.Unlock()
+	errs := make(chan error, 2*n)
+	ack := func(m *domain.Message, receipt string) {
+		errs <- e.Ack(ctx, "q", m.ID, receipt)
+	}
+	go ack(leased[0], leased[0].Receipt) // in flight, held
+	waitAckWrites(t, st, 1)
+	g := &e.topic("q").acks
+	queued := 0
+	queue := func(m *domain.Message, receipt string) { // in this order
+		go ack(m, receipt)
+		queued++
+		waitQueued(t, g, queued)
+	}
+	for _, m := range leased[1:] {
+		queue(m, m.Receipt)
+	}
+	queue(leased[1], "stale-"+leased[1].Receipt)
+	queue(leased[2], leased[2].Receipt) // a second ack of one message
+	st.mu.Lock()
+	st.ackGate = nil
+	st.mu.Unlock()
+	close(gate)
+	var ok, conflicts int
+	for i := 0; i < n+2; i++ {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, domain.ErrConflict):
+			conflicts++
+		default:
+			t.Errorf("ack: %v", err)
+		}
+	}
+	if ok != n || conflicts != 2 {
+		t.Errorf("%d acks ok and %d conflicts, want %d and 2", ok, conflicts, n)
+	}
+	st.mu.Lock()
+	writes := st.acks
+	st.mu.Unlock()
+	// The held write, the queued acks in one, and the two repeats after
+	// it (a round takes no id it already has).
+	if got := ackSizes(writes); len(got) != 3 || got[0] != 1 || got[1] != n-1 || got[2] != 2 {
+		t.Errorf("ack writes carried %v", ackSizes(writes))
+	}
+	for i, w := range writes {
+		seen := map[string]bool{}
+		for _, it := range w {
+			if seen[it.ID] {
+				t.Errorf("ack write %d names %s twice", i, it.ID)
+			}
+			seen[it.ID] = true
+		}
+	}
+	c, err := e.Topic(ctx, "q")
+	if err != nil || c.Counts.Inflight != 0 {
+		t.Errorf("after the acks: %+v %v", c, err)
+	}
+}
+
+func ackSizes(writes [][]store.AckItem) []int {
+	var n []int
+	for _, w := range writes {
+		n = append(n, len(w))
+	}
+	return n
+}
+
+// waitAckWrites waits until n ack writes have reached the store.
+func waitAckWrites(t *testing.T, st *gatedStore, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st.mu.Lock()
+		got := len(st.acks)
+		st.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ack writes, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
