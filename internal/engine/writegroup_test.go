@@ -31,15 +31,25 @@ func (s *gatedStore) MessageAckMany(ctx context.Context, p *store.MessageAckMany
 	gate := s.ackGate
 	s.acks = append(s.acks, append([]store.AckItem(nil), p.Items...))
 	s.mu.Unlock()
-	s.entered <- struct{}{}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.enter(ctx, gate); err != nil {
+		return nil, err
 	}
 	return s.Store.MessageAckMany(ctx, p)
+}
+
+// enter tells the test a write reached the store and waits at gate, if
+// any.
+func (s *gatedStore) enter(ctx context.Context, gate chan struct{}) error {
+	s.entered <- struct{}{}
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func newGatedStore() *gatedStore {
@@ -51,13 +61,8 @@ func (s *gatedStore) MessageInsertMany(ctx context.Context, p *store.MessageInse
 	gate, fail := s.gate, s.fail
 	s.sizes = append(s.sizes, len(p.Messages))
 	s.mu.Unlock()
-	s.entered <- struct{}{}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.enter(ctx, gate); err != nil {
+		return nil, err
 	}
 	if fail != nil {
 		return nil, fail
@@ -101,6 +106,62 @@ func openGated(t *testing.T) (*Engine, *gatedStore) {
 	return e, st
 }
 
+// sendAsync sends id to "q" in a goroutine of its own; its error goes to
+// out.
+func sendAsync(ctx context.Context, e *Engine, id string, out chan<- error) {
+	go func() {
+		_, err := e.Send(ctx, "q", domain.SendRequest{ID: id, Payload: []byte("x")})
+		out <- err
+	}()
+}
+
+// occupyWriters starts groupWriters sends to "q" and waits until they are
+// held at the store's gate, so that the next sends queue; their errors
+// go to the channel returned.
+func occupyWriters(ctx context.Context, t *testing.T, e *Engine, st *gatedStore, prefix string) chan error {
+	t.Helper()
+	held := make(chan error, groupWriters)
+	for i := 0; i < groupWriters; i++ {
+		sendAsync(ctx, e, fmt.Sprintf("%s-%d", prefix, i), held)
+	}
+	waitEntered(t, st, groupWriters)
+	return held
+}
+
+// queuedPair is two sends queued behind held writers: "leaves" on a
+// context of its own, then "stays".
+type queuedPair struct {
+	release func() // lets the held writes go
+	held    chan error
+	leaves  chan error
+	stays   chan error
+	cancel  func() // ends the context of "leaves"
+}
+
+func queueBehindHeldWriters(ctx context.Context, t *testing.T, e *Engine, st *gatedStore) queuedPair {
+	t.Helper()
+	q := queuedPair{release: st.hold(), leaves: make(chan error, 1), stays: make(chan error, 1)}
+	q.held = occupyWriters(ctx, t, e, st, "held")
+	cctx, cancel := context.WithCancel(ctx)
+	q.cancel = cancel
+	t.Cleanup(cancel)
+	sendAsync(cctx, e, "leaves", q.leaves)
+	waitQueued(t, &e.topic("q").sends, 1)
+	sendAsync(ctx, e, "stays", q.stays)
+	waitQueued(t, &e.topic("q").sends, 2)
+	return q
+}
+
+// ignoreEntered is for tests that do not count the writes that reach the
+// store (the channel would fill).
+func ignoreEntered(t *testing.T, st *gatedStore) {
+	go func() {
+		for range st.entered {
+		}
+	}()
+	t.Cleanup(func() { close(st.entered) })
+}
+
 // waitEntered waits until n inserts have reached the store.
 func waitEntered(t *testing.T, st *gatedStore, n int) {
 	t.Helper()
@@ -113,22 +174,29 @@ func waitEntered(t *testing.T, st *gatedStore, n int) {
 	}
 }
 
-// waitQueued waits until n calls wait in g behind the write in flight.
-func waitQueued[I, R any](t *testing.T, g *writeGroup[I, R], n int) {
+// waitUntil polls read (under mu) until done says its value is the one
+// wanted, for up to 5 s; what names the value in the failure.
+func waitUntil(t *testing.T, mu *sync.Mutex, read func() int, done func(int) bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		g.mu.Lock()
-		q := len(g.queue)
-		g.mu.Unlock()
-		if q == n {
+		mu.Lock()
+		v := read()
+		mu.Unlock()
+		if done(v) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sends queued, want %d", q, n)
+			t.Fatalf("%s: %d after 5s", what, v)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitQueued waits until n calls wait in g behind the write in flight.
+func waitQueued[I, R any](t *testing.T, g *writeGroup[I, R], n int) {
+	t.Helper()
+	waitUntil(t, &g.mu, func() int { return len(g.queue) }, func(q int) bool { return q == n }, fmt.Sprintf("calls queued (want %d)", n))
 }
 
 // waitIdle waits until no write of topic's sends is in flight (a round's
@@ -136,19 +204,7 @@ func waitQueued[I, R any](t *testing.T, g *writeGroup[I, R], n int) {
 func waitIdle(t *testing.T, e *Engine, topic string) {
 	t.Helper()
 	g := &e.topic(topic).sends
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g.mu.Lock()
-		w := g.writers
-		g.mu.Unlock()
-		if w == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writers still busy", w)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, &g.mu, func() int { return g.writers }, func(w int) bool { return w == 0 }, "writers still busy")
 }
 
 // TestSendsGroupWhileWritesAreInFlight: sends that arrive while the
@@ -250,37 +306,21 @@ func TestSendsGroupWhileWritesAreInFlight(t *testing.T) {
 func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	release := st.hold()
-	errs := make(chan error, 10)
-	for i := 0; i < groupWriters; i++ {
-		go func() {
-			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("held-%d", i), Payload: []byte("x")})
-			errs <- err
-		}()
-	}
-	waitEntered(t, st, groupWriters)
-	cctx, cancel := context.WithCancel(ctx)
-	left := make(chan error, 1)
-	go func() {
-		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
-		left <- err
-	}()
-	waitQueued(t, &e.topic("q").sends, 1)
-	go func() {
-		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
-		errs <- err
-	}()
-	waitQueued(t, &e.topic("q").sends, 2)
+	q := queueBehindHeldWriters(ctx, t, e, st)
+	release, errs, left, stays, cancel := q.release, q.held, q.leaves, q.stays, q.cancel
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that left got %v, want context.Canceled", err)
 	}
 	waitQueued(t, &e.topic("q").sends, 1)
 	release()
-	for i := 0; i < groupWriters+1; i++ {
+	for i := 0; i < groupWriters; i++ {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := <-stays; err != nil {
+		t.Fatal(err)
 	}
 	if _, err := e.Get(ctx, "q", "leaves"); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("the message of the caller that left: %v, want not found", err)
@@ -296,29 +336,10 @@ func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
 func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	release := st.hold()
-	held := make(chan error, groupWriters)
-	for i := 0; i < groupWriters; i++ {
-		go func() {
-			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("held-%d", i), Payload: []byte("x")})
-			held <- err
-		}()
-	}
-	waitEntered(t, st, groupWriters)
 	// Two callers queue: one that will leave once its round is being
 	// written, one that stays.
-	cctx, cancel := context.WithCancel(ctx)
-	got := make(chan error, 2)
-	go func() {
-		_, err := e.Send(cctx, "q", domain.SendRequest{ID: "leaves", Payload: []byte("x")})
-		got <- err
-	}()
-	waitQueued(t, &e.topic("q").sends, 1)
-	go func() {
-		_, err := e.Send(ctx, "q", domain.SendRequest{ID: "stays", Payload: []byte("x")})
-		got <- err
-	}()
-	waitQueued(t, &e.topic("q").sends, 2)
+	q := queueBehindHeldWriters(ctx, t, e, st)
+	release, held, cancel := q.release, q.held, q.cancel
 	release2 := make(chan struct{})
 	st.mu.Lock()
 	st.gate = release2 // the grouped write will wait here too
@@ -331,11 +352,11 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 	}
 	waitEntered(t, st, 1) // the grouped write reached the store
 	cancel()
-	if err := <-got; !errors.Is(err, context.Canceled) {
+	if err := <-q.leaves; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that left: %v, want context.Canceled", err)
 	}
 	close(release2)
-	if err := <-got; err != nil {
+	if err := <-q.stays; err != nil {
 		t.Fatalf("the caller that stayed: %v", err)
 	}
 	if _, err := e.Get(ctx, "q", "stays"); err != nil {
@@ -351,18 +372,10 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 	st.fail = errors.New("disk on fire")
 	st.mu.Unlock()
 	release = st.hold()
-	for i := 0; i < groupWriters; i++ {
-		go func() {
-			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("f-held-%d", i), Payload: []byte("x")})
-			held <- err
-		}()
-	}
-	waitEntered(t, st, groupWriters)
+	held = occupyWriters(ctx, t, e, st, "f-held")
+	got := make(chan error, 3)
 	for i := 0; i < 3; i++ {
-		go func() {
-			_, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("f-%d", i), Payload: []byte("x")})
-			got <- err
-		}()
+		sendAsync(ctx, e, fmt.Sprintf("f-%d", i), got)
 	}
 	waitQueued(t, &e.topic("q").sends, 3)
 	release()
@@ -383,11 +396,7 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 func TestGroupedSendsConcurrent(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	go func() {
-		for range st.entered {
-		}
-	}()
-	defer close(st.entered)
+	ignoreEntered(t, st)
 	const callers, each, ids = 16, 50, 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -436,11 +445,7 @@ func TestGroupedSendsConcurrent(t *testing.T) {
 func TestAcksGroupWhileWritesAreInFlight(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	go func() {
-		for range st.entered {
-		}
-	}()
-	defer close(st.entered)
+	ignoreEntered(t, st)
 	const n = 12
 	for i := 0; i < n; i++ {
 		if _, err := e.Send(ctx, "q", domain.SendRequest{ID: fmt.Sprintf("m-%d", i), Payload: []byte("x")}); err != nil {
@@ -525,17 +530,5 @@ func ackSizes(writes [][]store.AckItem) []int {
 // waitAckWrites waits until n ack writes have reached the store.
 func waitAckWrites(t *testing.T, st *gatedStore, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st.mu.Lock()
-		got := len(st.acks)
-		st.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d ack writes, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, &st.mu, func() int { return len(st.acks) }, func(got int) bool { return got >= n }, fmt.Sprintf("ack writes (want %d)", n))
 }
