@@ -12,6 +12,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -413,5 +414,90 @@ func RunPauseShared(t *testing.T, d Deployment, settle time.Duration) {
 	}
 	if got, err := c.Lease(ctx, "paused", domain.LeaseRequest{}); err != nil || len(got) != 0 {
 		t.Fatalf("a new engine leased %v from a paused topic (%v)", got, err)
+	}
+}
+
+// RunGroupedWrites: 32 callers on two engines send single messages whose
+// ids repeat (each id by many callers at once, so that repeats share a
+// grouped write and cross engines), then ack every message three times at
+// once (twice with its receipt, once with a stale one). Each id is created
+// once with its own payload and acked once; the other acks are refused
+// (conflict or not found), and the topic ends empty.
+func RunGroupedWrites(t *testing.T, d Deployment) {
+	es := Engines(t, d, 2, engine.Config{})
+	const callers, each, ids = 32, 20, 40
+	var mu sync.Mutex
+	created := map[string]int{}
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			e := es[c%2]
+			for i := range each {
+				id := fmt.Sprintf("g-%d", (c*7+i)%ids)
+				m, err := e.Send(ctx, "grouped", domain.SendRequest{ID: id, Payload: []byte("p-" + id)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if m.ID != id || string(m.Payload) != "p-"+id {
+					t.Errorf("sent %s, answered %s with %q", id, m.ID, m.Payload)
+				}
+				if !m.Duplicate {
+					mu.Lock()
+					created[id]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(created) != ids {
+		t.Fatalf("%d ids created, want %d", len(created), ids)
+	}
+	for id, n := range created {
+		if n != 1 {
+			t.Errorf("%s created %d times", id, n)
+		}
+	}
+	var leased []*domain.Message
+	for len(leased) < ids {
+		ms, err := es[0].Lease(ctx, "grouped", domain.LeaseRequest{Max: ids, Wait: time.Second, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("%d of %d messages leased", len(leased), ids)
+		}
+		leased = append(leased, ms...)
+	}
+	acked := map[string]int{}
+	for _, m := range leased {
+		for k, receipt := range []string{m.Receipt, m.Receipt, "stale-" + m.Receipt} {
+			wg.Go(func() {
+				err := es[k%2].Ack(ctx, "grouped", m.ID, receipt)
+				switch {
+				case err == nil:
+					mu.Lock()
+					acked[m.ID]++
+					mu.Unlock()
+				case errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound):
+				default:
+					t.Errorf("ack %s: %v", m.ID, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, m := range leased {
+		if acked[m.ID] != 1 {
+			t.Errorf("%s acked %d times, want 1", m.ID, acked[m.ID])
+		}
+	}
+	info, err := es[1].Topic(ctx, "grouped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.Counts; c.Scheduled+c.Ready+c.Inflight != 0 {
+		t.Errorf("after the acks the topic holds %+v", c)
 	}
 }

@@ -48,3 +48,9 @@ func TestFastServerKeepsDedupWindow(t *testing.T) {
 func TestPauseShared(t *testing.T) {
 	enginetest.RunPauseShared(t, deployment(t), time.Second)
 }
+
+// TestGroupedWrites: concurrent single sends of repeated ids and acks,
+// grouped per topic, on two engines.
+func TestGroupedWrites(t *testing.T) {
+	enginetest.RunGroupedWrites(t, deployment(t))
+}

@@ -162,3 +162,10 @@ func TestPauseShared(t *testing.T) {
 	t.Parallel()
 	enginetest.RunPauseShared(t, deployment(t), time.Second)
 }
+
+// TestGroupedWrites: concurrent single sends of repeated ids and acks,
+// grouped per topic, on two engines.
+func TestGroupedWrites(t *testing.T) {
+	t.Parallel()
+	enginetest.RunGroupedWrites(t, deployment(t))
+}
