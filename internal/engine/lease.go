@@ -49,6 +49,13 @@ func (e *Engine) Lease(ctx context.Context, topicName string, req domain.LeaseRe
 		if e.isClosing() {
 			return nil, domain.ErrUnavailable
 		}
+		// A caller that has gone (a long-poll whose client hung up, a
+		// worker that stopped leasing while a wake-up raced it) must not
+		// be handed messages: nobody would handle them, and they would
+		// wait out their lease before another consumer could take them.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		w := t.waiter()
 		r := trace.StartRegion(ctx, "delayq.lease")
 		msgs, retry, err := e.leaseOnce(ctx, t, max, lease)
