@@ -11,7 +11,7 @@ import (
 // sender's).
 func (e *Engine) insert(ctx context.Context, t *topic, now int64, msgs []store.InsertMessage) ([]store.InsertResult, error) {
 	if e.groupWrites {
-		return t.sends.do(ctx, &e.bg, e.sendWriter(t), msgs)
+		return t.sends.do(ctx, e.sendWriter(t), msgs)
 	}
 	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: t.name, Now: now, Messages: msgs})
 	if err != nil {
@@ -45,7 +45,7 @@ func (e *Engine) ackMany(ctx context.Context, topic string, items []store.AckIte
 	if !e.groupWrites {
 		return e.st.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: topic, Items: items, Now: e.now()})
 	}
-	return e.topic(topic).acks.do(ctx, &e.bg, groupWriter[store.AckItem, error]{
+	return e.topic(topic).acks.do(ctx, groupWriter[store.AckItem, error]{
 		size: func(it store.AckItem) int { return len(it.ID) + len(it.Receipt) },
 		// Two acks of one message in one write would be the store's to
 		// order; in two writes the second is answered as it always was.

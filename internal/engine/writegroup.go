@@ -51,6 +51,11 @@ type groupedCall[I, R any] struct {
 	res   []R
 	err   error
 	done  chan struct{}
+	// lead is closed when the caller is to write the next round (it is
+	// then first in the queue); leading records that under
+	// writeGroup.mu, so that a caller who leaves instead passes it on.
+	lead    chan struct{}
+	leading bool
 	// taken: in a round being written (guarded by writeGroup.mu); a
 	// caller that gives up before that leaves the queue, unwritten.
 	taken bool
@@ -70,13 +75,16 @@ type groupWriter[I, R any] struct {
 
 // do writes items in one store write with the other calls that queue
 // while an earlier write is in flight, and answers items' own results, in
-// order. A caller whose ctx ends before its round is written is taken out
-// unwritten (ctx's error); after that the write goes on while any caller
-// of the round still waits, and the outcome of a caller who left is
-// unknown, as for any call whose answer was lost. bg counts the goroutine
-// that writes later rounds, for the engine's Close.
-func (g *writeGroup[I, R]) do(ctx context.Context, bg *sync.WaitGroup, w groupWriter[I, R], items []I) ([]R, error) {
-	c := &groupedCall[I, R]{ctx: ctx, items: items, done: make(chan struct{})}
+// order. The writing is done by the callers themselves: the first writes
+// its round, and hands the next round to the first caller queued
+// meanwhile, and so on (no goroutine of its own to outlive the engine). A
+// caller whose ctx ends before its round is written is taken out
+// unwritten (ctx's error), passing the lead on if it had it; after that
+// the write goes on while any caller of the round still waits, and the
+// outcome of a caller who left is unknown, as for any call whose answer
+// was lost.
+func (g *writeGroup[I, R]) do(ctx context.Context, w groupWriter[I, R], items []I) ([]R, error) {
+	c := &groupedCall[I, R]{ctx: ctx, items: items, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	lead := g.writers < groupWriters
@@ -85,22 +93,20 @@ func (g *writeGroup[I, R]) do(ctx context.Context, bg *sync.WaitGroup, w groupWr
 	}
 	g.mu.Unlock()
 	if lead {
-		// The caller writes the first round itself (no hand-off when the
-		// topic is quiet); later rounds, if calls queued meanwhile, go on
-		// in the background so that its answer does not wait for them.
-		if g.writeRound(w) {
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				for g.writeRound(w) {
-				}
-			}()
-		}
+		g.writeRound(w)
 	}
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
+	handed := c.lead
+	for {
+		select {
+		case <-c.done:
+			return c.res, c.err
+		case <-handed:
+			handed = nil    // once
+			g.writeRound(w) // c is first in the queue: its round
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	g.mu.Lock()
 	if !c.taken {
@@ -109,6 +115,9 @@ func (g *writeGroup[I, R]) do(ctx context.Context, bg *sync.WaitGroup, w groupWr
 				g.queue = append(g.queue[:i], g.queue[i+1:]...)
 				break
 			}
+		}
+		if c.leading {
+			g.handOff()
 		}
 	}
 	g.mu.Unlock()
@@ -120,10 +129,22 @@ func (g *writeGroup[I, R]) do(ctx context.Context, bg *sync.WaitGroup, w groupWr
 	}
 }
 
+// handOff gives the next round to the first caller queued, or, with none,
+// leaves the group idle (the next call leads). g.mu is held.
+func (g *writeGroup[I, R]) handOff() {
+	if len(g.queue) == 0 {
+		g.queue = nil // let the backing array go
+		g.writers--
+		return
+	}
+	next := g.queue[0]
+	next.leading = true
+	close(next.lead)
+}
+
 // writeRound takes the queued calls (in order, up to the bounds), writes
-// them in one store call, and answers each. It reports whether more calls
-// are queued; if none, the group is idle again (the next call leads).
-func (g *writeGroup[I, R]) writeRound(w groupWriter[I, R]) bool {
+// them in one store call, answers each, and hands the next round on.
+func (g *writeGroup[I, R]) writeRound(w groupWriter[I, R]) {
 	g.mu.Lock()
 	var round []*groupedCall[I, R]
 	var keys map[string]bool
@@ -156,20 +177,13 @@ func (g *writeGroup[I, R]) writeRound(w groupWriter[I, R]) bool {
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
 	}
-	if len(g.queue) == 0 {
-		g.queue = nil // let the backing array go
-	}
 	g.mu.Unlock()
 	if len(round) > 0 {
 		writeCalls(w, round, n)
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) == 0 {
-		g.writers--
-		return false
-	}
-	return true
+	g.handOff()
+	g.mu.Unlock()
 }
 
 // writeCalls is one round's store write. It runs while any of the round's

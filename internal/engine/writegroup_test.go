@@ -138,16 +138,22 @@ type queuedPair struct {
 	cancel  func() // ends the context of "leaves"
 }
 
-func queueBehindHeldWriters(ctx context.Context, t *testing.T, e *Engine, st *gatedStore) queuedPair {
+// queueBehindHeldWriters queues the pair, "leaves" first unless
+// staysFirst (the first queued writes the next round itself).
+func queueBehindHeldWriters(ctx context.Context, t *testing.T, e *Engine, st *gatedStore, staysFirst bool) queuedPair {
 	t.Helper()
 	q := queuedPair{release: st.hold(), leaves: make(chan error, 1), stays: make(chan error, 1)}
 	q.held = occupyWriters(ctx, t, e, st, "held")
 	cctx, cancel := context.WithCancel(ctx)
 	q.cancel = cancel
 	t.Cleanup(cancel)
-	sendAsync(cctx, e, "leaves", q.leaves)
+	first, second := func() { sendAsync(cctx, e, "leaves", q.leaves) }, func() { sendAsync(ctx, e, "stays", q.stays) }
+	if staysFirst {
+		first, second = second, first
+	}
+	first()
 	waitQueued(t, &e.topic("q").sends, 1)
-	sendAsync(ctx, e, "stays", q.stays)
+	second()
 	waitQueued(t, &e.topic("q").sends, 2)
 	return q
 }
@@ -306,7 +312,7 @@ func TestSendsGroupWhileWritesAreInFlight(t *testing.T) {
 func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	q := queueBehindHeldWriters(ctx, t, e, st)
+	q := queueBehindHeldWriters(ctx, t, e, st, false)
 	release, errs, left, stays, cancel := q.release, q.held, q.leaves, q.stays, q.cancel
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
@@ -330,15 +336,15 @@ func TestGroupedSendLeftBeforeItsWrite(t *testing.T) {
 	}
 }
 
-// TestGroupedWriteOutlivesItsFirstCaller: a round's write goes on while
-// any of its callers waits, though the caller that leads it has left; a
-// store error reaches every caller of the round.
-func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
+// TestGroupedWriteOutlivesACaller: a round's write goes on while any of
+// its callers waits, though another has left (answered at once with its
+// context's error); a store error reaches every caller of the round.
+func TestGroupedWriteOutlivesACaller(t *testing.T) {
 	ctx := context.Background()
 	e, st := openGated(t)
-	// Two callers queue: one that will leave once its round is being
-	// written, one that stays.
-	q := queueBehindHeldWriters(ctx, t, e, st)
+	// Two callers queue: one that stays (and so writes the round), one
+	// that will leave once the round is being written.
+	q := queueBehindHeldWriters(ctx, t, e, st, true)
 	release, held, cancel := q.release, q.held, q.cancel
 	release2 := make(chan struct{})
 	st.mu.Lock()
@@ -359,8 +365,10 @@ func TestGroupedWriteOutlivesItsFirstCaller(t *testing.T) {
 	if err := <-q.stays; err != nil {
 		t.Fatalf("the caller that stayed: %v", err)
 	}
-	if _, err := e.Get(ctx, "q", "stays"); err != nil {
-		t.Errorf("the message of the caller that stayed: %v", err)
+	for _, id := range []string{"stays", "leaves"} {
+		if _, err := e.Get(ctx, "q", id); err != nil {
+			t.Errorf("message %s of the round: %v", id, err)
+		}
 	}
 	if sizes := st.insertSizes(); sizes[len(sizes)-1] != 2 {
 		t.Errorf("the last write carried %d messages, want both queued sends", sizes[len(sizes)-1])
@@ -531,4 +539,29 @@ func ackSizes(writes [][]store.AckItem) []int {
 func waitAckWrites(t *testing.T, st *gatedStore, n int) {
 	t.Helper()
 	waitUntil(t, &st.mu, func() int { return len(st.acks) }, func(got int) bool { return got >= n }, fmt.Sprintf("ack writes (want %d)", n))
+}
+
+// TestGroupLeadPassedOn: the caller first in the queue, to which a write
+// hands the next round, may leave at that instant; the round must still
+// be written for the caller behind it (no stall), whichever comes first.
+func TestGroupLeadPassedOn(t *testing.T) {
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		e, st := openGated(t)
+		q := queueBehindHeldWriters(ctx, t, e, st, false)
+		go q.cancel()
+		q.release()
+		select {
+		case err := <-q.stays:
+			if err != nil {
+				t.Fatalf("run %d: the caller that stayed: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: the caller behind one that left was never answered", i)
+		}
+		if err := <-q.leaves; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("run %d: the caller that left: %v", i, err)
+		}
+		waitIdle(t, e, "q")
+	}
 }
