@@ -322,8 +322,8 @@ type TopicSettingsLister interface {
 // trip to each server it uses, whatever it holds. Readiness checks, which
 // load balancers make every few seconds, call it; a store without it is
 // asked for its topic list instead, which reads every topic. The engine
-// also groups a topic's concurrent sends into one write for such a store
-// (a write there is a round trip and a commit).
+// also groups a topic's concurrent sends, and its acks, into one write
+// for such a store (a write there is a round trip and a commit).
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
