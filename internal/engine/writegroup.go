@@ -26,10 +26,6 @@ const (
 	// comfortably. One caller's items are never split, whatever their size.
 	groupMaxItems = domain.MaxBatch
 	groupMaxBytes = 4 << 20
-	// groupWriters writes may be in flight per topic before calls queue.
-	// One: on PostgreSQL at 1,000 single sends/s, two in flight cost
-	// more CPU per message and gave no better tail than one.
-	groupWriters = 1
 )
 
 // errGroupAnswers: a store answered a grouped write with a number of
@@ -39,9 +35,13 @@ var errGroupAnswers = errors.New("engine: the store's answer to a grouped write 
 // writeGroup queues one topic's calls of one kind while a write is in
 // flight. I is an item written (a message, an ack), R its answer.
 type writeGroup[I, R any] struct {
-	mu      sync.Mutex
-	queue   []*groupedCall[I, R]
-	writers int // goroutines writing rounds; each takes what queues
+	mu    sync.Mutex
+	queue []*groupedCall[I, R]
+	// writing: a round is being written; calls queue behind it. One
+	// write in flight per topic and kind: on PostgreSQL at 1,000 single
+	// sends/s two cost more CPU per message and gave no better tail, and
+	// the hand-off to the queue's first caller assumes one writer.
+	writing bool
 }
 
 // groupedCall is one caller's items in a round, and their answers.
@@ -87,10 +87,8 @@ func (g *writeGroup[I, R]) do(ctx context.Context, w groupWriter[I, R], items []
 	c := &groupedCall[I, R]{ctx: ctx, items: items, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
-	lead := g.writers < groupWriters
-	if lead {
-		g.writers++
-	}
+	lead := !g.writing
+	g.writing = true
 	g.mu.Unlock()
 	if lead {
 		g.writeRound(w)
@@ -134,7 +132,7 @@ func (g *writeGroup[I, R]) do(ctx context.Context, w groupWriter[I, R], items []
 func (g *writeGroup[I, R]) handOff() {
 	if len(g.queue) == 0 {
 		g.queue = nil // let the backing array go
-		g.writers--
+		g.writing = false
 		return
 	}
 	next := g.queue[0]

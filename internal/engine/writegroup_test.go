@@ -13,6 +13,10 @@ import (
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
+// groupWriters is how many writes of a topic's sends are in flight before
+// the next ones queue (writegroup.go: one).
+const groupWriters = 1
+
 // gatedStore is a memstore whose inserts can be held at a gate and made to
 // fail, and which records how many messages each insert carried.
 type gatedStore struct {
@@ -210,7 +214,12 @@ func waitQueued[I, R any](t *testing.T, g *writeGroup[I, R], n int) {
 func waitIdle(t *testing.T, e *Engine, topic string) {
 	t.Helper()
 	g := &e.topic(topic).sends
-	waitUntil(t, &g.mu, func() int { return g.writers }, func(w int) bool { return w == 0 }, "writers still busy")
+	waitUntil(t, &g.mu, func() int {
+		if g.writing {
+			return 1
+		}
+		return 0
+	}, func(w int) bool { return w == 0 }, "writes still in flight")
 }
 
 // TestSendsGroupWhileWritesAreInFlight: sends that arrive while the
