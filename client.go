@@ -39,10 +39,12 @@ import (
 // honoured) — these mean the request was not carried out. Connection errors
 // and timeouts, where the request may or may not have been carried out, are
 // retried only for calls that are safe to repeat: reads, Extend, Reschedule,
-// SetTopicSettings, and sends. A send is made safe to repeat by giving it
-// an ID before the first attempt (see NewID) when the caller gave none, so
+// SetTopicSettings, sends and acks. A send is made safe to repeat by giving
+// it an ID before the first attempt (see NewID) when the caller gave none, so
 // a retried send that had in fact succeeded finds its own message instead of
-// creating a second one. Ack, Nack, Cancel, Lease and the dead-letter
+// creating a second one; the server answers an ack repeated with the receipt
+// that acked the message as it answered the first (a receipt of an earlier
+// delivery is still ErrConflict). Nack, Cancel, Lease and the dead-letter
 // operations are not repeated after a connection error: their outcome is
 // unknown and the error says so.
 //
@@ -297,7 +299,7 @@ func (c *Client) Ack(ctx context.Context, topic, id, receipt string) error {
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, &call{method: http.MethodPost, path: p, in: wire.AckRequest{Receipt: receipt}})
+	return c.do(ctx, &call{method: http.MethodPost, path: p, in: wire.AckRequest{Receipt: receipt}, idempotent: true})
 }
 
 // AckBatch implements Queue.
@@ -310,7 +312,7 @@ func (c *Client) AckBatch(ctx context.Context, topic string, acks []AckRequest) 
 		body.Acks[i] = wire.AckItem{ID: a.ID, Receipt: a.Receipt}
 	}
 	var out wire.AckBatchResponse
-	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "acks"), in: body, out: &out}); err != nil {
+	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "acks"), in: body, out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(acks) {

@@ -182,8 +182,11 @@ func TestE2ELeaseAckNackExtend(t *testing.T) {
 	if err := b.c.Ack(ctx, "work", a.ID, a.Receipt); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.c.Ack(ctx, "work", a.ID, a.Receipt); !errors.Is(err, delayq.ErrConflict) {
-		t.Fatalf("second ack: %v", err)
+	if err := b.c.Ack(ctx, "work", a.ID, a.Receipt); err != nil {
+		t.Fatalf("second ack, same receipt (a retry): %v", err)
+	}
+	if err := b.c.Ack(ctx, "work", a.ID, a.Receipt+"0"); !errors.Is(err, delayq.ErrConflict) {
+		t.Fatalf("ack of an acked message with another receipt: %v", err)
 	}
 	if _, err := b.c.Extend(ctx, "work", bm.ID, "stale", time.Minute); !errors.Is(err, delayq.ErrConflict) {
 		t.Fatalf("extend with a stale receipt: %v", err)

@@ -262,7 +262,7 @@ func TestClientRetriesAreBounded(t *testing.T) {
 	}
 }
 
-func TestClientAckNotRepeatedAfterConnectionLoss(t *testing.T) {
+func TestClientNackNotRepeatedAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 		conn, _, err := http.NewResponseController(w).Hijack()
@@ -270,12 +270,36 @@ func TestClientAckNotRepeatedAfterConnectionLoss(t *testing.T) {
 			_ = conn.Close()
 		}
 	})
-	err := f.client(t).Ack(context.Background(), "orders", "a", "r1")
+	_, err := f.client(t).Nack(context.Background(), "orders", "a", "r1", NackRequest{})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 	if n := len(f.requests()); n != 1 {
-		t.Fatalf("%d attempts: an ack whose outcome is unknown must not be repeated", n)
+		t.Fatalf("%d attempts: a nack whose outcome is unknown must not be repeated", n)
+	}
+}
+
+// An ack is repeated after a connection loss, with the same receipt: the
+// server answers a repeat of a done ack as it answered the first.
+func TestClientAckRepeatedAfterConnectionLoss(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		if n == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	})
+	if err := f.client(t).Ack(context.Background(), "orders", "a", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 || string(reqs[0].Body) != string(reqs[1].Body) {
+		t.Fatalf("%d attempts: want the ack repeated once, with the same receipt", len(reqs))
 	}
 }
 

@@ -208,6 +208,9 @@ func (e *Engine) Ack(ctx context.Context, topic, id, receipt string) error {
 	} else {
 		err = e.st.MessageAck(ctx, &store.MessageAckParams{Topic: topic, ID: id, Receipt: receipt, Now: e.now()})
 	}
+	if errors.Is(err, store.ErrConflict) && e.ackedBy(ctx, topic, id, receipt) {
+		return nil // a retry of an ack that was done: counted and announced then
+	}
 	if err != nil {
 		return storeErr("ack", msgRef(topic, id), err)
 	}
@@ -245,6 +248,9 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 	n := 0
 	detail := e.events.wants(EventMessageAcked)
 	for i, err := range errs {
+		if errors.Is(err, store.ErrConflict) && e.ackedBy(ctx, topic, items[i].ID, items[i].Receipt) {
+			continue // a retry of an ack that was done: counted then
+		}
 		out[slot[i]] = storeErr("ack", msgRef(topic, items[i].ID), err)
 		if err == nil {
 			n++
@@ -255,6 +261,19 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 	}
 	e.events.count(EventAcked, topic, n)
 	return out, nil
+}
+
+// ackedBy reports whether the message was acked with this receipt: a
+// client retrying an ack whose answer it lost (a timeout, a dropped
+// connection, a server that went down after the write) is answered as the
+// first try was, not "conflict", which would tell it the message was
+// handed out again. The acked tombstone keeps the receipt that acked it;
+// a receipt of another delivery (an earlier one, or a lease a crash undid
+// and handed out again) is still a conflict. Only a conflict pays for this
+// read.
+func (e *Engine) ackedBy(ctx context.Context, topic, id, receipt string) bool {
+	rec, err := e.st.MessageGet(ctx, topic, id)
+	return err == nil && rec.State == store.StateAcked && rec.Receipt == receipt
 }
 
 // Nack implements domain.Queue.

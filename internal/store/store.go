@@ -55,10 +55,15 @@
 //     only its order means anything, never its value.
 //   - No headers: nil and an empty map are equivalent and may come back as
 //     either; likewise an empty payload.
-//   - Receipt and LeaseUntil are zero outside inflight, DeadAt outside dead,
-//     AckedAt outside acked. An acked tombstone keeps every field except
-//     Payload and Headers (dropped).
-//   - A receipt's format is the backend's; it never repeats for a message.
+//   - LeaseUntil is zero outside inflight, DeadAt outside dead, AckedAt
+//     outside acked; Receipt is zero outside inflight and acked. An acked
+//     tombstone keeps every field except Payload and Headers (dropped) and
+//     LeaseUntil: its Receipt is the one that acked it (the engine answers
+//     an ack retried with it as the first was; a tombstone not made by an
+//     ack, or by an older build, has none).
+//   - A receipt is the lease's Token + "-" + the delivery's Deliveries.
+//     It never repeats for a message: a lease a crash undid may be
+//     handed out again with the same Deliveries, never the same Token.
 //   - Ack, Nack and Extend check the receipt, not the clock: a lease whose
 //     LeaseUntil has passed but that LeaseExpire has not yet expired is
 //     still current.
@@ -159,14 +164,14 @@ type Store interface {
 	// Now can exist when a promotion with a later clock reading raced this
 	// call; handing it out would be early by this call's Now, and it does
 	// not hold back messages after it that are due): Deliveries+1,
-	// LeaseUntil = now + LeaseFor, and a fresh Receipt
-	// unique per delivery (the store makes it; it must never repeat for a
-	// message, e.g. token + "-" + deliveries). It does not promote.
+	// LeaseUntil = now + LeaseFor, and Receipt = Token + "-" + Deliveries
+	// (see the points above). It does not promote.
 	MessageLease(ctx context.Context, p *MessageLeaseParams) ([]*Record, error)
 
 	// MessageAck acknowledges an inflight message whose Receipt matches:
-	// the message becomes an acked tombstone (payload dropped) kept until
-	// DedupPurge removes it. Wrong receipt or not inflight: ErrConflict.
+	// the message becomes an acked tombstone (payload dropped, receipt
+	// kept) kept until DedupPurge removes it. Wrong receipt or not
+	// inflight (acked included, whatever the receipt): ErrConflict.
 	// Unknown: ErrNotFound.
 	MessageAck(ctx context.Context, p *MessageAckParams) error
 

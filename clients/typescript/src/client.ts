@@ -171,7 +171,11 @@ export class Client {
     return out.messages;
   }
 
-  /** Done with a leased message. A stale receipt is a DelayqError with status 409. */
+  /**
+   * Done with a leased message. Safe to repeat with the same receipt (a
+   * retry after a lost answer is ok again); a stale receipt is a DelayqError
+   * with status 409.
+   */
   async ack(topic: string, id: string, receipt: string): Promise<void> {
     const body: Schemas["AckRequest"] = { receipt };
     await this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/ack`, body);

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -421,8 +422,9 @@ func RunPauseShared(t *testing.T, d Deployment, settle time.Duration) {
 // ids repeat (each id by many callers at once, so that repeats share a
 // grouped write and cross engines), then ack every message three times at
 // once (twice with its receipt, once with a stale one). Each id is created
-// once with its own payload and acked once; the other acks are refused
-// (conflict or not found), and the topic ends empty.
+// once with its own payload; both acks with its receipt are answered ok
+// (one wrote, the other is a retry of it), the stale one is refused
+// (conflict), and the topic ends empty.
 func RunGroupedWrites(t *testing.T, d Deployment) {
 	es := Engines(t, d, 2, engine.Config{})
 	const callers, each, ids = 32, 20, 40
@@ -476,21 +478,21 @@ func RunGroupedWrites(t *testing.T, d Deployment) {
 			wg.Go(func() {
 				err := es[k%2].Ack(ctx, "grouped", m.ID, receipt)
 				switch {
-				case err == nil:
+				case err == nil && receipt == m.Receipt:
 					mu.Lock()
 					acked[m.ID]++
 					mu.Unlock()
-				case errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound):
+				case receipt != m.Receipt && errors.Is(err, domain.ErrConflict):
 				default:
-					t.Errorf("ack %s: %v", m.ID, err)
+					t.Errorf("ack %s with receipt %s: %v", m.ID, receipt, err)
 				}
 			})
 		}
 	}
 	wg.Wait()
 	for _, m := range leased {
-		if acked[m.ID] != 1 {
-			t.Errorf("%s acked %d times, want 1", m.ID, acked[m.ID])
+		if acked[m.ID] != 2 {
+			t.Errorf("%s: %d acks with its receipt answered ok, want 2", m.ID, acked[m.ID])
 		}
 	}
 	info, err := es[1].Topic(ctx, "grouped")
@@ -499,5 +501,121 @@ func RunGroupedWrites(t *testing.T, d Deployment) {
 	}
 	if c := info.Counts; c.Scheduled+c.Ready+c.Inflight != 0 {
 		t.Errorf("after the acks the topic holds %+v", c)
+	}
+}
+
+// RunAckRetried runs AckRetried on two servers of the deployment.
+func RunAckRetried(t *testing.T, d Deployment) {
+	es := Engines(t, d, 2, engine.Config{})
+	AckRetried(t, es[0], es[1])
+}
+
+// AckRetried: an ack repeated with the receipt that acked the message (a
+// client retrying after a lost answer, possibly through another server)
+// is answered as the first was, alone, in a batch and raced by eight
+// callers at once; a receipt of an earlier delivery, or one naming a
+// delivery that never acked, is still a conflict. a and b may be one
+// engine (a store only one server can open).
+func AckRetried(t *testing.T, a, b *engine.Engine) {
+	t.Helper()
+	const topic = "acks-retried"
+	leaseOne := func(e *engine.Engine, id string) *domain.Message {
+		t.Helper()
+		ms, err := e.Lease(ctx, topic, domain.LeaseRequest{Max: 1, Wait: 5 * time.Second, Lease: time.Minute})
+		if err != nil || len(ms) != 1 || ms[0].ID != id {
+			t.Fatalf("lease of %s: %v, %v", id, ms, err)
+		}
+		return ms[0]
+	}
+	wantConflict := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, domain.ErrConflict) {
+			t.Errorf("%s: %v, want a conflict", what, err)
+		}
+	}
+	send := func(id string) {
+		t.Helper()
+		if _, err := a.Send(ctx, topic, domain.SendRequest{ID: id, Payload: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	send("once")
+	m := leaseOne(a, "once")
+	if err := a.Ack(ctx, topic, "once", m.Receipt); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ack(ctx, topic, "once", m.Receipt); err != nil {
+		t.Errorf("ack retried through the other server: %v", err)
+	}
+	if err := a.Ack(ctx, topic, "once", m.Receipt); err != nil {
+		t.Errorf("ack retried through the same server: %v", err)
+	}
+	errs, err := b.AckBatch(ctx, topic, []domain.AckRequest{{ID: "once", Receipt: m.Receipt}})
+	if err != nil || errs[0] != nil {
+		t.Errorf("batch ack retried: %v, %v", errs, err)
+	}
+
+	// Delivery 1 fails, delivery 2 is acked: 1's receipt is stale, and
+	// receipts that never acked it are conflicts.
+	send("twice")
+	first := leaseOne(b, "twice")
+	if _, err := b.Nack(ctx, topic, "twice", first.Receipt, domain.NackRequest{HasDelay: true}); err != nil {
+		t.Fatal(err)
+	}
+	second := leaseOne(a, "twice")
+	if second.Attempt != 2 {
+		t.Fatalf("second lease: attempt %d, want 2", second.Attempt)
+	}
+	if err := b.Ack(ctx, topic, "twice", second.Receipt); err != nil {
+		t.Fatal(err)
+	}
+	wantConflict("ack with the receipt of a redelivered lease", a.Ack(ctx, topic, "twice", first.Receipt))
+	errs, err = a.AckBatch(ctx, topic, []domain.AckRequest{{ID: "twice", Receipt: first.Receipt}, {ID: "twice", Receipt: second.Receipt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantConflict("batch ack with the receipt of a redelivered lease", errs[0])
+	if errs[1] != nil {
+		t.Errorf("batch ack retried with the acking receipt: %v", errs[1])
+	}
+	// The receipt's delivery with another token: a lease a crash undid
+	// and the store handed out again.
+	other := "0000000000000000" + second.Receipt[strings.LastIndexByte(second.Receipt, '-'):]
+	for _, r := range []string{other, second.Receipt + "0", "x-3", "x"} {
+		wantConflict("ack with receipt "+r, a.Ack(ctx, topic, "twice", r))
+	}
+
+	// Eight acks of one receipt at once, on both servers: one writes, the
+	// others find it done; each is answered ok.
+	send("raced")
+	m = leaseOne(b, "raced")
+	var wg sync.WaitGroup
+	raced := make([]error, 8)
+	for i := range raced {
+		e := a
+		if i%2 == 1 {
+			e = b
+		}
+		wg.Go(func() { raced[i] = e.Ack(ctx, topic, "raced", m.Receipt) })
+	}
+	wg.Wait()
+	for i, err := range raced {
+		if err != nil {
+			t.Errorf("raced ack %d: %v", i, err)
+		}
+	}
+	for id, attempt := range map[string]int{"once": 1, "twice": 2, "raced": 1} {
+		got, err := b.Get(ctx, topic, id)
+		if err != nil || got.State != domain.StateAcked || got.Attempt != attempt {
+			t.Errorf("%s after the acks: %+v, %v; want acked after %d deliveries", id, got, err, attempt)
+		}
+	}
+	info, err := a.Topic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Counts != (domain.TopicCounts{}) {
+		t.Errorf("topic counts after the acks: %+v, want none left", info.Counts)
 	}
 }

@@ -16,7 +16,6 @@
 //   - Records handed out are deep copies; inputs are copied too.
 //   - No headers (nil or empty map) and no payload (nil or empty) are kept
 //     and returned as nil.
-//   - Receipts are Token + "-" + Deliveries.
 //   - Max (and DeadList's Limit) <= 0 means none.
 //   - Ties when Max cuts LeaseExpire, DeadReplay, DeadDelete or DedupPurge
 //     short go by Seq: (LeaseUntil, Seq), (DeadAt, Seq), (AckedAt, Seq).
@@ -492,8 +491,7 @@ func (s *Store) ackLocked(topic, id, receipt string, now int64) error {
 	e.rec.State = store.StateAcked
 	e.rec.Payload = nil
 	e.rec.Headers = nil
-	e.rec.Receipt = ""
-	e.rec.LeaseUntil = 0
+	e.rec.LeaseUntil = 0 // the receipt stays: the one that acked
 	e.rec.AckedAt = now
 	e.rec.UpdatedAt = now
 	s.attach(t, e)

@@ -152,18 +152,19 @@ func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, c counts, topic string,
 	if now == 0 && !s.callerNow {
 		ackedAt = s.nowSQL()
 	}
-	tomb := "(?, ?, ?, " + ackedAt + ", ?, ?, ?, ?, ?, ?, ?)"
+	tomb := "(?, ?, ?, " + ackedAt + ", ?, ?, ?, ?, ?, ?, ?, ?)"
 	for i := 0; i < len(done); i += moveChunk {
 		chunk := done[i:min(i+moveChunk, len(done))]
 		del := make([]any, 0, 1+3*len(chunk))
-		ins := make([]any, 0, 11*len(chunk))
+		ins := make([]any, 0, 12*len(chunk))
 		for _, r := range chunk {
 			del = append(del, []byte(r.ID), r.LeaseUntil, r.Seq)
 			ins = append(ins, r.Topic, r.ID, r.Seq)
 			if ackedAt == "?" {
 				ins = append(ins, now)
 			}
-			ins = append(ins, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority)
+			// The receipt that acks it (r's, which the item's equals).
+			ins = append(ins, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority, r.Receipt)
 			c.add(topic, store.StateInflight, -1)
 			c.add(topic, store.StateAcked, 1)
 		}
@@ -173,7 +174,7 @@ func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, c counts, topic string,
 			"LEFT JOIN "+s.t("q_inflight")+" q ON q.lease_until = k.lease_until AND q.seq = k.seq", append(del, []byte(topic))...); err != nil {
 			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" (topic, id, seq, acked_at, due, created, deliveries, failures, max_attempts, last_error, priority) VALUES "+strings.TrimSuffix(strings.Repeat(tomb+", ", len(chunk)), ", "), ins...); err != nil { // #nosec G202 -- as above, and the clock's expression (nowSQL: fixed text or an integer)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" (topic, id, seq, acked_at, due, created, deliveries, failures, max_attempts, last_error, priority, receipt) VALUES "+strings.TrimSuffix(strings.Repeat(tomb+", ", len(chunk)), ", "), ins...); err != nil { // #nosec G202 -- as above, and the clock's expression (nowSQL: fixed text or an integer)
 			return nil, err
 		}
 	}

@@ -55,7 +55,9 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 	return r, nil
 }
 
-const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority"
+// tombCols are a tombstone's columns; receipt (schema 9) is the one that
+// acked it, NULL in a tombstone made before (read as none).
+const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority, receipt"
 
 func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
 	r, err := scanTomb(q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id))
@@ -71,11 +73,11 @@ func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*stor
 func scanTomb(sc scanner) (*store.Record, error) {
 	r := &store.Record{State: store.StateAcked}
 	var t, i, headers []byte
-	var lastErr sql.NullString
-	if err := sc.Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority); err != nil {
+	var lastErr, receipt sql.NullString
+	if err := sc.Scan(&t, &i, &r.Seq, &r.AckedAt, &headers, &r.DueAt, &r.CreatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &r.Priority, &receipt); err != nil {
 		return nil, err
 	}
-	r.Topic, r.ID, r.LastError, r.UpdatedAt = string(t), string(i), lastErr.String, r.AckedAt
+	r.Topic, r.ID, r.LastError, r.Receipt, r.UpdatedAt = string(t), string(i), lastErr.String, receipt.String, r.AckedAt
 	return r, nil
 }
 
@@ -680,8 +682,8 @@ func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receip
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id = ?", topic, id); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
-		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" ("+tombCols+") VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		topic, id, r.Seq, now, r.DueAt, r.CreatedAt, r.Deliveries, r.Failures, r.MaxAttempts, nullStr(r.LastError), r.Priority, receipt); err != nil {
 		return err
 	}
 	c.add(topic, store.StateInflight, -1)

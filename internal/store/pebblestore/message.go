@@ -384,13 +384,13 @@ func checkLease(r *store.Record, receipt string) error {
 }
 
 // ackedRecord is r as an acked tombstone: payload and headers dropped,
-// lease cleared.
+// lease end cleared, its receipt kept (a retried ack is answered ok).
 func ackedRecord(r *store.Record, now int64) *store.Record {
 	nw := *r
 	nw.State, nw.AckedAt, nw.UpdatedAt = store.StateAcked, now, now
 	// gofail: var pebbleDedupRecord bool
 	// if pebbleDedupRecord { go func() { panic("gofail: pebbleDedupRecord") }(); select {} }
-	nw.Payload, nw.Headers, nw.Receipt, nw.LeaseUntil = nil, nil, "", 0
+	nw.Payload, nw.Headers, nw.LeaseUntil = nil, nil, 0 // the receipt that acked stays
 	return &nw
 }
 

@@ -49,7 +49,9 @@
 //	             small tables, which autovacuum visits often (scale factor
 //	             0.01, no cost delay).
 //	tombstone    acked messages, without payload or headers, kept for the
-//	             dedup window, indexed by (acked_at, seq). An ack moves a
+//	             dedup window, indexed by (acked_at, seq), with the receipt
+//	             that acked them (migrations/0011_tombstone_receipt.sql;
+//	             none on older tombstones). An ack moves a
 //	             message here, so message holds live messages only; the
 //	             table fills in ack order and is purged oldest first, in
 //	             batches (DedupPurge), so vacuum hands its pages back to

@@ -54,3 +54,9 @@ func TestPauseShared(t *testing.T) {
 func TestGroupedWrites(t *testing.T) {
 	enginetest.RunGroupedWrites(t, deployment(t))
 }
+
+// TestAckRetried: an ack retried after it was done, through either of two
+// engines, is answered ok; a stale receipt is still a conflict.
+func TestAckRetried(t *testing.T) {
+	enginetest.RunAckRetried(t, deployment(t))
+}

@@ -95,7 +95,11 @@ func decodeHeaders(b []byte) (map[string]string, error) {
 // old servers wrote them. Then headers (uint32 length + encodeHeaders
 // bytes), and the payload as the rest. One slot t serves three times
 // because the contract keeps LeaseUntil, DeadAt and AckedAt zero outside
-// their state.
+// their state. Receipt is empty except in an inflight record and in an
+// acked tombstone, which keeps the receipt that acked it (the receipt's
+// bytes, ~18 for an engine receipt, are its only cost: a tombstone has no
+// area, headers or payload). A tombstone not made by an ack, or written
+// before acks kept the receipt, holds an empty one and reads as such.
 //
 // Everything a lease, an extension, a nack or a lease expiry changes is
 // in the header and the area, so when the new Receipt and LastError fit
@@ -220,7 +224,7 @@ func decodeBlob(topic, id string, v any) (*store.Record, error) {
 	case store.StateDead:
 		rec.DeadAt = t
 	case store.StateAcked:
-		rec.AckedAt = t
+		rec.AckedAt = t // Receipt: the one that acked it, or "" (see recHeader)
 	case store.StateScheduled, store.StateReady:
 	default:
 		return nil, fmt.Errorf("redisstore: record %s/%s: state %d: %w", topic, id, rec.State, store.ErrCorrupt)

@@ -97,8 +97,9 @@
 // header and the receipt area (SETRANGE of the record's first ~100
 // bytes) whenever the new receipt and last error fit the area, and
 // otherwise the whole record once, with a larger area; an ack writes a
-// small tombstone from the record's first bytes (GETRANGE), never reading
-// the payload. The scripts that answer the record still read it whole
+// small tombstone (the header, the receipt that acked it and the last
+// error) from the record's first bytes (GETRANGE), never reading the
+// payload. The scripts that answer the record still read it whole
 // (GET): the caller gets the payload. Records written by format-2 builds
 // (no area; formatVersion) are read as they are and rewritten whole, in
 // the current layout, by their first such change.

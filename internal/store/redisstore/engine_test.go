@@ -169,3 +169,10 @@ func TestGroupedWrites(t *testing.T) {
 	t.Parallel()
 	enginetest.RunGroupedWrites(t, deployment(t))
 }
+
+// TestAckRetried: an ack retried after it was done, through either of two
+// engines, is answered ok; a stale receipt is still a conflict.
+func TestAckRetried(t *testing.T) {
+	t.Parallel()
+	enginetest.RunAckRetried(t, deployment(t))
+}

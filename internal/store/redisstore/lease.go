@@ -214,8 +214,10 @@ func (f *partFailures) fail(i int, err error) {
 func (f *partFailures) any() bool { return f.first != nil }
 
 // ackScript acknowledges inflight messages whose receipt matches: each
-// becomes an acked tombstone (payload and headers dropped) indexed by
-// AckedAt for DedupPurge.
+// becomes an acked tombstone (payload and headers dropped, the receipt
+// that acked it kept, so the engine can tell a retried ack from a stale
+// one) indexed by AckedAt for DedupPurge. A second ack is still a
+// conflict: the tombstone is not inflight.
 //
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix
 //	ARGV[3] n, then n pairs: id, receipt
@@ -232,7 +234,7 @@ for i = 0, tonumber(ARGV[3]) - 1 do
     local m = member(r, id)
     redis.call('ZREM', IDX[3], m)
     redis.call('ZADD', IDX[5], NOW_S, m)
-    r.st, r.t, r.uat, r.rcpt, r.h, r.p = 5, NOW, NOW, '', '', ''
+    r.st, r.t, r.uat, r.h, r.p = 5, NOW, NOW, '', ''
     save(k, r)
   end
   out[#out+1] = code

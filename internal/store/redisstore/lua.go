@@ -89,6 +89,8 @@ local function idof(m) return string.sub(m, string.byte(m) - 46) end
 -- padding; without LAY (records written before the area existed) rcpt and
 -- err follow unpadded. Then h (length-prefixed) and the payload. t is
 -- LeaseUntil when inflight, DeadAt when dead, AckedAt when acked, else 0.
+-- rcpt is '' except when inflight and in an acked tombstone (the receipt
+-- that acked it; '' in tombstones written before, or not by an ack).
 local HDR = '>BI3I6i6i6i6i6i4i4i4'
 local AREAF = '>I2c0I4c0'
 local PRI, LAY = 128, 64

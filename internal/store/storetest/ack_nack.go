@@ -19,7 +19,7 @@ func testAck(h *harness) {
 	noErr(t, "ack", h.ack("t", "a", l.Receipt, now+5))
 	want := *l
 	want.State, want.Payload, want.Headers = store.StateAcked, nil, nil
-	want.Receipt, want.LeaseUntil = "", 0
+	want.LeaseUntil = 0 // the receipt that acked stays
 	want.AckedAt, want.UpdatedAt = now+5, now+5
 	Equal(t, &want, h.get("t", "a"))
 	if want.Failures != 1 || want.Deliveries != 2 || want.LastError != "first try failed" {
@@ -64,9 +64,12 @@ func testAckMany(h *harness) {
 			t.Errorf("item %d (%s): want %v, got %v", i, items[i].ID, want[i], errs[i])
 		}
 	}
-	for _, id := range []string{"a", "c"} {
-		if g := h.get("t", id); g.State != store.StateAcked || g.AckedAt != now+1 {
-			t.Errorf("%s after AckMany: %s", id, fmtRec(g))
+	for i, id := range []string{"a", "b", "c"} {
+		if id == "b" {
+			continue
+		}
+		if g := h.get("t", id); g.State != store.StateAcked || g.AckedAt != now+1 || g.Receipt != rs[i].Receipt || g.LeaseUntil != 0 {
+			t.Errorf("%s after AckMany: %s; want acked, its receipt %q kept", id, fmtRec(g), rs[i].Receipt)
 		}
 	}
 	Equal(t, rs[1], h.get("t", "b"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
@@ -139,7 +140,8 @@ func (h *harness) token() string {
 
 func (h *harness) lease(topic string, now int64, max int, until int64) []*store.Record {
 	h.t.Helper()
-	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: max, LeaseFor: until - now, Token: h.token()})
+	token := h.token()
+	recs, err := h.s.MessageLease(h.ctx, &store.MessageLeaseParams{Topic: topic, Now: now, Max: max, LeaseFor: until - now, Token: token})
 	if err != nil {
 		h.t.Fatalf("MessageLease(%s): %v", topic, err)
 	}
@@ -147,8 +149,12 @@ func (h *harness) lease(topic string, now int64, max int, until int64) []*store.
 		h.t.Fatalf("MessageLease(%s, max=%d): %d records", topic, max, len(recs))
 	}
 	for _, r := range recs {
-		if r.State != store.StateInflight || r.Receipt == "" || r.LeaseUntil != until || r.UpdatedAt != now {
-			h.t.Errorf("leased record not inflight with receipt, LeaseUntil %d, UpdatedAt %d: %s", until, now, fmtRec(r))
+		if r.State != store.StateInflight || r.LeaseUntil != until || r.UpdatedAt != now {
+			h.t.Errorf("leased record not inflight with LeaseUntil %d, UpdatedAt %d: %s", until, now, fmtRec(r))
+		}
+		// The engine reads the delivery back from the receipt (a retried ack).
+		if want := token + "-" + strconv.Itoa(int(r.Deliveries)); r.Receipt != want {
+			h.t.Errorf("leased record's receipt %q, want the token and its delivery %q: %s", r.Receipt, want, fmtRec(r))
 		}
 	}
 	return recs

@@ -24,7 +24,9 @@ import (
 //
 // The model is exact about statuses: a send of a known id (in any state,
 // acked and dead included) is a duplicate; ack, nack and extend with any
-// receipt but the current one are 409, on an absent id 404; cancel of an
+// receipt but the current one are 409, on an absent id 404, except an ack
+// repeated with the receipt that acked the message (a client retrying
+// after a lost answer), which is 200 and changes nothing; cancel of an
 // acked or dead message is 409, of an absent one 404.
 
 // LinKind is an operation on one message.
@@ -154,8 +156,8 @@ func QueueModel(maxAttempts int) porcupine.Model {
 		},
 		DescribeState: func(state interface{}) string {
 			s := state.(linState)
-			if s.Phase == inflight {
-				return fmt.Sprintf("inflight(%s) failures=%d", s.Receipt, s.Failures)
+			if s.Phase == inflight || s.Phase == acked {
+				return fmt.Sprintf("%s(%s) failures=%d", s.Phase, s.Receipt, s.Failures)
 			}
 			return fmt.Sprintf("%s failures=%d", s.Phase, s.Failures)
 		},
@@ -178,7 +180,7 @@ func success(s linState, in LinInput, maxAttempts int) (linState, bool) {
 		}
 	case LinAck:
 		if s.Phase == inflight && s.Receipt == in.Receipt {
-			return linState{Phase: acked, Failures: s.Failures}, true
+			return linState{Phase: acked, Receipt: in.Receipt, Failures: s.Failures}, true
 		}
 	case LinNack:
 		if s.Phase == inflight && s.Receipt == in.Receipt {
@@ -223,12 +225,14 @@ func step(s linState, in LinInput, out LinOutput, maxAttempts int) (linState, bo
 		switch {
 		case s.Phase == absent:
 			return s, out.Status == 404
+		case s.Phase == acked && in.Kind == LinAck && s.Receipt == in.Receipt:
+			return s, out.Status == 200
 		case s.Phase != inflight || s.Receipt != in.Receipt:
 			return s, out.Status == 409
 		case out.Status != 200:
 			return s, false
 		case in.Kind == LinAck:
-			return linState{Phase: acked, Failures: s.Failures}, true
+			return linState{Phase: acked, Receipt: in.Receipt, Failures: s.Failures}, true
 		case in.Kind == LinNack:
 			n := nacked(s, maxAttempts)
 			return n, out.State == n.Phase.String()

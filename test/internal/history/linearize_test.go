@@ -37,7 +37,9 @@ func TestLinearizableHistoriesPass(t *testing.T) {
 		"send-lease-ack-then-dedup": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
 			op(LinExtend, "a", "r1", ok), op(LinAck, "a", "r1", ok),
-			op(LinAck, "a", "r1", conflict), op(LinSend, "a", "", duplicate), op(LinCancel, "a", "", conflict)),
+			op(LinAck, "a", "r1", ok), // retried: done, not a conflict
+			op(LinAck, "a", "r0", conflict), op(LinNack, "a", "r1", conflict), op(LinExtend, "a", "r1", conflict),
+			op(LinSend, "a", "", duplicate), op(LinCancel, "a", "", conflict)),
 		"nack-to-dead-at-max": seqOps(
 			op(LinSend, "a", "", created),
 			op(LinLease, "a", "", leased("r1")), op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
@@ -57,7 +59,7 @@ func TestLinearizableHistoriesPass(t *testing.T) {
 		// An ack whose answer was lost may have taken effect.
 		"unknown-ack": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
-			op(LinAck, "a", "r1", LinOutput{Unknown: true}), op(LinAck, "a", "r1", conflict)),
+			op(LinAck, "a", "r1", LinOutput{Unknown: true}), op(LinAck, "a", "r1", ok)),
 	}
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,6 +80,10 @@ func TestNonLinearizableHistoriesFail(t *testing.T) {
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
 			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
 			op(LinLease, "a", "", leased("r2")), op(LinAck, "a", "r1", ok)),
+		// A retried ack must be answered as the first was.
+		"retried-ack-conflict": seqOps(
+			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
+			op(LinAck, "a", "r1", ok), op(LinAck, "a", "r1", conflict)),
 		"extend-after-ack": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
 			op(LinAck, "a", "r1", ok), op(LinExtend, "a", "r1", ok)),

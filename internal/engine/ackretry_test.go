@@ -1,0 +1,70 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/delayq/delayq/internal/domain"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/engine/enginetest"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/memstore"
+	"github.com/delayq/delayq/internal/store/pebblestore"
+)
+
+// TestAckRetried: an ack retried after it was done is answered ok, a
+// stale receipt is still a conflict — on the stores one server opens.
+func TestAckRetried(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) store.Store{
+		"memstore": func(*testing.T) store.Store { return memstore.New() },
+		"pebble": func(t *testing.T) store.Store {
+			st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := enginetest.Open(t, open(t), engine.Config{})
+			enginetest.AckRetried(t, e, e)
+		})
+	}
+}
+
+// TestAckRetriedNotCountedAgain: a retried ack answers ok without a
+// second "acked" event or count (metrics, webhooks and the dashboard would
+// count the message twice).
+func TestAckRetriedNotCountedAgain(t *testing.T) {
+	ctx := context.Background()
+	var l eventLog
+	e, err := engine.Open(ctx, engine.Config{Store: memstore.New(), Subscriptions: []engine.Subscription{
+		{Kinds: engine.Mask(engine.EventAcked, engine.EventMessageAcked), Handle: l.handle},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if _, err := e.SendBatch(ctx, "t", []domain.SendRequest{{ID: "x"}, {ID: "y"}}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := e.Lease(ctx, "t", domain.LeaseRequest{Max: 2})
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("lease: %v %v", ms, err)
+	}
+	if err := e.Ack(ctx, "t", "x", ms[0].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ack(ctx, "t", "x", ms[0].Receipt); err != nil {
+		t.Fatalf("retried ack: %v", err)
+	}
+	errs, err := e.AckBatch(ctx, "t", []domain.AckRequest{{ID: "x", Receipt: ms[0].Receipt}, {ID: "y", Receipt: ms[1].Receipt}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("batch with a retried ack: %v %v", errs, err)
+	}
+	want := []string{ev(engine.EventAcked, "t n=1"), ev(engine.EventMessageAcked, "t x"), ev(engine.EventMessageAcked, "t y batch"), ev(engine.EventAcked, "t n=1")}
+	if got := l.take(); !slices.Equal(got, want) {
+		t.Errorf("events\n%q\nwant\n%q", got, want)
+	}
+}
