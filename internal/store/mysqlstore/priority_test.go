@@ -2,7 +2,6 @@ package mysqlstore_test
 
 import (
 	"database/sql"
-	"os"
 	"strings"
 	"testing"
 
@@ -24,24 +23,7 @@ func TestUpgradeToPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	stmts := []string{"CREATE TABLE `" + prefix + "schema_version` (version INT NOT NULL PRIMARY KEY, applied TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"}
-	for v, f := range []string{"0001_init", "0002_send"} {
-		b, err := os.ReadFile("migrations/" + f + ".sql")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range strings.Split(string(b), "\n--;\n") {
-			if st = strings.TrimSpace(strings.ReplaceAll(st, "{{p}}", prefix)); st != "" {
-				stmts = append(stmts, st)
-			}
-		}
-		stmts = append(stmts, "INSERT INTO `"+prefix+"schema_version` (version) VALUES ("+string(rune('1'+v))+")")
-	}
-	for _, st := range stmts {
-		if _, err := db.Exec(st); err != nil {
-			t.Fatalf("schema 2: %.80s: %v", st, err)
-		}
-	}
+	makeSchema(t, db, prefix, 2)
 	// Sent on schema 2: old-b (no delay) after old-a.
 	for _, id := range []string{"old-a", "old-b"} {
 		if _, err := db.Exec("CALL `"+prefix+"send`('t', ?, 'x', 0, 0, @i, @d, @u)", id); err != nil {
@@ -49,19 +31,7 @@ func TestUpgradeToPriority(t *testing.T) {
 		}
 	}
 
-	for round := range 2 {
-		if round == 1 {
-			// As if the migration stopped before writing its version: it
-			// runs again over the columns and index it already made.
-			if _, err := db.Exec("DELETE FROM `" + prefix + "schema_version` WHERE version >= 3"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		from, to, err := mysqlstore.Migrate(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
-		if err != nil || from != 2 || to != mysqlstore.SchemaVersion() || to < 3 {
-			t.Fatalf("round %d: Migrate %d -> %d, %v; SchemaVersion %d", round, from, to, err, mysqlstore.SchemaVersion())
-		}
-	}
+	migrateTwice(t, db, srv, prefix, 2)
 	s, err := mysqlstore.Open(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix, Timeout: suiteTimeout})
 	if err != nil {
 		t.Fatal(err)

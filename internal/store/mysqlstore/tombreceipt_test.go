@@ -3,11 +3,6 @@ package mysqlstore_test
 import (
 	"database/sql"
 	"errors"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
@@ -33,55 +28,13 @@ func TestUpgradeTombstoneReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	files, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	stmts := []string{"CREATE TABLE `" + prefix + "schema_version` (version INT NOT NULL PRIMARY KEY, applied TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"}
-	for _, f := range files {
-		num, _, _ := strings.Cut(filepath.Base(f), "_")
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v > 8 {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range strings.Split(string(b), "\n--;\n") {
-			if st = strings.TrimSpace(strings.ReplaceAll(st, "{{p}}", prefix)); st != "" {
-				stmts = append(stmts, st)
-			}
-		}
-		stmts = append(stmts, "INSERT INTO `"+prefix+"schema_version` (version) VALUES ("+num+")")
-	}
-	for _, st := range stmts {
-		if _, err := db.Exec(st); err != nil {
-			t.Fatalf("schema 8: %.80s: %v", st, err)
-		}
-	}
+	makeSchema(t, db, prefix, 8)
 	// Acked on schema 8.
 	if _, err := db.Exec("INSERT INTO `"+prefix+"tombstone`"+oldTombInsert, "t", "old", 1, 1_000, 500, 400, 1, 0, 25, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 
-	for round := range 2 {
-		if round == 1 {
-			// As if the migration stopped before writing its version: it
-			// runs again over the column it already added.
-			if _, err := db.Exec("DELETE FROM `" + prefix + "schema_version` WHERE version >= 9"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		from, to, err := mysqlstore.Migrate(ctx, mysqlstore.Options{URL: srv.URL(), Prefix: prefix})
-		if err != nil || from != 8 || to != mysqlstore.SchemaVersion() || to < 9 {
-			t.Fatalf("round %d: Migrate %d -> %d, %v; SchemaVersion %d", round, from, to, err, mysqlstore.SchemaVersion())
-		}
-	}
+	migrateTwice(t, db, srv, prefix, 8)
 	var typ, nullable string
 	if err := db.QueryRow("SELECT column_type, is_nullable FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'receipt'", prefix+"tombstone").Scan(&typ, &nullable); err != nil || typ != "varbinary(255)" || nullable != "YES" {
 		t.Fatalf("%stombstone.receipt: %q nullable %q, %v; want varbinary(255), nullable", prefix, typ, nullable, err)
