@@ -103,7 +103,12 @@ func TestS35LostAnswers(t *testing.T) {
 	l.consume()
 	l.produce(ctx)
 	missing := l.drain(cfg.MaxDelay+30*time.Second, nil)
-	time.Sleep(time.Second) // anything delivered twice shows now
+	// Let the last acks finish their retries (stopping the consumers
+	// cancels them), and anything delivered twice show.
+	for deadline := time.Now().Add(20 * time.Second); l.acksUnfinished() > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	l.stopConsumers()
 	info, rejected := l.ackUncertain()
 	// No kill, no lease running out: no duplicate is allowed.
@@ -130,4 +135,17 @@ func TestS35LostAnswers(t *testing.T) {
 	if !res.Valid() {
 		t.Errorf("guarantees violated: %v", res)
 	}
+}
+
+// acksUnfinished counts deliveries whose ack has not ended, ok or refused.
+func (l *load) acksUnfinished() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, d := range l.deliveries {
+		if d.ackOK < 0 && !d.nacked && !d.ackRejected {
+			n++
+		}
+	}
+	return n
 }
