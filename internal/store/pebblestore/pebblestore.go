@@ -83,6 +83,8 @@ type Store struct {
 	schedMu  sync.Mutex // serialises read-modify-writes of k/ (schedules)
 	purgeMu  sync.Mutex // serialises DedupPurge scans of a/
 	ackedLW  lowWater   // low-water of the global a/ index
+
+	txnBuffers chan *txnBuffers // kept for the next txns (see txnBuffers)
 }
 
 var (
@@ -196,6 +198,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		noSync:  opts.NoSync,
 		ballast: cmp.Or(opts.BallastSize, 32<<20),
 		topics:  make(map[string]*topic),
+
+		txnBuffers: make(chan *txnBuffers, keptTxnBuffers),
 	}
 	if err := s.fs.MkdirAll(dir, 0o750); err != nil { // not world-readable: it holds every payload
 		return nil, fmt.Errorf("pebblestore: create %s: %w: %w", dir, store.ErrUnavailable, err)

@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"bytes"
 	"slices"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/delayq/delayq/internal/store"
@@ -31,10 +32,12 @@ type txn struct {
 	// the batch copies it.
 	keys []byte
 	// ops are the writes other than bodies, kept (copied into arena) for
-	// apply to add to the batch in key order; see set.
-	ops   []txnOp
-	arena []byte
-	sized int // newTxnSized's estimate (0: newTxn)
+	// apply to add to the batch in key order; see set. sorted is
+	// flushOps' room to order them in.
+	ops    []txnOp
+	sorted []txnOp
+	arena  []byte
+	sized  int // newTxnSized's estimate (0: newTxn)
 	// Records read in the combined layout of formats 1 and 2 (nil until
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
@@ -69,7 +72,11 @@ type lowKey struct {
 	key []byte
 }
 
-func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
+func (s *Store) newTxn() *txn {
+	x := &txn{s: s, b: s.db.NewBatch()}
+	x.takeBuffers()
+	return x
+}
 
 // newTxnSized starts a txn whose batch has room for about size bytes.
 // A batch starts at 1 KiB and doubles as it fills, copying itself each
@@ -81,7 +88,57 @@ func (s *Store) newTxn() *txn { return &txn{s: s, b: s.db.NewBatch()} }
 // small estimates the part of it that is not bodies (see set): the
 // arena that holds those writes until apply starts at that size.
 func (s *Store) newTxnSized(size, small int) *txn {
-	return &txn{s: s, b: s.db.NewBatchWithSize(size), sized: size, arena: make([]byte, 0, small)}
+	x := &txn{s: s, b: s.db.NewBatchWithSize(size), sized: size}
+	if !x.takeBuffers() || cap(x.arena) < small {
+		x.arena = make([]byte, 0, small)
+	}
+	return x
+}
+
+// txnBuffers are a txn's scratch slices, which hold its writes only until
+// flushOps has copied them into the batch. A store keeps a few for the
+// next txns: allocated anew, they were half the bytes a batched drain
+// allocated (the ops slice of a 100-message lease alone grows to 28 KiB),
+// and a sync.Pool would not keep them, since it empties within two of the
+// GCs a busy server runs many times a second.
+type txnBuffers struct {
+	ops, sorted   []txnOp
+	arena         []byte
+	keys, scratch []byte
+}
+
+const (
+	keptTxnBuffers = 8       // about the txns that run at once
+	keptBufferMax  = 1 << 20 // larger buffers (a huge batch's) go to GC
+)
+
+// takeBuffers gives x a kept set of buffers, if there is one.
+func (x *txn) takeBuffers() bool {
+	select {
+	case b := <-x.s.txnBuffers:
+		x.ops, x.sorted, x.arena, x.keys, x.scratch = b.ops, b.sorted, b.arena, b.keys, b.scratch
+		return true
+	default:
+		return false
+	}
+}
+
+// keepBuffers hands x's buffers to the store for a later txn; x writes
+// nothing more (flushOps has run). Nothing else points into them: the
+// batch copied every key and value, and the keys the topic and acked
+// marks keep are allocated apart (entryOf).
+func (x *txn) keepBuffers() {
+	b := &txnBuffers{ops: x.ops[:0], sorted: x.sorted[:0], arena: x.arena[:0], keys: x.keys[:0], scratch: x.scratch[:0]}
+	x.ops, x.sorted, x.arena, x.keys, x.scratch = nil, nil, nil, nil, nil
+	if cap(b.arena) > keptBufferMax || cap(b.scratch) > keptBufferMax || cap(b.ops)*int(unsafe.Sizeof(txnOp{})) > keptBufferMax {
+		return
+	}
+	clear(b.ops[:cap(b.ops)]) // drop the pointers into arenas GC may free
+	clear(b.sorted[:cap(b.sorted)])
+	select {
+	case x.s.txnBuffers <- b:
+	default:
+	}
 }
 
 // sizedHook, when set (tests), is called by apply with a sized txn's
@@ -294,7 +351,8 @@ func (x *txn) flushOps() {
 			at[c] += at[c-1]
 		}
 		start := at
-		out := make([]txnOp, len(ops))
+		out := slices.Grow(x.sorted[:0], len(ops))[:len(ops)]
+		x.sorted = out
 		for _, o := range ops {
 			c := firstByte(o.key)
 			out[at[c]] = o
@@ -347,6 +405,7 @@ func (x *txn) apply(durable bool) error {
 		}
 	}
 	x.flushOps()
+	x.keepBuffers()
 	if x.b.Empty() {
 		return nil
 	}
