@@ -84,7 +84,7 @@ type Store struct {
 	purgeMu  sync.Mutex // serialises DedupPurge scans of a/
 	ackedLW  lowWater   // low-water of the global a/ index
 
-	txnBuffers chan *txnBuffers // kept for the next txns (see txnBuffers)
+	txnBuffers chan txnBuffers // kept for the next txns (see txnBuffers)
 }
 
 var (
@@ -199,7 +199,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		ballast: cmp.Or(opts.BallastSize, 32<<20),
 		topics:  make(map[string]*topic),
 
-		txnBuffers: make(chan *txnBuffers, keptTxnBuffers),
+		txnBuffers: make(chan txnBuffers, keptTxnBuffers),
 	}
 	if err := s.fs.MkdirAll(dir, 0o750); err != nil { // not world-readable: it holds every payload
 		return nil, fmt.Errorf("pebblestore: create %s: %w: %w", dir, store.ErrUnavailable, err)

@@ -26,18 +26,8 @@ type txn struct {
 	// batch outside it), apply always runs under it.
 	lows    []lowKey
 	applied bool
-	// scratch holds a record's encoding until the batch copies it.
-	scratch []byte
-	// keys holds a key put writes but does not keep (see entryIn) until
-	// the batch copies it.
-	keys []byte
-	// ops are the writes other than bodies, kept (copied into arena) for
-	// apply to add to the batch in key order; see set. sorted is
-	// flushOps' room to order them in.
-	ops    []txnOp
-	sorted []txnOp
-	arena  []byte
-	sized  int // newTxnSized's estimate (0: newTxn)
+	txnBuffers
+	sized int // newTxnSized's estimate (0: newTxn)
 	// Records read in the combined layout of formats 1 and 2 (nil until
 	// one is read): put writes the body of their new state, which the
 	// records read split never need.
@@ -102,9 +92,16 @@ func (s *Store) newTxnSized(size, small int) *txn {
 // and a sync.Pool would not keep them, since it empties within two of the
 // GCs a busy server runs many times a second.
 type txnBuffers struct {
-	ops, sorted   []txnOp
-	arena         []byte
-	keys, scratch []byte
+	// ops are the writes other than bodies, kept (copied into arena) for
+	// apply to add to the batch in key order; see set. sorted is
+	// flushOps' room to order them in.
+	ops, sorted []txnOp
+	arena       []byte
+	// keys holds a key put writes but does not keep (see entryIn) until
+	// the batch copies it.
+	keys []byte
+	// scratch holds a record's encoding until the batch copies it.
+	scratch []byte
 }
 
 const (
@@ -115,8 +112,7 @@ const (
 // takeBuffers gives x a kept set of buffers, if there is one.
 func (x *txn) takeBuffers() bool {
 	select {
-	case b := <-x.s.txnBuffers:
-		x.ops, x.sorted, x.arena, x.keys, x.scratch = b.ops, b.sorted, b.arena, b.keys, b.scratch
+	case x.txnBuffers = <-x.s.txnBuffers:
 		return true
 	default:
 		return false
@@ -124,17 +120,17 @@ func (x *txn) takeBuffers() bool {
 }
 
 // keepBuffers hands x's buffers to the store for a later txn; x writes
-// nothing more (flushOps has run). Nothing else points into them: the
-// batch copied every key and value, and the keys the topic and acked
-// marks keep are allocated apart (entryOf).
+// nothing more (flushOps has run, and left no pointers into arenas in
+// ops or sorted). Nothing else points into them: the batch copied every
+// key and value, and the keys the topic and acked marks keep are
+// allocated apart (entryOf).
 func (x *txn) keepBuffers() {
-	b := &txnBuffers{ops: x.ops[:0], sorted: x.sorted[:0], arena: x.arena[:0], keys: x.keys[:0], scratch: x.scratch[:0]}
-	x.ops, x.sorted, x.arena, x.keys, x.scratch = nil, nil, nil, nil, nil
+	b := x.txnBuffers
+	x.txnBuffers = txnBuffers{}
 	if cap(b.arena) > keptBufferMax || cap(b.scratch) > keptBufferMax || cap(b.ops)*int(unsafe.Sizeof(txnOp{})) > keptBufferMax {
 		return
 	}
-	clear(b.ops[:cap(b.ops)]) // drop the pointers into arenas GC may free
-	clear(b.sorted[:cap(b.sorted)])
+	b.ops, b.sorted, b.arena, b.keys, b.scratch = b.ops[:0], b.sorted[:0], b.arena[:0], b.keys[:0], b.scratch[:0]
 	select {
 	case x.s.txnBuffers <- b:
 	default:
@@ -379,7 +375,11 @@ func (x *txn) flushOps() {
 			_ = x.b.Merge(o.key, o.value, nil)
 		}
 	}
-	x.ops, x.arena = x.ops[:0], x.arena[:0]
+	// Cleared so that kept buffers hold no pointers into arenas GC may
+	// free: past len, ops and sorted are always zero.
+	clear(x.ops)
+	clear(x.sorted)
+	x.ops, x.sorted, x.arena = x.ops[:0], x.sorted[:0], x.arena[:0]
 }
 
 func firstByte(k []byte) byte {
