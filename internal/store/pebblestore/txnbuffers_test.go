@@ -22,9 +22,9 @@ func TestTxnBuffersKeptAndReused(t *testing.T) {
 	defer s.Close()
 	const producers, perProducer = 4, 300
 	payloadOf := func(id string) []byte { return bytes.Repeat([]byte(id), 1+len(id)%7) }
-	var wg sync.WaitGroup
+	var producing, wg sync.WaitGroup
 	for p := range producers {
-		wg.Go(func() {
+		producing.Go(func() {
 			for i := 0; i < perProducer; {
 				n := min(1+i%37, perProducer-i)
 				ms := make([]store.InsertMessage, n)
@@ -40,21 +40,27 @@ func TestTxnBuffersKeptAndReused(t *testing.T) {
 			}
 		})
 	}
+	produced := make(chan struct{})
+	go func() { producing.Wait(); close(produced) }()
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	for c := range 4 {
 		wg.Go(func() {
-			for idle := 0; idle < 50; {
+			for {
+				// Read before the lease: a lease that finds nothing after
+				// every insert has returned means the topic is drained.
+				done := isClosed(produced)
 				recs, err := s.MessageLeaseDue(ctx, &store.MessageLeaseParams{Topic: "t", Now: 10, Max: 1 + c*30, LeaseFor: 1e9, Token: fmt.Sprint("c", c)})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				if len(recs) == 0 {
-					idle++
+					if done {
+						return
+					}
 					continue
 				}
-				idle = 0
 				items := make([]store.AckItem, len(recs))
 				mu.Lock()
 				for i, r := range recs {
@@ -82,6 +88,7 @@ func TestTxnBuffersKeptAndReused(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	producing.Wait()
 	if len(seen) != producers*perProducer {
 		t.Fatalf("%d messages leased, want %d", len(seen), producers*perProducer)
 	}
@@ -100,4 +107,13 @@ func TestTxnBuffersKeptAndReused(t *testing.T) {
 		}
 	}
 	mustVerify(t, s)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
