@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -175,7 +177,9 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	var sts []int32
 	var recs []*store.Record
 	for try := 1; ; try++ {
-		sts, recs, err = s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11)",
+		// p_echo false: a new message is answered without its headers and
+		// payload, taken from p below instead of read back (schema 12).
+		sts, recs, err = s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11, false)",
 			s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
 		// The call is its own transaction, rolled back whole on a deadlock
 		// (40P01: the narrow race of concurrent batches sharing ids, see
@@ -196,6 +200,7 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	for i, r := range recs {
 		out[i] = store.InsertResult{Record: r, Duplicate: sts[i] == statusDuplicate}
 		if sts[i] == statusOK {
+			r.Payload, r.Headers = sentPayload(p.Messages[i].Payload), sentHeaders(p.Messages[i].Headers)
 			if d := store.NotifyDue(r); earliest < 0 || d < earliest {
 				earliest, now = d, r.CreatedAt
 			}
@@ -205,6 +210,24 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		s.notifySoon(ctx, p.Topic, earliest, now)
 	}
 	return out, nil
+}
+
+// sentPayload is a new message's payload as the store answers it: a copy
+// of what was sent (the caller may reuse its buffer), nil when empty,
+// as read back from the payload column (NULL when empty).
+func sentPayload(p []byte) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	return bytes.Clone(p)
+}
+
+// sentHeaders is sentPayload for headers (NULL when empty).
+func sentHeaders(h map[string]string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	return maps.Clone(h)
 }
 
 // MessageGet implements store.Store.
