@@ -7,10 +7,9 @@
 -- the request), so version 12 adds op_insert with a 13th argument,
 -- p_echo: false answers a new message's record with NULL headers and
 -- payload (rec_sent); a duplicate is answered whole as before (its stored
--- payload may differ from the one sent). Measured beside version 11, same
--- build, 100 messages of 1 KiB per call, 8 callers, over HTTP: about a
--- sixth less CPU in PostgreSQL and in delayq per message, and 13–24 %
--- more messages per second (docs/benchmarks.md).
+-- payload may differ from the one sent). With 1 KiB payloads, 100 per
+-- call, that took about a quarter of the database's CPU off each sent
+-- message (docs/benchmarks.md).
 --
 -- Compatibility: the 12-argument op_insert of version 10 stays as it is
 -- (servers of version 11 keep sending through it until they restart and
