@@ -302,10 +302,10 @@ func cell(m Metric, st Stat, ok bool) string {
 }
 
 // ratio says how many times better a (the first target) is than b, on
-// medians: throughput a/b, latencies and memory b/a. "—" for counts or
-// when either is missing or zero.
+// medians: throughput a/b, latencies and memory b/a. "—" for counts,
+// for context metrics, or when either is missing or zero.
 func ratio(m Metric, a, b Stat) string {
-	if m.Count || a.Runs == 0 || b.Runs == 0 || a.Median <= 0 || b.Median <= 0 {
+	if m.Count || m.Context || a.Runs == 0 || b.Runs == 0 || a.Median <= 0 || b.Median <= 0 {
 		return "—"
 	}
 	x := b.Median / a.Median

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,9 @@ type Metric struct {
 	// Optional metrics are measured only on some targets (server CPU needs
 	// a server process the benchmark started).
 	Optional bool `json:"optional,omitempty"`
+	// Context metrics describe the machine during the run, not the
+	// target (the hiccup meter): no ratio between targets.
+	Context bool `json:"context,omitempty"`
 }
 
 // cpuMetric is the CPU time the server processes spent per message of the
@@ -59,19 +63,19 @@ func MetricsOf(scenario string) []Metric {
 			cpuMetric,
 		}
 	case ScenarioLateness:
-		return append(append([]Metric{}, latenessMetrics...),
-			Metric{Key: "sent_late", Label: "accepted after due (fill too slow)", Count: true}, cpuMetric)
+		return slices.Concat(latenessMetrics,
+			[]Metric{{Key: "sent_late", Label: "accepted after due (fill too slow)", Count: true}}, hiccupMetrics, []Metric{cpuMetric})
 	case ScenarioMixed:
-		return append(append([]Metric{
+		return slices.Concat([]Metric{
 			{Key: "send_msgs_per_s", Label: "send throughput achieved", Unit: "msgs/s", Higher: true},
 			{Key: "checked", Label: "messages due in window", Count: true},
-		}, latenessMetrics...), cpuMetric)
+		}, latenessMetrics, hiccupMetrics, []Metric{cpuMetric})
 	case ScenarioPaced, ScenarioBurst:
-		return append(append([]Metric{
+		return slices.Concat([]Metric{
 			{Key: "send_msgs_per_s", Label: "send throughput achieved", Unit: "msgs/s", Higher: true},
 			{Key: "send_call_p99_ms", Label: "send call p99", Unit: "ms"},
 			{Key: "checked", Label: "messages checked", Count: true},
-		}, latenessMetrics...), cpuMetric)
+		}, latenessMetrics, hiccupMetrics, []Metric{cpuMetric})
 	case ScenarioForward:
 		return forwardMetrics
 	case ScenarioPending:
@@ -130,19 +134,32 @@ func runScenario(ctx context.Context, c Config, t Target, p *Progress) (RunResul
 	case ScenarioDrain:
 		return runDrain(ctx, c, t, p)
 	case ScenarioLateness:
-		return runLateness(ctx, c, t, p)
+		return withHiccups(ctx, c, t, p, runLateness)
 	case ScenarioMixed:
-		return runMixed(ctx, c, t, p)
+		return withHiccups(ctx, c, t, p, runMixed)
 	case ScenarioPaced:
-		return runPaced(ctx, c, t, p)
+		return withHiccups(ctx, c, t, p, runPaced)
 	case ScenarioBurst:
-		return runBurst(ctx, c, t, p)
+		return withHiccups(ctx, c, t, p, runBurst)
 	case ScenarioPending:
 		return runPending(ctx, c, t, p)
 	case ScenarioForward:
 		return runForward(ctx, c, t, p)
 	}
 	return RunResult{}, fmt.Errorf("unknown scenario %q", c.Scenario)
+}
+
+// withHiccups runs a lateness scenario with the hiccup meter running
+// beside it.
+func withHiccups(ctx context.Context, c Config, t Target, p *Progress,
+	run func(context.Context, Config, Target, *Progress) (RunResult, error)) (RunResult, error) {
+	m := startHiccupMeter()
+	r, err := run(ctx, c, t, p)
+	h := m.Stop()
+	if err == nil {
+		r.setHiccups(h)
+	}
+	return r, err
 }
 
 // sendPlan sends seqs [0, n) in batches with conc workers. at(i) gives
