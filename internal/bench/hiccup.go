@@ -15,7 +15,8 @@ const hiccupSleep = time.Millisecond
 // the machine (its hypervisor, kernel, or this process's own load) holds
 // a sleeping goroutine back for 10 ms, a message due then is late by as
 // much whatever the queue does. The meter costs about 1,000 wake-ups a
-// second.
+// second: 45 ms of CPU a second on the AMD VM in a process doing nothing
+// else, which an in-process target's CPU per message includes.
 type hiccupMeter struct {
 	hist Histogram
 	stop chan struct{}
