@@ -8,7 +8,7 @@
 -- p_echo: false answers a new message's record with NULL headers and
 -- payload (rec_sent); a duplicate is answered whole as before (its stored
 -- payload may differ from the one sent). With 1 KiB payloads, 100 per
--- call, that took about a quarter of the database's CPU off each sent
+-- call, that took a third to a half of the database's CPU off each sent
 -- message (docs/benchmarks.md).
 --
 -- Compatibility: the 12-argument op_insert of version 10 stays as it is
