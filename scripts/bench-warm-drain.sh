@@ -3,7 +3,7 @@
 # "Where a drained message's CPU goes"): starts BIN serve on a fresh data
 # directory, drains 50,000 1 KiB messages once to warm it (memtables grown,
 # WAL recycled), then three times more, and prints the server's utime+stime
-# per message of each of those (send batches of 100 and lease(100) + batch
+# per message of each of those (send batches of 1,000 and lease(100) + batch
 # ack through a plain net/http + encoding/json client) with the drain rate.
 # Needs peerbench (cd bench/peers && go build -o /tmp/peerbench ./cmd/peerbench).
 # Usage: scripts/bench-warm-drain.sh BIN [PORT] — alternate two builds to

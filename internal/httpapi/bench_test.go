@@ -26,9 +26,15 @@ func BenchmarkSendBatchHandler(b *testing.B) {
 
 // BenchmarkSendBatchHandlerBinary is the shape `delayq bench send` sends:
 // random (so base64) payloads with a deliver_at time.
-func BenchmarkSendBatchHandlerBinary(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	p := make([]byte, 256)
+func BenchmarkSendBatchHandlerBinary(b *testing.B) { benchSendBinary(b, 256) }
+
+// BenchmarkSendBatchHandlerBinary1K: the same with 1 KiB payloads, the
+// shape of the drain measurements (a 140 KB body per call).
+func BenchmarkSendBatchHandlerBinary1K(b *testing.B) { benchSendBinary(b, 1024) }
+
+func benchSendBinary(b *testing.B, size int) {
+	r := rand.New(rand.NewPCG(1, 2)) // #nosec G404 -- benchmark data
+	p := make([]byte, size)
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)
 	benchSendBatchHandler(b, func(i int) string {
 		for j := range p {

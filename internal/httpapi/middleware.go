@@ -25,8 +25,10 @@ type call struct {
 	topic string // validated when the route has {topic}
 	id    string // validated when the route has {id}
 	token *auth.Token
-	body  []byte
-	held  int64 // body bytes charged to the budget, released after the handler
+	// body is reused for another request once the handler has returned
+	// and its answer is written: whatever is kept must be copied out.
+	body []byte
+	held int64 // body bytes charged to the budget, released after the handler
 }
 
 // handlerFunc answers a call: status and a value to write as JSON, or an
@@ -43,7 +45,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			sw.route = rt.pattern
 		}
 		c := &call{w: w, r: r}
-		defer func() { s.budget.release(c.held) }()
+		defer func() { s.budget.release(c.held); putBody(c.body) }()
 		var err error
 		if rt.access != open { // health checks are never rate limited
 			err = s.limitIP(r)

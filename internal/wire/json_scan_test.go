@@ -136,7 +136,7 @@ func randomLeaf(r *rand.Rand, field string) string {
 	case "deliver_at":
 		return `"` + []string{"2030-01-02T15:04:05Z", "2030-01-02T15:04:05.123+02:00", "tomorrow", "0001-01-01T00:00:00Z", "2030-13-01T00:00:00Z"}[r.IntN(5)] + `"`
 	case "payload_base64":
-		return `"` + []string{"eA==", "eA", "!!!", ""}[r.IntN(4)] + `"`
+		return `"` + []string{"eA==", "eA", "!!!", "", "AAECAwQF/w==", "eB==", "3q2+7w=="}[r.IntN(7)] + `"`
 	case "headers":
 		return []string{`{"k":"v"}`, `{"a":"1","b":"2"}`, `{"a":1}`, `{}`, `{"":"v"}`, `{"k":null}`}[r.IntN(6)]
 	}

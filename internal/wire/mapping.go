@@ -332,7 +332,9 @@ func (in *SendRequest) ToDomain() (domain.SendRequest, error) {
 		out.ID = *in.ID
 	}
 	var err error
-	if out.Payload, out.Headers, err = decodeAnyPayload(in.Payload, in.PayloadBase64, in.PayloadJSON, in.Headers); err != nil {
+	if in.fastPayload != nil { // the one form given, decoded (decodeFastPayload)
+		out.Payload = in.fastPayload
+	} else if out.Payload, out.Headers, err = decodeAnyPayload(in.Payload, in.PayloadBase64, in.PayloadJSON, in.Headers); err != nil {
 		return out, err
 	}
 	if out.When, err = toWhen(in.Delay, in.DelayMS, in.DeliverAt); err != nil {

@@ -70,6 +70,13 @@ type SendRequest struct {
 	// Priority: 0 (absent, the most urgent) to 255; lower first among
 	// the topic's due messages.
 	Priority *int `json:"priority,omitempty"`
+
+	// fastPayload is the payload as the server's fast decoder read it
+	// (decodeFastPayload), "payload" or "payload_base64" (as
+	// fastPayloadBase64 says) decoded straight from the body, with
+	// Payload and PayloadBase64 left nil; nil otherwise.
+	fastPayload       []byte
+	fastPayloadBase64 bool
 }
 
 // SendBatchRequest is the body of POST /v1/topics/{topic}/messages:batch.
