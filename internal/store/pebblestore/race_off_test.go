@@ -1,0 +1,5 @@
+//go:build !race
+
+package pebblestore
+
+const raceOn = false
