@@ -104,23 +104,19 @@ func TestBodyBuffersReused(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(bodies))
 	for c := range bodies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j, raw := range bodies[c] {
 				if err := send(b.ts.Client(), raw, (c+j)%2 == 1); err != nil {
-					errs <- err
+					t.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	got := 0
@@ -223,24 +219,20 @@ func TestBodyReadAllocs(t *testing.T) {
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		var wg sync.WaitGroup
-		errs := make(chan error, 8)
 		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range 50 {
 					if err := read(); err != nil {
-						errs <- err
+						t.Error(err)
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		runtime.ReadMemStats(&m1)
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
+		if t.Failed() {
+			t.FailNow()
 		}
 		per := (m1.TotalAlloc - m0.TotalAlloc) / 400
 		t.Logf("%d B body: %d B allocated per read", size, per)
