@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,10 @@ import (
 // due (Unix ms, or "+delay" after now), max attempts and priority
 // (0-255). It appends dup and rec to out: dup is 1 when the id already
 // existed (in any state, tombstones included; also a repeat within the
-// call) and rec is then the existing record, else the new one. A message
+// call) and rec is then the existing record, else the new one without
+// its payload (the blob's last part: the caller has it, and sending 1 KiB
+// payloads back doubled what a batch send moved; readInserts fills it
+// in from the request). A message
 // due at or before now goes straight to ready. It returns the new
 // message's store.NotifyDue (nil for a duplicate), which announce
 // publishes for the earliest: each insert script publishes its
@@ -42,7 +46,8 @@ local function insertOne(out, b, tn, ctr)
   local due = r.due
   if r.due <= NOW then r.st, due = 2, 0 end
   out[#out+1] = 0
-  out[#out+1] = save(k, r)
+  local b = save(k, r)
+  out[#out+1] = string.sub(b, 1, #b - #r.p)
   index(r, member(r, id), istr(r.due))
   return due
 end
@@ -224,7 +229,9 @@ func appendInsert(a []any, m store.InsertMessage, ctr uint64) []any {
 }
 
 // readInserts decodes the insert scripts' answers into out; used[c] are
-// the indexes in p.Messages of cmds[c]'s messages.
+// the indexes in p.Messages of cmds[c]'s messages. A new message's
+// record comes back without its payload (insertOne), which is the one
+// sent: a copy of it is filled in, nil when empty as a stored one reads.
 func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd, used [][]int, out []store.InsertResult) ([]store.InsertResult, error) {
 	for c, cmd := range cmds {
 		a := asSlice(cmd.Val())
@@ -232,11 +239,16 @@ func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd,
 			return nil, errReply("insert", cmd.Val())
 		}
 		for j, i := range used[c] { // #nosec G602 -- as above
-			r, err := decodeBlob(p.Topic, p.Messages[i].ID, a[2+2*j])
+			m := &p.Messages[i]
+			r, err := decodeBlob(p.Topic, m.ID, a[2+2*j])
 			if err != nil {
 				return nil, err
 			}
-			out[i] = store.InsertResult{Record: r, Duplicate: asInt(a[1+2*j]) == 1}
+			dup := asInt(a[1+2*j]) == 1
+			if !dup && len(m.Payload) > 0 {
+				r.Payload = bytes.Clone(m.Payload)
+			}
+			out[i] = store.InsertResult{Record: r, Duplicate: dup}
 		}
 	}
 	return out, nil
