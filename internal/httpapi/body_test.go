@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/wire"
 )
@@ -239,5 +241,35 @@ func TestBodyReadAllocs(t *testing.T) {
 		if per > uint64(size/8) {
 			t.Errorf("%d B body: %d B allocated per read, want under an eighth of the body", size, per)
 		}
+	}
+}
+
+// TestBurstBuffersDropped: after a burst of bodies (a quarter of the
+// budget or more, then nothing held) the budget gives the heap back to
+// the OS, and the body buffers pooled during the burst go with it
+// instead of staying pooled on an idle server.
+func TestBurstBuffersDropped(t *testing.T) {
+	bb := newByteBudget(64 << 20)
+	for range 8 {
+		putBody(make([]byte, 0, maxPooledBody))
+	}
+	var deadline time.Time
+	if err := bb.acquire(context.Background(), 32<<20, &deadline); err != nil {
+		t.Fatal(err)
+	}
+	bb.release(32 << 20) // schedules giveBack at once: none ran before
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		bb.mu.Lock()
+		done := !bb.returning && !bb.lastFree.IsZero()
+		bb.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the budget did not give the heap back after the burst")
+		}
+	}
+	if b := getBody(maxPooledBody); b != nil {
+		t.Fatalf("a %d B body buffer is still pooled after the heap was given back", cap(b))
 	}
 }

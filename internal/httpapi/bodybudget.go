@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -110,8 +111,12 @@ func (b *byteBudget) release(n int64) {
 
 // giveBack returns the freed heap to the OS: a GC and a scavenge. The
 // bodies are garbage by now, but without allocation no GC would run to
-// notice, and the process would keep its peak size.
+// notice, and the process would keep its peak size. The collection
+// before it moves the pooled body buffers (bodyPools) to sync.Pool's
+// victim cache, from which FreeOSMemory's drops them: a burst of large
+// bodies would otherwise leave its buffers pooled on an idle server.
 func (b *byteBudget) giveBack() {
+	runtime.GC()
 	debug.FreeOSMemory()
 	b.mu.Lock()
 	b.returning, b.lastFree = false, time.Now()
