@@ -89,9 +89,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		if err := s.budget.acquire(r.Context(), grow, &deadline); err != nil {
 			return b, held, err
 		}
-		nb := getBody(grow)
-		if nb == nil || int64(cap(nb)) != grow {
-			putBody(nb)
+		nb := getBody(grow) // grow is a pooled size, or past them (nil)
+		if nb == nil {
 			nb = make([]byte, 0, grow)
 		}
 		nb = append(nb, b...)
