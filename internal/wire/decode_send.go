@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -136,11 +135,10 @@ func decodeSendField(key, v []byte, in *SendRequest) bool {
 // and word the outcome as before, on escapes, on bad base64 and when the
 // item gives a payload in more than one form.
 func decodeFastPayload(key, v []byte, in *SendRequest) bool {
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.IndexByte(v, '\\') >= 0 ||
-		in.fastPayload != nil || in.Payload != nil || in.PayloadBase64 != nil || in.PayloadJSON != nil {
+	raw, ok := plainBytes(v)
+	if !ok || in.fastPayload != nil || in.Payload != nil || in.PayloadBase64 != nil || in.PayloadJSON != nil {
 		return false
 	}
-	raw := v[1 : len(v)-1]
 	if string(key) == "payload" {
 		in.fastPayload, in.fastPayloadBase64 = append(make([]byte, 0, len(raw)), raw...), false
 		return true

@@ -294,10 +294,17 @@ func decodeValue(raw []byte, rv reflect.Value, path string) error {
 
 // plainString returns the contents of a JSON string without escapes.
 func plainString(raw []byte) (string, bool) {
+	b, ok := plainBytes(raw)
+	return string(b), ok
+}
+
+// plainBytes returns the contents of a JSON string without escapes as a
+// sub-slice of raw (nothing copied).
+func plainBytes(raw []byte) ([]byte, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 {
-		return "", false
+		return nil, false
 	}
-	return string(raw[1 : len(raw)-1]), true
+	return raw[1 : len(raw)-1], true
 }
 
 func decodeStruct(raw []byte, rv reflect.Value, path string) error {
