@@ -429,7 +429,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 	err = func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		defer x.readInOrder()()
+		defer x.readInOrder(len(p.Items))()
 		acked := make(map[string]bool, len(p.Items))
 		for i, it := range p.Items {
 			if acked[it.ID] {

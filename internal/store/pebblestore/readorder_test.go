@@ -73,7 +73,7 @@ func TestOrderedReaderMatchesGet(t *testing.T) {
 	for _, order := range [][]string{sorted, shuffled, mixed} {
 		for _, withBody := range []bool{true, false} {
 			x := s.newTxn()
-			done := x.readInOrder()
+			done := x.readInOrder(len(order))
 			reads := x.reads
 			for _, id := range order {
 				want, wantErr := s.readRecord(nil, "q", id, withBody)

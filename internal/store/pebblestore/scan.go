@@ -358,7 +358,7 @@ func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]
 	n := max(min(int64(p.Max), t.counts.Ready), 1)
 	size := int(n) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen) // #nosec G115 -- n ≤ p.Max, an int
 	x := s.newTxnSized(size, size)
-	defer x.readInOrder()()
+	defer x.readInOrder(int(n))()
 	var out []*store.Record
 	next := endSuffix
 	for it.First(); it.Valid(); it.Next() {
@@ -445,7 +445,7 @@ func (s *Store) leaseScheduled(t *topic, p *store.MessageLeaseParams) (out []*st
 	}
 	size := len(due) * (perMessageBatch + 4*len(p.Topic) + 2*typicalIDLen)
 	x := s.newTxnSized(size, size)
-	defer x.readInOrder()()
+	defer x.readInOrder(len(due))()
 	out = make([]*store.Record, 0, len(due))
 	for _, e := range due {
 		if out, err = s.leaseEntry(x, t, e.key, e.id, store.StateScheduled, p, out); err != nil {
