@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +111,11 @@ func TestDelayqSendManyRefuses(t *testing.T) {
 	q := pgx.Identifier{s.Schema()}.Sanitize() + ".delayq_send_many"
 	wantRefused(t, conn, s, []refusal{
 		{"SELECT * FROM " + q + "($1, NULL, ARRAY['x']::bytea[])", []any{"bad topic"}, "topic"},
+		{"SELECT * FROM " + q + "($1, NULL, ARRAY['x']::bytea[])", []any{strings.Repeat("t", 201)}, "topic"},
 		{"SELECT * FROM " + q + "('t', ARRAY['a', 'b/c'], ARRAY['x', 'y']::bytea[])", nil, "message 2: id"},
+		{"SELECT * FROM " + q + "('t', ARRAY['a', $1], ARRAY['x', 'y']::bytea[])", []any{strings.Repeat("x", 201)}, "message 2: id"},
+		{"SELECT * FROM " + q + "('t', ARRAY['', 'a'], ARRAY['x', 'y']::bytea[])", nil, "message 1: id"},
+		{"SELECT * FROM " + q + "('t', ARRAY['é'], ARRAY['x']::bytea[])", nil, "message 1: id"},
 		{"SELECT * FROM " + q + "('t', ARRAY['a'], ARRAY['x', 'y']::bytea[])", nil, "as long as payloads"},
 		{"SELECT * FROM " + q + "('t', NULL, ARRAY['x']::bytea[], ARRAY[1, 2])", nil, "as long as payloads"},
 		{"SELECT * FROM " + q + "('t', NULL, ARRAY['x', 'y']::bytea[], ARRAY[0, -1])", nil, "message 2: delay_ms"},

@@ -193,6 +193,29 @@ func TestSendTxRecords(t *testing.T) {
 	}
 }
 
+// TestDelayqSendNameBounds: a topic and an id of 200 characters are
+// accepted by delayq_send and delayq_send_many (201 are refused: the
+// Refuses tests), whatever the regular expressions that check them.
+func TestDelayqSendNameBounds(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	conn := appConn(t, srv.URL())
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	topic := strings.Repeat("T", 199) + "-"
+	one, many := strings.Repeat("i", 199)+"1", strings.Repeat("i", 199)+"2"
+	if _, err := conn.Exec(ctx, "SELECT * FROM "+q+".delayq_send($1, $2, 'x', 60000)", topic, one); err != nil {
+		t.Fatalf("delayq_send of 200-character names: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT * FROM "+q+".delayq_send_many($1, ARRAY[$2], ARRAY['y']::bytea[], ARRAY[60000::bigint])", topic, many); err != nil {
+		t.Fatalf("delayq_send_many of 200-character names: %v", err)
+	}
+	for _, id := range []string{one, many} {
+		if r, err := s.MessageGet(ctx, topic, id); err != nil || r.State != store.StateScheduled {
+			t.Fatalf("%.10s…: %+v %v, want a scheduled message", id, r, err)
+		}
+	}
+}
+
 // TestDelayqSendRefuses: bad arguments get SQLSTATE 22023 and a message
 // naming the argument; nothing is sent.
 func TestDelayqSendRefuses(t *testing.T) {
@@ -203,8 +226,13 @@ func TestDelayqSendRefuses(t *testing.T) {
 	wantRefused(t, conn, s, []refusal{
 		{"SELECT * FROM " + q + "($1, 'a', NULL)", []any{"bad topic"}, "topic"},
 		{"SELECT * FROM " + q + "(NULL, 'a', NULL)", nil, "topic"},
+		{"SELECT * FROM " + q + "($1, 'a', NULL)", []any{strings.Repeat("t", 201)}, "topic"},
+		{"SELECT * FROM " + q + "('', 'a', NULL)", nil, "topic"},
 		{"SELECT * FROM " + q + "('t', $1, NULL)", []any{strings.Repeat("x", 201)}, "id"},
 		{"SELECT * FROM " + q + "('t', 'a/b', NULL)", nil, "id"},
+		{"SELECT * FROM " + q + "('t', '', NULL)", nil, "id"},
+		{"SELECT * FROM " + q + "('t', $1, NULL)", []any{"a\n"}, "id"},
+		{"SELECT * FROM " + q + "('t', 'é', NULL)", nil, "id"},
 		{"SELECT * FROM " + q + "('t', 'a', $1)", []any{make([]byte, 1<<20+1)}, "payload"},
 		{"SELECT * FROM " + q + "('t', 'a', NULL, -1)", nil, "delay_ms"},
 		{"SELECT * FROM " + q + "('t', 'a', NULL, 315360000001)", nil, "delay_ms"},
