@@ -12,4 +12,6 @@ DO $$ BEGIN
   IF to_regnamespace('dq7') IS NOT NULL THEN TRUNCATE dq7.message, dq7.q_scheduled, dq7.topic_count; END IF;
   IF to_regnamespace('dq8chk') IS NOT NULL THEN TRUNCATE dq8chk.message, dq8chk.q_scheduled, dq8chk.topic_count; END IF;
   IF to_regnamespace('dq9') IS NOT NULL THEN TRUNCATE dq9.message, dq9.q_scheduled, dq9.q_ready, dq9.topic_count; END IF;
+  IF to_regnamespace('dq12') IS NOT NULL THEN TRUNCATE dq12.message, dq12.q_scheduled, dq12.q_ready, dq12.topic_count; END IF;
+  IF to_regnamespace('dq13') IS NOT NULL THEN TRUNCATE dq13.message, dq13.q_scheduled, dq13.q_ready, dq13.topic_count; END IF;
 END $$;

@@ -9,7 +9,8 @@
 #   two more schemas dqd and dqn made by `delayq migrate` (version 7), with
 #   count_add replaced as in variants.sql; for send7 / send8 / send9:
 #   schemas dq7, dq8chk and dq9 made by `delayq migrate` of a version 7,
-#   8 and 9 build
+#   8 and 9 build; for send12 / send13: dq12 and dq13, of a version 12
+#   and 13 build (loop.sh times the same calls without clients)
 #   PGHOST=127.0.0.1 PGPORT=… PGUSER=… PGDATABASE=… PGDATA=… sh run.sh [rounds] [seconds] [variants…]
 # Prints one line per run: variant, tps, WAL bytes per transaction, the
 # server's CPU per transaction (postmaster and all its processes, exited
