@@ -4,7 +4,7 @@
 -- A topic and an id were checked with '^[…]{1,200}$'. PostgreSQL's regex
 -- compiler expands {1,200} into 200 copies of the bracket, and the match
 -- sets up work areas of that size each time: ≈ 25 µs of the database's
--- CPU per check, more than the message row's insert — a quarter of a
+-- CPU per check, more than the message row's insert — a third of a
 -- one-message delayq_send with a generated id, half of one with an id of
 -- the caller's, and once per id in delayq_send_many. The same rule, 1 to
 -- 200 of those characters, is now length(x) > 200 OR x !~ '^[…]+$': the
