@@ -59,6 +59,28 @@ func waitIdle(t *testing.T, b *bundle, n int) {
 	}
 }
 
+// waitConnIdle waits until the server counts the client connection c
+// (found by its address) as idle.
+func waitConnIdle(t *testing.T, b *bundle, c net.Conn) {
+	t.Helper()
+	lim := b.srv.lastLimiter.Load()
+	idle := func() bool {
+		lim.mu.Lock()
+		defer lim.mu.Unlock()
+		for e := lim.idle.Front(); e != nil; e = e.Next() {
+			if e.Value.(*limitedConn).RemoteAddr().String() == c.LocalAddr().String() {
+				return true
+			}
+		}
+		return false
+	}
+	for end := time.Now().Add(failsafe); !idle(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("connection %s not idle", c.LocalAddr())
+		}
+	}
+}
+
 // get sends GET /healthz on c and reads the answer (failsafe deadline).
 func get(c net.Conn, br *bufio.Reader) (int, error) {
 	_ = c.SetDeadline(time.Now().Add(failsafe))
@@ -165,8 +187,11 @@ func TestPerIPConnCap(t *testing.T) {
 		}
 	}
 	// Finish the slow requests: the connections go idle, and a newcomer
-	// from the same IP sheds the oldest.
-	idleBefore := b.srv.lastLimiter.Load().idleCount()
+	// from the same IP sheds the oldest. Each is waited for by its own
+	// address: the server marks a connection idle after its answer is
+	// written, so the client can read it first, and a count of idle
+	// connections could be met by the other IP's or a later one while
+	// this one is not idle yet (the idle order is then not slow's).
 	brs := make([]*bufio.Reader, perIP)
 	for i, s := range slow {
 		fmt.Fprint(s, "\r\n")
@@ -177,7 +202,7 @@ func TestPerIPConnCap(t *testing.T) {
 		}
 		io.Copy(io.Discard, res.Body)
 		res.Body.Close()
-		waitIdle(t, b, idleBefore+i+1)
+		waitConnIdle(t, b, s)
 	}
 	keepAlive(t, addr, nil)
 	if !closedByServer(slow[0], brs[0]) {
