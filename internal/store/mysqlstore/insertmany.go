@@ -19,9 +19,9 @@ const (
 )
 
 // insertMany is MessageInsertMany's transaction, set-based: one locking
-// read of the ids' messages and one read of their tombstones, then the new
-// messages in multi-row inserts (message rows, read back for their seq,
-// then queue rows), the counts once. A batch of 100 is about ten
+// read of the ids' messages, then the new messages in multi-row inserts
+// (message rows, read back for their seq; one locking read of their
+// tombstones, see ackedMeanwhile; then queue rows), the counts once. A batch of 100 is about ten
 // statements where one message at a time took four each (about 400), which
 // ran past the call's time bound under load.
 //
@@ -62,17 +62,6 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 			existing = got
 		} else {
 			maps.Copy(existing, got)
-		}
-	}
-	var absent []string
-	for _, k := range keys {
-		if existing[[2]string{k.top, k.id}] == nil {
-			absent = append(absent, k.id)
-		}
-	}
-	for i := 0; i < len(absent); i += insertChunk {
-		if err := s.getTombs(ctx, tx, p.Topic, absent[i:min(i+insertChunk, len(absent))], existing); err != nil {
-			return nil, err
 		}
 	}
 	if h := s.afterLookup; h != nil {
@@ -117,11 +106,19 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 		if err != nil {
 			return nil, err
 		}
+		acked, err := s.ackedMeanwhile(ctx, tx, p.Topic, recs, func(j int) bool { return !p.Messages[chunk[j]].Generated })
+		if err != nil {
+			return nil, err
+		}
 		for j, i := range chunk {
+			if t := acked[recs[j].ID]; t != nil {
+				out[i] = store.InsertResult{Record: t, Duplicate: true}
+				continue
+			}
 			out[i] = store.InsertResult{Record: recs[j]}
 			c.add(p.Topic, recs[j].State, 1)
+			sent = append(sent, recs[j])
 		}
-		sent = append(sent, recs...)
 	}
 	if err := s.addQMany(ctx, tx, sent); err != nil {
 		return nil, err
@@ -208,15 +205,59 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record
 	return nil
 }
 
-// getTombs adds the tombstones of ids in topic to into (a consistent
-// read, as getTomb's).
+// tombLock makes a read of tombstones a locking one, which reads the
+// latest committed rows whatever the transaction's snapshot: what
+// ackedMeanwhile must find is an ack that committed while this
+// transaction ran. At READ COMMITTED, where the server's transactions
+// run, it locks nothing that does not exist.
+const tombLock = " LOCK IN SHARE MODE"
+
+// ackedMeanwhile reads the tombstones of the messages recs just inserted
+// (those for which check says so) and deletes the messages that have one,
+// which it answers by id. Only a message acked after this transaction
+// looked its id up has: sent by another transaction, leased and acked in
+// between (no lock stops that, since there was no row to lock). Any ack
+// that did is committed by now (an uncommitted one would have made the
+// insert wait), so a locking read finds its tombstone; and no later ack
+// can make one while this transaction holds the new row. A resend of an
+// id acked long before is answered here too: inserted, then taken back.
+func (s *Store) ackedMeanwhile(ctx context.Context, tx *sql.Tx, topic string, recs []*store.Record, check func(int) bool) (map[string]*store.Record, error) {
+	var ids []string
+	for j, r := range recs {
+		if check(j) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	tombs := map[[2]string]*store.Record{}
+	if err := s.getTombs(ctx, tx, topic, ids, tombs); err != nil {
+		return nil, err
+	}
+	if len(tombs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*store.Record, len(tombs))
+	args := []any{topic}
+	for k, t := range tombs {
+		out[k[1]] = t
+		args = append(args, k[1])
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("message")+" WHERE topic = ? AND id IN "+tuples(1, len(out)), args...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+		return nil, err
+	}
+	return out, nil
+}
+
+// getTombs adds the tombstones of ids in topic to into (a locking read).
 func (s *Store) getTombs(ctx context.Context, tx *sql.Tx, topic string, ids []string, into map[[2]string]*store.Record) error {
 	args := make([]any, 0, 1+len(ids))
 	args = append(args, topic)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id IN "+tuples(1, len(ids)), args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
+	rows, err := tx.QueryContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id IN "+tuples(1, len(ids))+tombLock, args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
 	if err != nil {
 		return err
 	}
@@ -240,7 +281,7 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, c counts, topic strin
 		return store.InsertResult{}, err
 	}
 	if ex == nil {
-		if ex, err = s.getTomb(ctx, tx, topic, m.ID); err != nil {
+		if ex, err = s.getTomb(ctx, tx, topic, m.ID, true); err != nil {
 			return store.InsertResult{}, err
 		}
 	}
@@ -270,6 +311,13 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, c counts, topic strin
 		return store.InsertResult{}, err
 	}
 	r.Seq = uint64(seq) // #nosec G115 -- AUTO_INCREMENT is positive
+	acked, err := s.ackedMeanwhile(ctx, tx, topic, []*store.Record{r}, func(int) bool { return !m.Generated })
+	if err != nil {
+		return store.InsertResult{}, err
+	}
+	if t := acked[r.ID]; t != nil {
+		return store.InsertResult{Record: t, Duplicate: true}, nil
+	}
 	if err := s.addQ(ctx, tx, r); err != nil {
 		return store.InsertResult{}, err
 	}
