@@ -28,10 +28,16 @@
 --     JSON_ARRAYs (the same JSON without spaces), in a work table in
 --     memory rather than on disk (two files made and removed per CALL),
 --     and a queue insert with nothing to insert is not run.
+--   - the tombstones are read after the insert, not before, and a
+--     message whose id has one is taken back: at READ COMMITTED this also
+--     finds an ack that committed while the insert waited for its lock on
+--     the old message row, which sent the id again (TestSendRacesAck).
 -- The staging table has a new name ({{p}}send_staged): a session still
 -- holding version 8's {{p}}send_batch keeps it, with its other columns.
--- Replaced with CREATE OR REPLACE, which keeps the EXECUTE grants
--- applications hold on it.
+-- {{p}}send and {{p}}send_priority (version 10's, below) read the
+-- tombstone after their insert too, for the same reason (a generated id
+-- is new and not looked up). All three are replaced with CREATE OR
+-- REPLACE, which keeps the EXECUTE grants applications hold on them.
 CREATE OR REPLACE PROCEDURE {{p}}send_many(
   IN p_topic VARBINARY(255), IN p_messages LONGTEXT CHARACTER SET utf8mb4,
   OUT o_results LONGTEXT CHARACTER SET utf8mb4)
@@ -69,7 +75,7 @@ BEGIN
   -- statement that writes (an UPDATE joined to the tombstones) would lock
   -- what it reads, gaps included.
   DECLARE c_acked CURSOR FOR
-    SELECT b.pos, t.due FROM {{p}}send_staged b JOIN {{p}}tombstone t ON t.topic = p_topic AND t.id = b.id
+    SELECT b.pos, b.id, t.due FROM {{p}}send_staged b JOIN {{p}}tombstone t ON t.topic = p_topic AND t.id = b.id
      WHERE b.dup = 0;
   DECLARE c_one_by_one CURSOR FOR
     SELECT b.pos, b.id, b.payload, b.due, b.max_attempts, b.priority
@@ -226,29 +232,35 @@ BEGIN
   END IF;
 
 
-  -- Acked within the dedup window: a duplicate, answered the acked
-  -- message's due time (a consistent read, as {{p}}send_priority's).
-  OPEN c_acked;
-  acked_loop: LOOP
-    SET v_done = 0;
-    FETCH c_acked INTO v_pos, v_due;
-    IF v_done = 1 THEN
-      LEAVE acked_loop;
-    END IF;
-    UPDATE {{p}}send_staged SET dup = 1, due = v_due WHERE pos = v_pos;
-    SET v_acked = v_acked + 1;
-  END LOOP;
-  CLOSE c_acked;
   SET v_taken = 0;
   INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
     SELECT p_topic, b.id, IF(b.due <= v_now, 2, 1), b.payload, NULL, b.due, v_now, v_now, b.max_attempts, b.priority
       FROM {{p}}send_staged b WHERE b.dup = 0 ORDER BY b.pos;
   IF v_taken = 0 THEN
     SET v_sent = ROW_COUNT();
-    IF v_acked = 0 AND v_sent > 0 THEN
+    -- Acked within the dedup window: a duplicate, answered the acked
+    -- message's due time, its message taken back. The tombstones are read
+    -- after the insert (a consistent read, as {{p}}send_priority's): at
+    -- READ COMMITTED that also finds an ack that committed while the
+    -- insert waited for it.
+    OPEN c_acked;
+    acked_loop: LOOP
+      SET v_done = 0;
+      FETCH c_acked INTO v_pos, v_id, v_due;
+      IF v_done = 1 THEN
+        LEAVE acked_loop;
+      END IF;
+      DELETE FROM {{p}}message WHERE topic = p_topic AND id = v_id;
+      UPDATE {{p}}send_staged SET dup = 1, due = v_due WHERE pos = v_pos;
+      SET v_acked = v_acked + 1;
+    END LOOP;
+    CLOSE c_acked;
+    SET v_sent = v_sent - v_acked;
+    IF v_sent > 0 THEN
       -- Every element was inserted, the k-th (pos k) with seq
       -- LAST_INSERT_ID() + (k - 1) steps if the values were consecutive:
-      -- then the last one has exactly that seq (values only grow).
+      -- then the last one has exactly that seq (values only grow; if it
+      -- was taken back, the seqs are read back).
       SET v_seq0 = LAST_INSERT_ID();
       SELECT b.pos, b.id INTO v_last_pos, v_last_id FROM {{p}}send_staged b ORDER BY b.pos DESC LIMIT 1;
       SET v_last_seq = NULL;
@@ -278,8 +290,16 @@ BEGIN
       INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
         VALUES (p_topic, v_id, IF(v_due <= v_now, 2, 1), v_payload, NULL, v_due, v_now, v_now, v_max, v_priority);
       IF v_taken = 0 THEN
-        UPDATE {{p}}send_staged SET seq = LAST_INSERT_ID() WHERE pos = v_pos;
-        SET v_sent = v_sent + 1;
+        SET v_last_seq = LAST_INSERT_ID();
+        SET v_due = NULL; -- the tombstone's, read after the insert as above
+        SELECT t.due INTO v_due FROM {{p}}tombstone t WHERE t.topic = p_topic AND t.id = v_id;
+        IF v_due IS NULL THEN
+          UPDATE {{p}}send_staged SET seq = v_last_seq WHERE pos = v_pos;
+          SET v_sent = v_sent + 1;
+        ELSE
+          DELETE FROM {{p}}message WHERE topic = p_topic AND id = v_id;
+          UPDATE {{p}}send_staged SET dup = 1, due = v_due WHERE pos = v_pos;
+        END IF;
       ELSE
         SET v_due = NULL;
         SELECT due INTO v_due FROM {{p}}message WHERE topic = p_topic AND id = v_id LOCK IN SHARE MODE;
@@ -335,4 +355,175 @@ BEGIN
   END IF;
   SET SESSION group_concat_max_len = v_concat_max;
   DELETE FROM {{p}}send_staged;
+END
+--;
+CREATE OR REPLACE PROCEDURE {{p}}send(
+  IN p_topic VARBINARY(255), IN p_id VARBINARY(255), IN p_payload LONGBLOB,
+  IN p_delay_ms BIGINT, IN p_max_attempts INT,
+  OUT o_id VARBINARY(255), OUT o_duplicate TINYINT, OUT o_due BIGINT)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE p_priority INT DEFAULT 0; -- send has no priority argument: send_priority's 0
+  DECLARE v_now BIGINT DEFAULT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED);
+  DECLARE v_due BIGINT;
+  DECLARE v_state TINYINT;
+  DECLARE v_seq BIGINT UNSIGNED;
+  DECLARE v_taken TINYINT DEFAULT 0;
+  DECLARE v_deleted TINYINT DEFAULT NULL;
+  DECLARE v_tomb_due BIGINT DEFAULT NULL;
+  -- The id is already a message: the insert below fails with 1062.
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_taken = 1;
+  -- SELECT … INTO found nothing: the variable stays NULL.
+  DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+  IF p_topic IS NULL OR p_topic = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: topic is required';
+  END IF;
+  IF p_id = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: id must not be empty (NULL generates one)';
+  END IF;
+  IF p_priority IS NULL OR p_priority < 0 OR p_priority > 255 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: priority must be 0 to 255';
+  END IF;
+  SET o_id = p_id;
+  IF o_id IS NULL THEN
+    SET o_id = CAST(UUID() AS CHAR);
+  END IF;
+  SET o_duplicate = 0;
+  -- Duplicate checks that lock nothing that does not exist: a message
+  -- with this id is found by the insert's own key check, which waits for
+  -- a concurrent send (or ack) of the same id and then fails if it
+  -- committed a row; the tombstone is read after the insert, consistently.
+  BEGIN
+    SET v_due = v_now + GREATEST(COALESCE(p_delay_ms, 0), 0);
+    SET v_state = IF(v_due <= v_now, 2, 1);
+    INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
+      VALUES (p_topic, o_id, v_state, COALESCE(p_payload, ''), NULL, v_due, v_now, v_now, IF(COALESCE(p_max_attempts, 0) <= 0, 25, p_max_attempts), p_priority);
+    IF v_taken = 1 THEN
+      SET v_due = NULL;
+      SELECT due INTO v_due FROM {{p}}message WHERE topic = p_topic AND id = o_id LOCK IN SHARE MODE;
+      IF v_due IS NULL THEN -- acked since the insert's check
+        SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
+      END IF;
+      SET o_duplicate = 1;
+      SET o_due = v_due;
+    ELSE
+      SET v_seq = LAST_INSERT_ID();
+      -- Acked within the dedup window: read after the insert, so that at
+      -- READ COMMITTED an ack that committed while the insert waited for
+      -- it is seen; the message is taken back. (A generated id is new.)
+      SET v_tomb_due = NULL;
+      IF p_id IS NOT NULL THEN
+        SELECT due INTO v_tomb_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
+      END IF;
+    END IF;
+    IF v_taken = 0 AND v_tomb_due IS NOT NULL THEN
+      DELETE FROM {{p}}message WHERE topic = p_topic AND id = o_id;
+      SET o_duplicate = 1;
+      SET o_due = v_tomb_due;
+    ELSEIF v_taken = 0 THEN
+      IF v_state = 1 THEN
+        INSERT INTO {{p}}q_scheduled (topic, due, seq, id) VALUES (p_topic, v_due, v_seq, o_id);
+      ELSE
+        INSERT INTO {{p}}q_ready (topic, due, seq, id, priority) VALUES (p_topic, v_due, v_seq, o_id, p_priority);
+      END IF;
+      -- The send's count row and the topic row, as count_send does them
+      -- (schema version 7), inlined: a nested CALL cost about as much as
+      -- the insert.
+      INSERT INTO {{p}}topic_count (topic, stripe, scheduled, ready, ver)
+        VALUES (p_topic, UUID_SHORT() & 4611686018427387903, v_state = 1, v_state = 2, 1)
+        ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), ver = ver + 1;
+      SELECT deleted INTO v_deleted FROM {{p}}topic WHERE name = p_topic;
+      IF v_deleted IS NULL THEN
+        INSERT IGNORE INTO {{p}}topic (name) VALUES (p_topic);
+      ELSEIF v_deleted = 1 THEN
+        UPDATE {{p}}topic SET deleted = 0 WHERE name = p_topic AND deleted = 1;
+      END IF;
+      SET o_due = v_due;
+    END IF;
+  END;
+END
+--;
+CREATE OR REPLACE PROCEDURE {{p}}send_priority(
+  IN p_topic VARBINARY(255), IN p_id VARBINARY(255), IN p_payload LONGBLOB,
+  IN p_delay_ms BIGINT, IN p_max_attempts INT, IN p_priority INT,
+  OUT o_id VARBINARY(255), OUT o_duplicate TINYINT, OUT o_due BIGINT)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now BIGINT DEFAULT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED);
+  DECLARE v_due BIGINT;
+  DECLARE v_state TINYINT;
+  DECLARE v_seq BIGINT UNSIGNED;
+  DECLARE v_taken TINYINT DEFAULT 0;
+  DECLARE v_deleted TINYINT DEFAULT NULL;
+  DECLARE v_tomb_due BIGINT DEFAULT NULL;
+  -- The id is already a message: the insert below fails with 1062.
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_taken = 1;
+  -- SELECT … INTO found nothing: the variable stays NULL.
+  DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+  IF p_topic IS NULL OR p_topic = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: topic is required';
+  END IF;
+  IF p_id = '' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: id must not be empty (NULL generates one)';
+  END IF;
+  IF p_priority IS NULL OR p_priority < 0 OR p_priority > 255 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'delayq_send: priority must be 0 to 255';
+  END IF;
+  SET o_id = p_id;
+  IF o_id IS NULL THEN
+    SET o_id = CAST(UUID() AS CHAR);
+  END IF;
+  SET o_duplicate = 0;
+  -- Duplicate checks that lock nothing that does not exist: a message
+  -- with this id is found by the insert's own key check, which waits for
+  -- a concurrent send (or ack) of the same id and then fails if it
+  -- committed a row; the tombstone is read after the insert, consistently.
+  BEGIN
+    SET v_due = v_now + GREATEST(COALESCE(p_delay_ms, 0), 0);
+    SET v_state = IF(v_due <= v_now, 2, 1);
+    INSERT INTO {{p}}message (topic, id, state, payload, headers, due, created, updated, max_attempts, priority)
+      VALUES (p_topic, o_id, v_state, COALESCE(p_payload, ''), NULL, v_due, v_now, v_now, IF(COALESCE(p_max_attempts, 0) <= 0, 25, p_max_attempts), p_priority);
+    IF v_taken = 1 THEN
+      SET v_due = NULL;
+      SELECT due INTO v_due FROM {{p}}message WHERE topic = p_topic AND id = o_id LOCK IN SHARE MODE;
+      IF v_due IS NULL THEN -- acked since the insert's check
+        SELECT due INTO v_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
+      END IF;
+      SET o_duplicate = 1;
+      SET o_due = v_due;
+    ELSE
+      SET v_seq = LAST_INSERT_ID();
+      -- Acked within the dedup window: read after the insert, so that at
+      -- READ COMMITTED an ack that committed while the insert waited for
+      -- it is seen; the message is taken back. (A generated id is new.)
+      SET v_tomb_due = NULL;
+      IF p_id IS NOT NULL THEN
+        SELECT due INTO v_tomb_due FROM {{p}}tombstone WHERE topic = p_topic AND id = o_id;
+      END IF;
+    END IF;
+    IF v_taken = 0 AND v_tomb_due IS NOT NULL THEN
+      DELETE FROM {{p}}message WHERE topic = p_topic AND id = o_id;
+      SET o_duplicate = 1;
+      SET o_due = v_tomb_due;
+    ELSEIF v_taken = 0 THEN
+      IF v_state = 1 THEN
+        INSERT INTO {{p}}q_scheduled (topic, due, seq, id) VALUES (p_topic, v_due, v_seq, o_id);
+      ELSE
+        INSERT INTO {{p}}q_ready (topic, due, seq, id, priority) VALUES (p_topic, v_due, v_seq, o_id, p_priority);
+      END IF;
+      -- The send's count row and the topic row, as count_send does them
+      -- (schema version 7), inlined: a nested CALL cost about as much as
+      -- the insert.
+      INSERT INTO {{p}}topic_count (topic, stripe, scheduled, ready, ver)
+        VALUES (p_topic, UUID_SHORT() & 4611686018427387903, v_state = 1, v_state = 2, 1)
+        ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), ver = ver + 1;
+      SELECT deleted INTO v_deleted FROM {{p}}topic WHERE name = p_topic;
+      IF v_deleted IS NULL THEN
+        INSERT IGNORE INTO {{p}}topic (name) VALUES (p_topic);
+      ELSEIF v_deleted = 1 THEN
+        UPDATE {{p}}topic SET deleted = 0 WHERE name = p_topic AND deleted = 1;
+      END IF;
+      SET o_due = v_due;
+    END IF;
+  END;
 END
