@@ -21,9 +21,9 @@ const (
 // insertMany is MessageInsertMany's transaction, set-based: one locking
 // read of the ids' messages, then the new messages in multi-row inserts
 // (message rows, read back for their seq; one locking read of their
-// tombstones, see ackedMeanwhile; then queue rows), the counts once. A batch of 100 is about ten
-// statements where one message at a time took four each (about 400), which
-// ran past the call's time bound under load.
+// tombstones, see ackedMeanwhile; then queue rows), the counts once. A
+// batch of 100 is about ten statements where one message at a time took
+// four each (about 400), which ran past the call's time bound under load.
 //
 // The careful one-message path (insertOne) remains for what a multi-row
 // insert cannot settle: an id repeated in the batch (the first occurrence
@@ -106,7 +106,13 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 		if err != nil {
 			return nil, err
 		}
-		acked, err := s.ackedMeanwhile(ctx, tx, p.Topic, recs, func(j int) bool { return !p.Messages[chunk[j]].Generated })
+		var ids []string
+		for j, i := range chunk {
+			if !p.Messages[i].Generated {
+				ids = append(ids, recs[j].ID)
+			}
+		}
+		acked, err := s.ackedMeanwhile(ctx, tx, p.Topic, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -212,22 +218,16 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record
 // run, it locks nothing that does not exist.
 const tombLock = " LOCK IN SHARE MODE"
 
-// ackedMeanwhile reads the tombstones of the messages recs just inserted
-// (those for which check says so) and deletes the messages that have one,
-// which it answers by id. Only a message acked after this transaction
+// ackedMeanwhile reads the tombstones of ids, whose messages this
+// transaction just inserted, and deletes the messages that have one, which
+// it answers by id (an id the engine generated is new: not passed). Only a message acked after this transaction
 // looked its id up has: sent by another transaction, leased and acked in
 // between (no lock stops that, since there was no row to lock). Any ack
 // that did is committed by now (an uncommitted one would have made the
 // insert wait), so a locking read finds its tombstone; and no later ack
 // can make one while this transaction holds the new row. A resend of an
 // id acked long before is answered here too: inserted, then taken back.
-func (s *Store) ackedMeanwhile(ctx context.Context, tx *sql.Tx, topic string, recs []*store.Record, check func(int) bool) (map[string]*store.Record, error) {
-	var ids []string
-	for j, r := range recs {
-		if check(j) {
-			ids = append(ids, r.ID)
-		}
-	}
+func (s *Store) ackedMeanwhile(ctx context.Context, tx *sql.Tx, topic string, ids []string) (map[string]*store.Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -273,17 +273,13 @@ func (s *Store) getTombs(ctx context.Context, tx *sql.Tx, topic string, ids []st
 }
 
 // insertOne sends one message the careful way: a locking lookup, the
-// tombstone, the insert, whose duplicate-key failure (a concurrent send
-// of the id committed after the lookup) makes it a duplicate.
+// insert, whose duplicate-key failure (a concurrent send of the id
+// committed after the lookup) makes it a duplicate, then the tombstone
+// (ackedMeanwhile).
 func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, c counts, topic string, m *store.InsertMessage, now int64) (store.InsertResult, error) {
 	ex, err := s.getMsg(ctx, tx, topic, m.ID, true)
 	if err != nil {
 		return store.InsertResult{}, err
-	}
-	if ex == nil {
-		if ex, err = s.getTomb(ctx, tx, topic, m.ID, true); err != nil {
-			return store.InsertResult{}, err
-		}
 	}
 	if ex != nil {
 		return store.InsertResult{Record: ex, Duplicate: true}, nil
@@ -311,12 +307,14 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, c counts, topic strin
 		return store.InsertResult{}, err
 	}
 	r.Seq = uint64(seq) // #nosec G115 -- AUTO_INCREMENT is positive
-	acked, err := s.ackedMeanwhile(ctx, tx, topic, []*store.Record{r}, func(int) bool { return !m.Generated })
-	if err != nil {
-		return store.InsertResult{}, err
-	}
-	if t := acked[r.ID]; t != nil {
-		return store.InsertResult{Record: t, Duplicate: true}, nil
+	if !m.Generated {
+		acked, err := s.ackedMeanwhile(ctx, tx, topic, []string{r.ID})
+		if err != nil {
+			return store.InsertResult{}, err
+		}
+		if t := acked[r.ID]; t != nil {
+			return store.InsertResult{Record: t, Duplicate: true}, nil
+		}
 	}
 	if err := s.addQ(ctx, tx, r); err != nil {
 		return store.InsertResult{}, err

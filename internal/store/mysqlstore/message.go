@@ -59,12 +59,8 @@ func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock b
 // acked it, NULL in a tombstone made before (read as none).
 const tombCols = "topic, id, seq, acked_at, headers, due, created, deliveries, failures, max_attempts, last_error, priority, receipt"
 
-func (s *Store) getTomb(ctx context.Context, q querier, topic, id string, lock bool) (*store.Record, error) {
-	q1 := "SELECT " + tombCols + " FROM " + s.t("tombstone") + " WHERE topic = ? AND id = ?" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and column names are concatenated; values are parameters
-	if lock {
-		q1 += tombLock
-	}
-	r, err := scanTomb(q.QueryRowContext(ctx, q1, topic, id))
+func (s *Store) getTomb(ctx context.Context, q querier, topic, id string) (*store.Record, error) {
+	r, err := scanTomb(q.QueryRowContext(ctx, "SELECT "+tombCols+" FROM "+s.t("tombstone")+" WHERE topic = ? AND id = ?", topic, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -368,7 +364,7 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 		if r, err = s.getMsg(ctx, tx, topic, id, false); err != nil || r != nil {
 			return err
 		}
-		if r, err = s.getTomb(ctx, tx, topic, id, false); err != nil || r != nil {
+		if r, err = s.getTomb(ctx, tx, topic, id); err != nil || r != nil {
 			return err
 		}
 		return notFound(topic, id)
@@ -385,7 +381,7 @@ func (s *Store) live(ctx context.Context, tx *sql.Tx, topic, id string) (*store.
 	if err != nil || r != nil {
 		return r, err
 	}
-	t, err := s.getTomb(ctx, tx, topic, id, true)
+	t, err := s.getTomb(ctx, tx, topic, id)
 	if err != nil {
 		return nil, err
 	}
