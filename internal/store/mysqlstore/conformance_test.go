@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
@@ -22,6 +24,14 @@ func TestMain(m *testing.M) {
 	code := mysqltest.Main(m)
 	if adminDB != nil {
 		_ = adminDB.Close()
+	}
+	// After the pools are closed: a store that leaves a goroutine behind
+	// (a listener, a folder, a pool's opener) fails the package.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
