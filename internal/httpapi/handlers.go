@@ -164,10 +164,50 @@ func (s *Server) lease(c *call) (int, any, error) {
 		}
 		msgs = nil // client gone or draining: nothing was handed out
 	}
-	if writeLease(c.w, msgs) {
-		return 0, nil, nil
+	if !writeLease(c.w, msgs) {
+		writeJSON(c.w, http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
 	}
-	return http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, nil
+	if len(msgs) > 0 {
+		s.giveBackUndelivered(c, msgs)
+	}
+	return 0, nil, nil
+}
+
+// undeliveredReason is the failure recorded for a lease given back
+// because its answer could not reach the consumer.
+const undeliveredReason = "lease answer not delivered: the consumer went away"
+
+// giveBackTimeout bounds giving back the leases of an undelivered answer;
+// past it, the leases left run out as any other.
+const giveBackTimeout = 10 * time.Second
+
+// giveBackUndelivered ends at once the leases of an answer that cannot
+// have reached its consumer: the client hung up while its messages were
+// being leased (a long-poll whose caller timed out or was stopped as a
+// message came due), or writing the answer failed. Nobody holds those
+// messages; left alone they would wait out their lease (30 s by default)
+// before another consumer could take them. Each is nacked to be due now,
+// which counts a failed delivery, as the lease's expiry would have. An
+// answer lost after it left (a proxy timing out as it passed) cannot be
+// told from here: its leases run out as before.
+func (s *Server) giveBackUndelivered(c *call, msgs []*domain.Message) {
+	// Flushed here rather than after the handler, so that a failed write
+	// is seen; the request's context ends when the connection is closed.
+	err := http.NewResponseController(c.w).Flush()
+	if err == nil && c.r.Context().Err() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), giveBackTimeout)
+	defer cancel()
+	given := 0
+	for _, m := range msgs {
+		if _, err := s.cfg.Queue.Nack(ctx, c.topic, m.ID, m.Receipt, domain.NackRequest{HasDelay: true, Reason: undeliveredReason}); err != nil {
+			s.log.WarnContext(ctx, "lease: giving back a lease whose answer was not delivered", "topic", c.topic, "id", m.ID, "err", err, "request_id", requestID(c.w))
+			continue
+		}
+		given++
+	}
+	s.log.InfoContext(ctx, "lease: the consumer went away before its answer was delivered; leases given back", "topic", c.topic, "given_back", given, "of", len(msgs), "request_id", requestID(c.w))
 }
 
 func (s *Server) ack(c *call) (int, any, error) {

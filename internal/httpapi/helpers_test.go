@@ -190,6 +190,11 @@ type spyQueue struct {
 	sendEntered  chan struct{}
 	leaseEntered chan struct{} // when set, signalled when Lease starts
 	leaseDone    chan error    // when set, gets Lease's error
+	// holdLease makes the next Lease that leases something signal
+	// leaseHeld, then return only once its caller has gone (its context
+	// ended): a client hanging up while its messages were being leased.
+	holdLease atomic.Bool
+	leaseHeld chan struct{}
 }
 
 func (q *spyQueue) mutated() {
@@ -234,6 +239,10 @@ func (q *spyQueue) Lease(ctx context.Context, topic string, req domain.LeaseRequ
 		q.leaseEntered <- struct{}{}
 	}
 	msgs, err := q.Queue.Lease(ctx, topic, req)
+	if len(msgs) > 0 && q.holdLease.CompareAndSwap(true, false) {
+		q.leaseHeld <- struct{}{}
+		<-ctx.Done()
+	}
 	if q.leaseDone != nil {
 		q.leaseDone <- err
 	}

@@ -95,6 +95,49 @@ func TestLongPollClientDisconnect(t *testing.T) {
 	}
 }
 
+// TestLeaseGivenBackWhenClientGone: a client that hangs up while its
+// long-poll is leasing a message never gets the answer; the server gives
+// the lease back at once (a failed delivery, as the lease's expiry would
+// count), so the next consumer takes the message now, not after the 30 s
+// lease. Before, the message stayed leased to nobody until then.
+func TestLeaseGivenBackWhenClientGone(t *testing.T) {
+	b := setup(t, nil)
+	want(t, b.do(t, "PUT", "/v1/topics/t", `{"lease":"30s"}`), 200)
+	want(t, b.do(t, "POST", "/v1/topics/t/messages", `{"id":"m","payload":"x","delay":"300ms"}`), 201)
+	b.spy.leaseHeld = make(chan struct{}, 1)
+	b.spy.holdLease.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", b.ts.URL+"/v1/topics/t/lease", strings.NewReader(`{"wait":"10s"}`))
+	req.Header.Set("Content-Type", "application/json")
+	clientErr := make(chan error, 1)
+	go func() {
+		res, err := b.ts.Client().Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		clientErr <- err
+	}()
+	select {
+	case <-b.spy.leaseHeld:
+	case <-time.After(failsafe):
+		t.Fatal("the long-poll never leased the message")
+	}
+	cancel()
+	if err := <-clientErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v", err)
+	}
+	r := b.do(t, "POST", "/v1/topics/t/lease", `{"wait":"5s"}`)
+	want(t, r, 200)
+	ms := into[wire.MessagesResponse](t, r).Messages
+	if len(ms) != 1 || ms[0].ID != "m" {
+		t.Fatalf("the next consumer got %s, want m at once", r.raw)
+	}
+	if m := ms[0]; m.Attempt != 2 || m.Failures != 1 || m.LastError != undeliveredReason {
+		t.Errorf("given back as attempt %d, failures %d, last error %q; want 2, 1, %q", m.Attempt, m.Failures, m.LastError, undeliveredReason)
+	}
+}
+
 // TestGracefulShutdown: when Serve's ctx ends, a long-poll answers at once
 // with an empty list, an in-flight send still finishes, and Serve returns
 // nil only after it did.
