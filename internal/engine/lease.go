@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime/trace"
+	"sync"
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
@@ -247,8 +248,9 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 	}
 	n := 0
 	detail := e.events.wants(EventMessageAcked)
+	done := e.ackedByMany(ctx, topic, items, errs)
 	for i, err := range errs {
-		if errors.Is(err, store.ErrConflict) && e.ackedBy(ctx, topic, items[i].ID, items[i].Receipt) {
+		if done != nil && done[i] {
 			continue // a retry of an ack that was done: counted then
 		}
 		out[slot[i]] = storeErr("ack", msgRef(topic, items[i].ID), err)
@@ -261,6 +263,41 @@ func (e *Engine) AckBatch(ctx context.Context, topic string, acks []domain.AckRe
 	}
 	e.events.count(EventAcked, topic, n)
 	return out, nil
+}
+
+// ackedByLookups bounds the concurrent reads of ackedByMany.
+const ackedByLookups = 8
+
+// ackedByMany is ackedBy for each item whose ack was a conflict (errs[i]),
+// read concurrently (nil when none was): a retried batch whose first try landed is all
+// conflicts, and one read after another was a round trip per item on a
+// networked store (a second or more for a batch of 1,000).
+func (e *Engine) ackedByMany(ctx context.Context, topic string, items []store.AckItem, errs []error) []bool {
+	var conflicts []int
+	for i, err := range errs {
+		if errors.Is(err, store.ErrConflict) {
+			conflicts = append(conflicts, i)
+		}
+	}
+	if len(conflicts) == 0 {
+		return nil // the usual batch: no read, no allocation
+	}
+	done := make([]bool, len(items))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(ackedByLookups, len(conflicts)) {
+		wg.Go(func() {
+			for i := range next {
+				done[i] = e.ackedBy(ctx, topic, items[i].ID, items[i].Receipt)
+			}
+		})
+	}
+	for _, i := range conflicts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return done
 }
 
 // ackedBy reports whether the message was acked with this receipt: a

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -605,7 +606,44 @@ func AckRetried(t *testing.T, a, b *engine.Engine) {
 			t.Errorf("raced ack %d: %v", i, err)
 		}
 	}
-	for id, attempt := range map[string]int{"once": 1, "twice": 2, "raced": 1} {
+
+	// A batch of 40 acked, then retried whole through the other server
+	// with a stale receipt and an unknown id among them: the 40 are
+	// answered ok (read back concurrently), the other two as before.
+	var batch []domain.AckRequest
+	for i := range 40 {
+		send(fmt.Sprintf("batch-%02d", i))
+	}
+	ms, err := a.Lease(ctx, topic, domain.LeaseRequest{Max: 40, Wait: 5 * time.Second, Lease: time.Minute})
+	if err != nil || len(ms) != 40 {
+		t.Fatalf("lease of the batch: %d, %v", len(ms), err)
+	}
+	for _, m := range ms {
+		batch = append(batch, domain.AckRequest{ID: m.ID, Receipt: m.Receipt})
+	}
+	if errs, err := a.AckBatch(ctx, topic, batch); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		t.Fatalf("batch ack: %v, %v", errs, err)
+	}
+	retry := append(slices.Clone(batch[:20]), domain.AckRequest{ID: "twice", Receipt: first.Receipt}, domain.AckRequest{ID: "never-sent", Receipt: batch[0].Receipt})
+	retry = append(retry, batch[20:]...)
+	errs, err = b.AckBatch(ctx, topic, retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		switch {
+		case i == 20:
+			wantConflict("a stale receipt in a retried batch", e)
+		case i == 21:
+			if !errors.Is(e, domain.ErrNotFound) {
+				t.Errorf("an unknown id in a retried batch: %v, want not found", e)
+			}
+		case e != nil:
+			t.Errorf("retried batch ack of %s: %v", retry[i].ID, e)
+		}
+	}
+
+	for id, attempt := range map[string]int{"once": 1, "twice": 2, "raced": 1, "batch-00": 1, "batch-39": 1} {
 		got, err := b.Get(ctx, topic, id)
 		if err != nil || got.State != domain.StateAcked || got.Attempt != attempt {
 			t.Errorf("%s after the acks: %+v, %v; want acked after %d deliveries", id, got, err, attempt)
