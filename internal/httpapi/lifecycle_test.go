@@ -70,16 +70,7 @@ func TestLongPollClientDisconnect(t *testing.T) {
 	b.spy.leaseEntered = make(chan struct{}, 1)
 	b.spy.leaseDone = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", b.ts.URL+"/v1/topics/t/lease", strings.NewReader(`{"wait":"30s"}`))
-	req.Header.Set("Content-Type", "application/json")
-	clientErr := make(chan error, 1)
-	go func() {
-		res, err := b.ts.Client().Do(req)
-		if err == nil {
-			res.Body.Close()
-		}
-		clientErr <- err
-	}()
+	clientErr := b.leaseCancellable(ctx, `{"wait":"30s"}`)
 	<-b.spy.leaseEntered
 	cancel()
 	select {
@@ -108,16 +99,7 @@ func TestLeaseGivenBackWhenClientGone(t *testing.T) {
 	b.spy.holdLease.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", b.ts.URL+"/v1/topics/t/lease", strings.NewReader(`{"wait":"10s"}`))
-	req.Header.Set("Content-Type", "application/json")
-	clientErr := make(chan error, 1)
-	go func() {
-		res, err := b.ts.Client().Do(req)
-		if err == nil {
-			res.Body.Close()
-		}
-		clientErr <- err
-	}()
+	clientErr := b.leaseCancellable(ctx, `{"wait":"10s"}`)
 	select {
 	case <-b.spy.leaseHeld:
 	case <-time.After(failsafe):
@@ -136,6 +118,27 @@ func TestLeaseGivenBackWhenClientGone(t *testing.T) {
 	if m := ms[0]; m.Attempt != 2 || m.Failures != 1 || m.LastError != undeliveredReason {
 		t.Errorf("given back as attempt %d, failures %d, last error %q; want 2, 1, %q", m.Attempt, m.Failures, m.LastError, undeliveredReason)
 	}
+}
+
+// leaseCancellable long-polls topic t with body on a request that ctx
+// cancels (a client hanging up), outside the API document's checks; the
+// channel gets the client's error.
+func (b *bundle) leaseCancellable(ctx context.Context, body string) chan error {
+	clientErr := make(chan error, 1)
+	req, err := http.NewRequestWithContext(ctx, "POST", b.ts.URL+"/v1/topics/t/lease", strings.NewReader(body))
+	if err != nil {
+		clientErr <- err
+		return clientErr
+	}
+	req.Header.Set("Content-Type", "application/json")
+	go func() {
+		res, err := b.ts.Client().Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		clientErr <- err
+	}()
+	return clientErr
 }
 
 // TestGracefulShutdown: when Serve's ctx ends, a long-poll answers at once
