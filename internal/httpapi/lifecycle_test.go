@@ -210,6 +210,55 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestLongPollOutlivesReadTimeout: a read deadline (ReadTimeout, from the
+// request's start) must not end a long-poll's context as if its client
+// had gone — net/http lifts it once the body is read, and nothing here
+// may set one again: the long-poll waits its whole wait, gets the message
+// that comes due, and keeps its lease. A lease whose client went away is
+// given back, so a deadline taken for a hang-up would hand the message to
+// two consumers.
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	b := setup(t, func(c *Config) { c.ReadTimeout = 300 * time.Millisecond })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- b.srv.Serve(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	base := "http://" + ln.Addr().String()
+	res, err := client.Post(base+"/v1/topics/t/messages", "application/json", strings.NewReader(`{"id":"m","payload":"x","delay":"1s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 201 {
+		t.Fatalf("send: %d", res.StatusCode)
+	}
+	res, err = client.Post(base+"/v1/topics/t/lease", "application/json", strings.NewReader(`{"wait":"10s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var got wire.MessagesResponse
+	if err := json.Unmarshal(raw, &got); err != nil || len(got.Messages) != 1 || got.Messages[0].ID != "m" {
+		t.Fatalf("a long-poll outliving the read timeout answered %d %s, want m", res.StatusCode, raw)
+	}
+	m, err := b.eng.Get(context.Background(), "t", "m")
+	if err != nil || m.State != domain.StateInflight || m.Failures != 0 || m.Receipt != got.Messages[0].Receipt {
+		t.Fatalf("after the answer: %+v, %v; want still leased with the answered receipt", m, err)
+	}
+}
+
 func TestCheckExposure(t *testing.T) {
 	for _, tc := range []struct {
 		addr           string
