@@ -35,8 +35,17 @@ export type Payload = string | Uint8Array;
 export interface ClientOptions {
   /** Sent as "Authorization: Bearer <token>" on every request. */
   token?: string;
-  /** Bounds each call (a lease gets its wait on top). Default 30 000 ms. */
+  /** Bounds each attempt (a lease gets its wait on top). Default 30 000 ms. */
   timeoutMs?: number;
+  /**
+   * Retries after the first attempt (default 3; 0 turns retries and
+   * client-made send ids off). See the README for which failures are retried.
+   */
+  retries?: number;
+  /** The first retry's wait, doubled for each next one (±25 % jitter). Default 100 ms. */
+  backoffMs?: number;
+  /** The longest wait between attempts, Retry-After included. Default 5 000 ms. */
+  maxBackoffMs?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
 }
@@ -118,6 +127,9 @@ export class Client {
   private readonly base: string;
   private readonly token: string | undefined;
   private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly backoffMs: number;
+  private readonly maxBackoffMs: number;
   private readonly fetch: typeof fetch;
 
   /** baseUrl is the server, such as "http://127.0.0.1:7070". */
@@ -125,12 +137,25 @@ export class Client {
     this.base = baseUrl.replace(/\/+$/, "");
     this.token = opts.token;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.retries = opts.retries ?? 3;
+    this.backoffMs = opts.backoffMs ?? 100;
+    this.maxBackoffMs = opts.maxBackoffMs ?? 5_000;
+    for (const [name, v] of [["retries", this.retries], ["backoffMs", this.backoffMs], ["maxBackoffMs", this.maxBackoffMs]] as const) {
+      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a whole, non-negative number, got ${v}`);
+    }
     this.fetch = opts.fetch ?? globalThis.fetch;
   }
 
-  /** Sends one message. A known id answers the existing message with duplicate: true. */
+  /**
+   * Sends one message. A known id answers the existing message with
+   * duplicate: true. With retries on, a message without an id gets one
+   * (newId) before the first attempt, so a retried send that had landed
+   * finds its own message instead of making a second one.
+   */
   send(topic: string, payload: Payload, opts: SendOptions = {}): Promise<Answer<"sendMessage", 201>> {
-    return this.call("POST", `/v1/topics/${seg(topic)}/messages`, sendRequest(payload, opts));
+    const body = sendRequest(payload, opts);
+    if (body.id === undefined && this.retries > 0) body.id = newId();
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages`, body, { idempotent: true });
   }
 
   /**
@@ -140,13 +165,15 @@ export class Client {
    * order.
    */
   async sendBatch(topic: string, items: Array<SendOptions & { payload: Payload }>): Promise<BatchResult[]> {
-    const body: Schemas["SendBatchRequest"] = { messages: items.map((it) => sendRequest(it.payload, it)) };
-    const out: Answer<"sendBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/messages:batch`, body);
+    const messages = items.map((it) => sendRequest(it.payload, it));
+    if (this.retries > 0) for (const m of messages) m.id ??= newId();
+    const body: Schemas["SendBatchRequest"] = { messages };
+    const out: Answer<"sendBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/messages:batch`, body, { idempotent: true });
     return out.results;
   }
 
   get(topic: string, id: string): Promise<Answer<"getMessage", 200>> {
-    return this.call("GET", `/v1/topics/${seg(topic)}/messages/${seg(id)}`);
+    return this.call("GET", `/v1/topics/${seg(topic)}/messages/${seg(id)}`, undefined, { idempotent: true });
   }
 
   /** Removes a scheduled, ready or inflight message; answers it as it was. */
@@ -158,7 +185,7 @@ export class Client {
   reschedule(topic: string, id: string, when: { delayMs: number } | { deliverAt: Date | string }): Promise<Message> {
     const body: Schemas["RescheduleRequest"] =
       "delayMs" in when ? { delay_ms: millis(when.delayMs) } : { deliver_at: time(when.deliverAt) };
-    return this.call("PATCH", `/v1/topics/${seg(topic)}/messages/${seg(id)}`, body);
+    return this.call("PATCH", `/v1/topics/${seg(topic)}/messages/${seg(id)}`, body, { idempotent: true });
   }
 
   /** Leases due messages, long-polling up to waitMs when none is. */
@@ -167,7 +194,7 @@ export class Client {
     if (opts.max !== undefined) body.max = opts.max;
     if (opts.leaseMs !== undefined) body.lease = duration(opts.leaseMs);
     if (opts.waitMs !== undefined) body.wait = duration(opts.waitMs);
-    const out: Answer<"lease", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/lease`, body, opts.waitMs ?? 0);
+    const out: Answer<"lease", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/lease`, body, { extraMs: opts.waitMs ?? 0 });
     return out.messages;
   }
 
@@ -178,13 +205,13 @@ export class Client {
    */
   async ack(topic: string, id: string, receipt: string): Promise<void> {
     const body: Schemas["AckRequest"] = { receipt };
-    await this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/ack`, body);
+    await this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/ack`, body, { idempotent: true });
   }
 
   /** Acknowledges many; one result per item, in order. */
   async ackBatch(topic: string, acks: Array<{ id: string; receipt: string }>): Promise<Schemas["AckResult"][]> {
     const body: Schemas["AckBatchRequest"] = { acks };
-    const out: Answer<"ackBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/acks`, body);
+    const out: Answer<"ackBatch", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/acks`, body, { idempotent: true });
     return out.results;
   }
 
@@ -199,16 +226,16 @@ export class Client {
   /** Moves a lease's expiry to now + leaseMs. */
   extend(topic: string, id: string, receipt: string, leaseMs: number): Promise<Message> {
     const body: Schemas["ExtendRequest"] = { receipt, lease: duration(leaseMs) };
-    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/extend`, body);
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/extend`, body, { idempotent: true });
   }
 
   topic(topic: string): Promise<Topic> {
-    return this.call("GET", `/v1/topics/${seg(topic)}`);
+    return this.call("GET", `/v1/topics/${seg(topic)}`, undefined, { idempotent: true });
   }
 
   /** Replaces a topic's settings (omitted ones take the defaults); answers them with the defaults filled in. */
   setTopicSettings(topic: string, settings: TopicSettingsRequest): Promise<TopicSettings> {
-    return this.call("PUT", `/v1/topics/${seg(topic)}`, settings);
+    return this.call("PUT", `/v1/topics/${seg(topic)}`, settings, { idempotent: true });
   }
 
   /**
@@ -223,7 +250,7 @@ export class Client {
     if (o.dueBefore !== undefined) q.set("due_before", time(o.dueBefore));
     if (o.limit !== undefined) q.set("limit", String(o.limit));
     if (o.cursor !== undefined) q.set("cursor", o.cursor);
-    return this.call("GET", `/v1/topics/${seg(topic)}/messages?${q}`);
+    return this.call("GET", `/v1/topics/${seg(topic)}/messages?${q}`, undefined, { idempotent: true });
   }
 
   /** Cancels the scheduled and ready messages the filter selects ({}: all); answers how many. */
@@ -243,7 +270,7 @@ export class Client {
 
   /** Pauses (true) or resumes (false) a topic's deliveries; sends are still accepted. */
   pauseTopic(topic: string, paused: boolean): Promise<Topic> {
-    return this.call("POST", `/v1/topics/${seg(topic)}/${paused ? "pause" : "resume"}`);
+    return this.call("POST", `/v1/topics/${seg(topic)}/${paused ? "pause" : "resume"}`, undefined, { idempotent: true });
   }
 
   /** Deletes an empty topic (409 while it holds scheduled, ready, inflight or dead messages). */
@@ -261,17 +288,17 @@ export class Client {
     if (s.delayMs !== undefined) body.delay = duration(s.delayMs);
     if (s.paused !== undefined) body.paused = s.paused;
     if (s.missed !== undefined) body.missed = s.missed;
-    return this.call("PUT", `/v1/schedules/${seg(name)}`, body);
+    return this.call("PUT", `/v1/schedules/${seg(name)}`, body, { idempotent: true });
   }
 
   getSchedule(name: string): Promise<Schedule> {
-    return this.call("GET", `/v1/schedules/${seg(name)}`);
+    return this.call("GET", `/v1/schedules/${seg(name)}`, undefined, { idempotent: true });
   }
 
   /** Pauses (true) or resumes (false) a schedule. */
   pauseSchedule(name: string, paused: boolean): Promise<Schedule> {
     const body: Schemas["SchedulePatch"] = { paused };
-    return this.call("PATCH", `/v1/schedules/${seg(name)}`, body);
+    return this.call("PATCH", `/v1/schedules/${seg(name)}`, body, { idempotent: true });
   }
 
   async deleteSchedule(name: string): Promise<void> {
@@ -280,23 +307,91 @@ export class Client {
 
   /** The server's OpenAPI document. */
   openapi(): Promise<Record<string, unknown>> {
-    return this.call("GET", "/v1/openapi.json");
+    return this.call("GET", "/v1/openapi.json", undefined, { idempotent: true });
   }
 
-  private async call<T>(method: string, path: string, body?: unknown, extraMs = 0): Promise<T> {
+  /**
+   * Makes the request, retrying as the README says: an answer of 503, 502,
+   * 504 or 429 (the request was not carried out; Retry-After is honoured)
+   * always, a failed connection or a timeout (the request may have been
+   * carried out) only when the call is safe to repeat (idempotent).
+   */
+  private async call<T>(method: string, path: string, body?: unknown, o: { idempotent?: boolean; extraMs?: number } = {}): Promise<T> {
     const headers: Record<string, string> = { Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (this.token !== undefined) headers["Authorization"] = `Bearer ${this.token}`;
-    const res = await this.fetch(this.base + path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(this.timeoutMs + extraMs),
-    });
-    const text = await res.text();
-    if (!res.ok) throw errorOf(res.status, text);
-    return JSON.parse(text) as T;
+    const encoded = body === undefined ? undefined : JSON.stringify(body);
+    for (let attempt = 0; ; attempt++) {
+      let res: Response;
+      let text: string;
+      try {
+        res = await this.fetch(this.base + path, {
+          method,
+          headers,
+          body: encoded,
+          signal: AbortSignal.timeout(this.timeoutMs + (o.extraMs ?? 0)),
+        });
+        text = await res.text();
+      } catch (e) {
+        // No answer: refused, reset, timed out. Whether the server acted is unknown.
+        if (attempt >= this.retries || !o.idempotent) throw e;
+        await sleep(this.backoff(attempt, 0));
+        continue;
+      }
+      if (res.ok) return JSON.parse(text) as T;
+      if (attempt >= this.retries || !notCarriedOut.has(res.status)) throw errorOf(res.status, text);
+      await sleep(this.backoff(attempt, retryAfterMs(res.headers.get("Retry-After"))));
+    }
   }
+
+  private backoff(attempt: number, retryAfterMs: number): number {
+    if (retryAfterMs > 0) return Math.min(retryAfterMs, this.maxBackoffMs);
+    const d = Math.min(this.backoffMs * 2 ** Math.min(attempt, 20), this.maxBackoffMs);
+    // ±25 % jitter, so clients that failed together do not retry together.
+    return d * (0.75 + Math.random() / 2);
+  }
+}
+
+/** Answers that mean the request was not carried out: always safe to retry. */
+const notCarriedOut = new Set([429, 502, 503, 504]);
+
+/** Retry-After in seconds (the form delayq sends), as milliseconds; 0 when absent or a date. */
+function retryAfterMs(h: string | null): number {
+  const s = h === null ? NaN : Number(h);
+  return Number.isFinite(s) && s > 0 ? s * 1000 : 0;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+let lastIdMs = 0;
+let lastIdRandom = 0n;
+
+/**
+ * A new message id: 26 characters of Crockford base32, a 48-bit Unix
+ * millisecond time, then 80 bits random at each new millisecond and
+ * incremented within one (the monotonic ULID layout the server and the Go
+ * client make), so this process's ids sort by creation.
+ */
+export function newId(): string {
+  let ms = Date.now();
+  if (ms <= lastIdMs) {
+    ms = lastIdMs;
+    lastIdRandom = (lastIdRandom + 1n) & ((1n << 80n) - 1n);
+  } else {
+    lastIdMs = ms;
+    const b = crypto.getRandomValues(new Uint8Array(10));
+    lastIdRandom = b.reduce((acc, x) => (acc << 8n) | BigInt(x), 0n);
+  }
+  let v = (BigInt(ms) << 80n) | lastIdRandom;
+  let out = "";
+  for (let i = 0; i < 26; i++) {
+    out = crockford[Number(v & 31n)] + out;
+    v >>= 5n;
+  }
+  return out;
 }
 
 /** The bytes of a message's (or schedule's) payload, whichever field carries it. */

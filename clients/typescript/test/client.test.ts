@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { Client, DelayqError, payloadBytes } from "../src/client.js";
+import { Client, DelayqError, newId, payloadBytes } from "../src/client.js";
 
 const url = process.env.DELAYQ_URL;
 if (!url) throw new Error("set DELAYQ_URL to a running delayq server (clients/typescript/test.sh starts one)");
@@ -180,4 +180,93 @@ test("the server serves the document the client was built from", async () => {
   const doc = await c.openapi();
   assert.equal(doc["openapi"], "3.1.0");
   assert.ok(Object.keys(doc["paths"] as object).includes("/v1/topics/{topic}/messages:batch"));
+});
+
+/**
+ * A fetch that lets the request reach the server, reads the answer, then
+ * reports a dropped connection — a proxy failing between server and client
+ * — for the first `drop` calls whose path ends with one of `paths`.
+ */
+function dropping(paths: string[], drop: number): { fetch: typeof fetch; dropped: () => number } {
+  let dropped = 0;
+  const f: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    const path = new URL(String(input)).pathname;
+    if (dropped < drop && paths.some((p) => path.endsWith(p))) {
+      await res.arrayBuffer();
+      dropped++;
+      throw new TypeError(`fetch failed (the test dropped the answer to ${path})`);
+    }
+    return res;
+  };
+  return { fetch: f, dropped: () => dropped };
+}
+
+test("answers lost after the server acted: safe calls are retried and find what was done; others say so", async () => {
+  const topic = `${run}.lost`;
+  const sends = dropping(["/messages"], 1);
+  const m = await new Client(url, { fetch: sends.fetch, backoffMs: 1 }).send(topic, "no id given", { delayMs: 3_600_000 });
+  assert.equal(sends.dropped(), 1);
+  assert.equal(m.duplicate, true, "the retry found the message its first attempt made");
+  assert.equal(m.id.length, 26);
+  const batches = dropping(["/messages:batch"], 1);
+  const batch = await new Client(url, { fetch: batches.fetch, backoffMs: 1 }).sendBatch(topic, [{ payload: "a", delayMs: 3_600_000 }, { payload: "b", delayMs: 3_600_000 }]);
+  assert.equal(batches.dropped(), 1);
+  assert.deepEqual(batch.map((r) => r.message?.duplicate), [true, true]);
+  const page = await c.listMessages(topic, { state: "scheduled" });
+  assert.equal(page.messages.length, 3, "one message per send, none made twice");
+
+  const work = `${run}.lostwork`;
+  for (const id of ["x", "y"]) await c.send(work, id, { id });
+  const [x, y] = await c.lease(work, { max: 2 });
+  assert.ok(x?.receipt && y?.receipt);
+  const acks = dropping(["/ack"], 1);
+  await new Client(url, { fetch: acks.fetch, backoffMs: 1 }).ack(work, x.id, x.receipt);
+  assert.equal(acks.dropped(), 1);
+  assert.equal((await c.get(work, x.id)).state, "acked");
+
+  // A nack is not repeated: its outcome is unknown, and the error says so.
+  const nacks = dropping(["/nack"], 1);
+  await assert.rejects(new Client(url, { fetch: nacks.fetch, backoffMs: 1 }).nack(work, y.id, y.receipt, { delayMs: 3_600_000 }), TypeError);
+  assert.equal((await c.get(work, y.id)).failures, 1, "the nack had landed");
+
+  // With retries off nothing is repeated, and a send without an id stays without one.
+  const off = dropping(["/messages"], 1);
+  await assert.rejects(new Client(url, { fetch: off.fetch, retries: 0 }).send(topic, "once", { delayMs: 3_600_000 }), TypeError);
+  assert.equal((await c.listMessages(topic, { state: "scheduled" })).messages.length, 4);
+});
+
+test("503, 502, 504 and 429 mean not carried out: retried, lease included, up to retries", async () => {
+  const topic = `${run}.busy`;
+  await c.send(topic, "x", { id: "busy-1" });
+  for (const status of [503, 502, 504, 429]) {
+    let refusedCalls = 0;
+    const busy: typeof fetch = async (input, init) => {
+      if (refusedCalls < 2) {
+        refusedCalls++;
+        return new Response(JSON.stringify({ error: { code: "unavailable", message: "busy" } }), { status, headers: { "Retry-After": "0" } });
+      }
+      return fetch(input, init);
+    };
+    const got = await new Client(url, { fetch: busy, backoffMs: 1 }).get(topic, "busy-1");
+    assert.equal(got.id, "busy-1", `after two ${status} answers`);
+  }
+  let calls = 0;
+  const always503: typeof fetch = async () => {
+    calls++;
+    return new Response(JSON.stringify({ error: { code: "unavailable", message: "down" } }), { status: 503 });
+  };
+  await refused(new Client(url, { fetch: always503, retries: 2, backoffMs: 1 }).lease(topic), 503, "unavailable");
+  assert.equal(calls, 3, "the first attempt and two retries");
+  assert.throws(() => new Client(url, { retries: -1 }), RangeError);
+});
+
+test("newId: 26 Crockford characters that sort by creation, also within a millisecond", () => {
+  const ids = Array.from({ length: 2000 }, () => newId());
+  for (const id of ids) assert.match(id, /^[0-9A-HJKMNP-TV-Z]{26}$/);
+  assert.deepEqual([...ids].sort(), ids);
+  assert.equal(new Set(ids).size, ids.length);
+  const ms = Date.now();
+  const t = parseInt(ids[ids.length - 1]!.slice(0, 10).split("").map((ch) => "0123456789ABCDEFGHJKMNPQRSTVWXYZ".indexOf(ch).toString(32)).join(""), 32);
+  assert.ok(Math.abs(t - ms) < 60_000, `the id's time ${t} is now (${ms})`);
 });
