@@ -219,22 +219,9 @@ func TestGracefulShutdown(t *testing.T) {
 // two consumers.
 func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	b := setup(t, func(c *Config) { c.ReadTimeout = 300 * time.Millisecond })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- b.srv.Serve(ctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	base := "http://" + serveOn(t, b)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	base := "http://" + ln.Addr().String()
 	res, err := client.Post(base+"/v1/topics/t/messages", "application/json", strings.NewReader(`{"id":"m","payload":"x","delay":"1s"}`))
 	if err != nil {
 		t.Fatal(err)
