@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -200,14 +201,20 @@ func (s *Server) giveBackUndelivered(c *call, msgs []*domain.Message) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), giveBackTimeout)
 	defer cancel()
 	given := 0
+	var firstErr error // of the leases not given back (the store down, the server closing): they run out
 	for _, m := range msgs {
-		if _, err := s.cfg.Queue.Nack(ctx, c.topic, m.ID, m.Receipt, domain.NackRequest{HasDelay: true, Reason: undeliveredReason}); err != nil {
-			s.log.WarnContext(ctx, "lease: giving back a lease whose answer was not delivered", "topic", c.topic, "id", m.ID, "err", err, "request_id", requestID(c.w))
-			continue
+		_, err := s.cfg.Queue.Nack(ctx, c.topic, m.ID, m.Receipt, domain.NackRequest{HasDelay: true, Reason: undeliveredReason})
+		if err == nil {
+			given++
+		} else if firstErr == nil {
+			firstErr = err
 		}
-		given++
 	}
-	s.log.InfoContext(ctx, "lease: the consumer went away before its answer was delivered; leases given back", "topic", c.topic, "given_back", given, "of", len(msgs), "request_id", requestID(c.w))
+	level, args := slog.LevelInfo, []any{"topic", c.topic, "given_back", given, "of", len(msgs), "request_id", requestID(c.w)}
+	if firstErr != nil {
+		level, args = slog.LevelWarn, append(args, "err", firstErr)
+	}
+	s.log.Log(ctx, level, "lease: the consumer went away before its answer was delivered; leases given back", args...)
 }
 
 func (s *Server) ack(c *call) (int, any, error) {
