@@ -452,7 +452,9 @@ func (r *topicRunner) fetchLoop(ctx context.Context) {
 		r.slots.release(n - len(msgs))
 		if err != nil {
 			// When ctx ended, a lease the server granted but we did not
-			// receive simply expires and the message is redelivered.
+			// receive is given back by the server when it sees the
+			// request gone (due again at once); one it had already
+			// answered expires and the message is redelivered.
 			if ctx.Err() != nil {
 				return
 			}
