@@ -39,14 +39,16 @@ import (
 // honoured) — these mean the request was not carried out. Connection errors
 // and timeouts, where the request may or may not have been carried out, are
 // retried only for calls that are safe to repeat: reads, Extend, Reschedule,
-// SetTopicSettings, sends and acks. A send is made safe to repeat by giving
-// it an ID before the first attempt (see NewID) when the caller gave none, so
-// a retried send that had in fact succeeded finds its own message instead of
-// creating a second one; the server answers an ack repeated with the receipt
-// that acked the message as it answered the first (a receipt of an earlier
-// delivery is still ErrConflict). Nack, Cancel, Lease and the dead-letter
-// operations are not repeated after a connection error: their outcome is
-// unknown and the error says so.
+// SetTopicSettings, sends, acks and nacks. A send is made safe to repeat by
+// giving it an ID before the first attempt (see NewID) when the caller gave
+// none, so a retried send that had in fact succeeded finds its own message
+// instead of creating a second one; the server answers an ack repeated with
+// the receipt that acked the message as it answered the first (a receipt of
+// an earlier delivery is still ErrConflict), and a nack repeated with its
+// receipt and reason with the message as that nack left it, its failure
+// counted once. Cancel, Lease and the dead-letter operations are not
+// repeated after a connection error: their outcome is unknown and the error
+// says so.
 //
 // A retried send with Delay is due Delay after the attempt that reached the
 // server; use At for a due time that does not move.
@@ -342,7 +344,7 @@ func (c *Client) Nack(ctx context.Context, topic, id, receipt string, req NackRe
 		body.Delay = &d
 	}
 	var out wire.Message
-	if err := c.do(ctx, &call{method: http.MethodPost, path: p, in: body, out: &out}); err != nil {
+	if err := c.do(ctx, &call{method: http.MethodPost, path: p, in: body, out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
 	return out.ToDomain(), nil

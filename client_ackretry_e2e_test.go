@@ -79,3 +79,47 @@ func TestE2EAckRetriedAfterLostAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ENackRetriedAfterLostAnswer: the server nacks, its answer is lost,
+// the client retries the nack and is answered with the message as the
+// first nack left it — one failure, due when that nack said — for a retry
+// later and for dead letters.
+func TestE2ENackRetriedAfterLostAnswer(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t)
+	ctx := context.Background()
+	for _, dead := range []bool{false, true} {
+		lossy := &answerLost{next: b.hc.Transport, suffix: "/nack"}
+		lossy.lose.Store(2)
+		c, err := delayq.NewClient(b.url, delayq.WithHTTPClient(&http.Client{Transport: lossy}), delayq.WithRetry(3, time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, req, want := "retry-later", delayq.NackRequest{Reason: "downstream 502", HasDelay: true, Delay: time.Hour}, delayq.StateScheduled
+		if dead {
+			id, req, want = "to-dead", delayq.NackRequest{Reason: "account deleted", Dead: true}, delayq.StateDead
+		}
+		if _, err := c.Enqueue(ctx, "lossy-nack", []byte("x"), delayq.WithID(id)); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := c.Lease(ctx, "lossy-nack", delayq.LeaseRequest{Max: 1, Wait: 5 * time.Second})
+		if err != nil || len(ms) != 1 || ms[0].ID != id {
+			t.Fatalf("lease: %v %v", ms, err)
+		}
+		before := time.Now()
+		m, err := c.Nack(ctx, "lossy-nack", id, ms[0].Receipt, req)
+		if err != nil || m.State != want || m.Failures != 1 || m.LastError != req.Reason {
+			t.Fatalf("nack with its first two answers lost: %+v %v", m, err)
+		}
+		if !dead && m.DeliverAt.Before(before.Add(59*time.Minute)) {
+			t.Errorf("retried nack answered due at %v, want about an hour after the first nack", m.DeliverAt)
+		}
+		if n := lossy.sent.Load(); n != 3 {
+			t.Errorf("%s: %d attempts reached the server, want 3 (two answers lost)", id, n)
+		}
+		got, err := c.Get(ctx, "lossy-nack", id)
+		if err != nil || got.State != want || got.Failures != 1 || got.Attempt != 1 {
+			t.Fatalf("after the retried nack: %+v %v; want %s after one failed delivery", got, err, want)
+		}
+	}
+}

@@ -262,7 +262,9 @@ func TestClientRetriesAreBounded(t *testing.T) {
 	}
 }
 
-func TestClientNackNotRepeatedAfterConnectionLoss(t *testing.T) {
+// A cancel is not repeated after a connection loss: a repeat of a cancel
+// that was done finds nothing (cancel keeps no tombstone) and would say so.
+func TestClientCancelNotRepeatedAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 		conn, _, err := http.NewResponseController(w).Hijack()
@@ -270,12 +272,38 @@ func TestClientNackNotRepeatedAfterConnectionLoss(t *testing.T) {
 			_ = conn.Close()
 		}
 	})
-	_, err := f.client(t).Nack(context.Background(), "orders", "a", "r1", NackRequest{})
+	_, err := f.client(t).Cancel(context.Background(), "orders", "a")
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 	if n := len(f.requests()); n != 1 {
-		t.Fatalf("%d attempts: a nack whose outcome is unknown must not be repeated", n)
+		t.Fatalf("%d attempts: a cancel whose outcome is unknown must not be repeated", n)
+	}
+}
+
+// A nack is repeated after a connection loss, with the same receipt and
+// reason: the server answers a repeat of a done nack with the message as
+// that nack left it.
+func TestClientNackRepeatedAfterConnectionLoss(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		if n == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"a","state":"scheduled","failures":1}`))
+	})
+	m, err := f.client(t).Nack(context.Background(), "orders", "a", "r1", NackRequest{Reason: "boom"})
+	if err != nil || m.Failures != 1 {
+		t.Fatalf("nack: %+v %v", m, err)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 || string(reqs[0].Body) != string(reqs[1].Body) {
+		t.Fatalf("%d attempts: want the nack repeated once, with the same receipt and reason", len(reqs))
 	}
 }
 

@@ -337,6 +337,9 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 			return nil, storeErr("nack", msgRef(topic, id), err)
 		}
 		if cur.State != store.StateInflight || cur.Receipt != receipt {
+			if nackedBy(cur, receipt, truncateReason(req.Reason), req.Dead) {
+				return toMessage(cur, e.storeNow()), nil // a retry of a nack that was done
+			}
 			return nil, storeErr("nack", msgRef(topic, id), store.ErrConflict)
 		}
 		set, err := e.settings(ctx, t)
@@ -350,6 +353,17 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	retryDelay := (delay + time.Millisecond - 1).Milliseconds()
 	reason := truncateReason(req.Reason)
 	rec, err := e.st.MessageNack(ctx, &store.MessageNackParams{Topic: topic, ID: id, Receipt: receipt, Now: now, RetryDelay: retryDelay, Error: reason, Final: req.Dead})
+	if errors.Is(err, store.ErrConflict) {
+		cur, gerr := e.st.MessageGet(ctx, topic, id)
+		switch {
+		case gerr == nil && nackedBy(cur, receipt, reason, req.Dead):
+			return toMessage(cur, e.storeNow()), nil // a retry of a nack that was done: counted then
+		case errors.Is(gerr, store.ErrNotFound):
+			// Cancelled since the store refused the nack: answered as a
+			// nack after the cancel, not as one of a message still there.
+			err = gerr
+		}
+	}
 	if err != nil {
 		return nil, storeErr("nack", msgRef(topic, id), err)
 	}
@@ -366,6 +380,32 @@ func (e *Engine) Nack(ctx context.Context, topic, id, receipt string, req domain
 	e.events.emit(Event{Kind: EventMessageNacked, Topic: topic, Message: m, Reason: reason})
 	return m, nil
 }
+
+// nackedBy reports whether rec shows the delivery receipt names ended by a
+// nack with this reason (to dead letters if dead): a client retrying a nack
+// whose answer it lost is answered with the message as it now is, not
+// "conflict", and the failure is not counted twice. A failed record keeps
+// its failed delivery's receipt until the next lease (store.Record), so
+// the checks are: that receipt, not leased or acked since, failed at
+// least once, and its last error this nack's reason — which a lease that
+// ran out never leaves unless the reason is the expiry's own, so that one
+// is never taken for a retry. Only a conflict pays for this.
+func nackedBy(rec *store.Record, receipt, reason string, dead bool) bool {
+	if rec.Receipt != receipt || rec.Failures == 0 || rec.LastError != reason || reason == leaseExpiredReason {
+		return false
+	}
+	switch rec.State {
+	case store.StateDead:
+		return true
+	case store.StateScheduled, store.StateReady:
+		return !dead
+	}
+	return false
+}
+
+// leaseExpiredReason is the last error the stores give a message whose
+// lease ran out (store.Store's LeaseExpire contract).
+const leaseExpiredReason = "lease expired"
 
 // Extend implements domain.Queue.
 func (e *Engine) Extend(ctx context.Context, topic, id, receipt string, lease time.Duration) (*domain.Message, error) {

@@ -127,10 +127,15 @@ type Record struct {
 	MaxAttempts int32 // dead when Failures reaches it
 	LastError   string
 
-	Receipt    string // current lease's receipt (inflight only)
-	LeaseUntil int64  // inflight only
-	DeadAt     int64  // dead only
-	AckedAt    int64  // acked tombstones only
+	// Receipt is the current lease's when inflight; when acked, the
+	// receipt that acked it; after a nack or a lease expiry, the failed
+	// delivery's until the next lease (so the engine can tell a retried
+	// nack from a stale one). Records written before a store kept it
+	// there may have none. Only an inflight record's is a lease.
+	Receipt    string
+	LeaseUntil int64 // inflight only
+	DeadAt     int64 // dead only
+	AckedAt    int64 // acked tombstones only
 }
 
 // Store is the persistence seam. Implementations are safe for concurrent use.

@@ -215,12 +215,16 @@ export class Client {
     return out.results;
   }
 
-  /** Reports a failed delivery: retried later, or dead at max_attempts. */
+  /**
+   * Reports a failed delivery: retried later, or dead at max_attempts. Safe
+   * to repeat with the same receipt and reason: a repeat of a nack that was
+   * done answers the message as that nack left it, its failure counted once.
+   */
   nack(topic: string, id: string, receipt: string, opts: NackOptions = {}): Promise<Message> {
     const body: Schemas["NackRequest"] = { receipt };
     if (opts.delayMs !== undefined) body.delay = duration(opts.delayMs);
     if (opts.reason !== undefined) body.reason = opts.reason;
-    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/nack`, body);
+    return this.call("POST", `/v1/topics/${seg(topic)}/messages/${seg(id)}/nack`, body, { idempotent: true });
   }
 
   /** Moves a lease's expiry to now + leaseMs. */

@@ -225,10 +225,17 @@ test("answers lost after the server acted: safe calls are retried and find what 
   assert.equal(acks.dropped(), 1);
   assert.equal((await c.get(work, x.id)).state, "acked");
 
-  // A nack is not repeated: its outcome is unknown, and the error says so.
   const nacks = dropping(["/nack"], 1);
-  await assert.rejects(new Client(url, { fetch: nacks.fetch, backoffMs: 1 }).nack(work, y.id, y.receipt, { delayMs: 3_600_000 }), TypeError);
-  assert.equal((await c.get(work, y.id)).failures, 1, "the nack had landed");
+  const nacked = await new Client(url, { fetch: nacks.fetch, backoffMs: 1 }).nack(work, y.id, y.receipt, { delayMs: 3_600_000, reason: "downstream 502" });
+  assert.equal(nacks.dropped(), 1);
+  assert.equal(nacked.state, "scheduled");
+  assert.equal(nacked.failures, 1, "the retry found the nack done and did not count it again");
+  assert.equal((await c.get(work, y.id)).failures, 1);
+
+  // A cancel is not repeated: its outcome is unknown, and the error says so.
+  const cancels = dropping([`/messages/${y.id}`], 1);
+  await assert.rejects(new Client(url, { fetch: cancels.fetch, backoffMs: 1 }).cancel(work, y.id), TypeError);
+  await assert.rejects(c.get(work, y.id), "the cancel had landed");
 
   // With retries off nothing is repeated, and a send without an id stays without one.
   const off = dropping(["/messages"], 1);

@@ -657,3 +657,179 @@ func AckRetried(t *testing.T, a, b *engine.Engine) {
 		t.Errorf("topic counts after the acks: %+v, want none left", info.Counts)
 	}
 }
+
+// RunNackRetried runs NackRetried on two servers of the deployment.
+func RunNackRetried(t *testing.T, d Deployment) {
+	es := Engines(t, d, 2, engine.Config{})
+	NackRetried(t, es[0], es[1])
+}
+
+// NackRetried: a nack repeated with its receipt and reason after it was
+// done (a client retrying after a lost answer, possibly through another
+// server) is answered with the message as the nack left it, its failure
+// counted once — with the topic's backoff, with a delay of its own, to
+// dead letters, and raced by eight callers at once. A nack whose receipt's
+// delivery ended otherwise is still a conflict: the lease ran out (even
+// with the expiry's own reason), another delivery began since, another
+// reason, or to dead letters where the first was retried. a and b may be
+// one engine (a store only one server can open).
+func NackRetried(t *testing.T, a, b *engine.Engine) {
+	t.Helper()
+	// A topic per case: a due-now message of one case is not leased in
+	// place of the next one's.
+	topic := "nacks-backoff"
+	leaseOne := func(e *engine.Engine, id string, lease time.Duration) *domain.Message {
+		t.Helper()
+		ms, err := e.Lease(ctx, topic, domain.LeaseRequest{Max: 1, Wait: 5 * time.Second, Lease: lease})
+		if err != nil || len(ms) != 1 || ms[0].ID != id {
+			t.Fatalf("lease of %s: %v, %v", id, ms, err)
+		}
+		return ms[0]
+	}
+	wantConflict := func(what string, e *engine.Engine, id, receipt string, req domain.NackRequest) {
+		t.Helper()
+		if m, err := e.Nack(ctx, topic, id, receipt, req); !errors.Is(err, domain.ErrConflict) {
+			t.Errorf("%s: %+v, %v; want a conflict", what, m, err)
+		}
+	}
+	send := func(id string) {
+		t.Helper()
+		if _, err := a.Send(ctx, topic, domain.SendRequest{ID: id, Payload: []byte(id), MaxAttempts: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// retried nacks m's delivery with req through both servers and wants
+	// each answer to be the first's.
+	retried := func(id, receipt string, req domain.NackRequest, first *domain.Message) {
+		t.Helper()
+		for i, e := range []*engine.Engine{b, a} {
+			again, err := e.Nack(ctx, topic, id, receipt, req)
+			if err != nil {
+				t.Errorf("%s: nack retried (%d): %v", id, i, err)
+				continue
+			}
+			if again.State != first.State || again.Failures != first.Failures || again.LastError != first.LastError ||
+				!again.DeliverAt.Equal(first.DeliverAt) || again.Attempt != first.Attempt {
+				t.Errorf("%s: nack retried (%d) answered %+v, want the first answer %+v", id, i, again, first)
+			}
+		}
+	}
+
+	// The topic's backoff: the message is due later, failed once.
+	send("backoff")
+	m := leaseOne(a, "backoff", time.Minute)
+	backoffReq := domain.NackRequest{Reason: "downstream 502"}
+	first, err := a.Nack(ctx, topic, "backoff", m.Receipt, backoffReq)
+	if err != nil || first.Failures != 1 || first.State != domain.StateScheduled {
+		t.Fatalf("nack with backoff: %+v, %v", first, err)
+	}
+	retried("backoff", m.Receipt, backoffReq, first)
+	wantConflict("a nack with another reason", a, "backoff", m.Receipt, domain.NackRequest{Reason: "downstream 503"})
+	wantConflict("a nack to dead letters retried as one", b, "backoff", m.Receipt, domain.NackRequest{Reason: backoffReq.Reason, Dead: true})
+	wantConflict("a receipt with no delivery number", a, "backoff", "x", backoffReq)
+
+	// A delay of its own, and no reason: due now, then delivered again,
+	// after which the first delivery's nack is a conflict and the
+	// second's is recognised.
+	topic = "nacks-delay"
+	send("delay")
+	m = leaseOne(b, "delay", time.Minute)
+	now := domain.NackRequest{HasDelay: true}
+	first, err = b.Nack(ctx, topic, "delay", m.Receipt, now)
+	if err != nil || first.Failures != 1 || first.State != domain.StateReady {
+		t.Fatalf("nack due now: %+v, %v", first, err)
+	}
+	retried("delay", m.Receipt, now, first)
+	second := leaseOne(a, "delay", time.Minute)
+	if second.Attempt != 2 {
+		t.Fatalf("second lease: attempt %d, want 2", second.Attempt)
+	}
+	wantConflict("a nack of a delivery that was followed by another", b, "delay", m.Receipt, now)
+	later := domain.NackRequest{HasDelay: true, Delay: time.Hour, Reason: "retry in an hour"}
+	first, err = a.Nack(ctx, topic, "delay", second.Receipt, later)
+	if err != nil || first.Failures != 2 || first.State != domain.StateScheduled {
+		t.Fatalf("second nack: %+v, %v", first, err)
+	}
+	retried("delay", second.Receipt, later, first)
+
+	// To dead letters.
+	topic = "nacks-dead"
+	send("dead")
+	m = leaseOne(a, "dead", time.Minute)
+	deadReq := domain.NackRequest{Dead: true, Reason: "account deleted"}
+	first, err = b.Nack(ctx, topic, "dead", m.Receipt, deadReq)
+	if err != nil || first.State != domain.StateDead {
+		t.Fatalf("nack to dead letters: %+v, %v", first, err)
+	}
+	retried("dead", m.Receipt, deadReq, first)
+
+	// The lease ran out: a nack of that delivery is a conflict, whatever
+	// its reason.
+	topic = "nacks-expired"
+	send("expired")
+	m = leaseOne(b, "expired", 50*time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := a.Get(ctx, topic, "expired")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != domain.StateInflight {
+			if got.Failures != 1 {
+				t.Fatalf("after its lease ran out: %+v", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease of %+v did not run out", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, reason := range []string{"", "timeout", "lease expired"} {
+		wantConflict("a nack of an expired lease, reason "+reason, a, "expired", m.Receipt, domain.NackRequest{HasDelay: true, Reason: reason})
+	}
+
+	// Eight nacks of one receipt at once, on both servers: one writes,
+	// the others find it done; each is answered ok.
+	topic = "nacks-raced"
+	send("raced")
+	m = leaseOne(b, "raced", time.Minute)
+	var wg sync.WaitGroup
+	raced := make([]*domain.Message, 8)
+	errs := make([]error, 8)
+	for i := range raced {
+		e := a
+		if i%2 == 1 {
+			e = b
+		}
+		wg.Go(func() { raced[i], errs[i] = e.Nack(ctx, topic, "raced", m.Receipt, later) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("raced nack %d: %v", i, err)
+		} else if raced[i].Failures != 1 || raced[i].State != domain.StateScheduled {
+			t.Errorf("raced nack %d: %+v, want scheduled after one failure", i, raced[i])
+		}
+	}
+
+	var counts domain.TopicCounts
+	for id, failures := range map[string]int{"backoff": 1, "delay": 2, "dead": 1, "expired": 1, "raced": 1} {
+		got, err := b.Get(ctx, "nacks-"+id, id)
+		if err != nil || got.Failures != failures {
+			t.Errorf("%s after the nacks: %+v, %v; want %d failures", id, got, err, failures)
+		}
+		info, err := a.Topic(ctx, "nacks-"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts.Scheduled += info.Counts.Scheduled
+		counts.Ready += info.Counts.Ready
+		counts.Inflight += info.Counts.Inflight
+		counts.Dead += info.Counts.Dead
+	}
+	// backoff, delay and raced are scheduled, expired ready, dead dead.
+	if counts != (domain.TopicCounts{Scheduled: 3, Ready: 1, Dead: 1}) {
+		t.Errorf("topic counts after the nacks: %+v", counts)
+	}
+}

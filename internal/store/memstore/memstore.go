@@ -526,8 +526,7 @@ func fail(e *entry, now, retryAt int64, reason string, final bool) {
 	r := &e.rec
 	r.Failures++
 	r.LastError = reason
-	r.Receipt = ""
-	r.LeaseUntil = 0
+	r.LeaseUntil = 0 // Receipt stays: the failed delivery's (store.Record)
 	r.UpdatedAt = now
 	switch {
 	case final || r.Failures >= r.MaxAttempts:

@@ -60,3 +60,9 @@ func TestGroupedWrites(t *testing.T) {
 func TestAckRetried(t *testing.T) {
 	enginetest.RunAckRetried(t, deployment(t))
 }
+
+// TestNackRetried: a nack retried after it was done, through either of two
+// engines, is answered ok; a stale receipt is still a conflict.
+func TestNackRetried(t *testing.T) {
+	enginetest.RunNackRetried(t, deployment(t))
+}

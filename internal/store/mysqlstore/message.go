@@ -724,8 +724,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 func fail(r *store.Record, now, retryAt int64, reason string, final bool) {
 	r.Failures++
 	r.LastError = reason
-	r.Receipt = ""
-	r.LeaseUntil = 0
+	r.LeaseUntil = 0 // Receipt stays: the failed delivery's (store.Record)
 	r.UpdatedAt = now
 	switch {
 	case final || r.Failures >= r.MaxAttempts:

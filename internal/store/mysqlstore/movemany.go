@@ -246,7 +246,7 @@ func (s *Store) expireKeys(ctx context.Context, tx *sql.Tx, c counts, keys []qke
 		return nil, err
 	}
 	// The columns fail() changes; failures counts up from the locked row.
-	const set = "failures = failures + 1, last_error = ?, receipt = NULL, lease_until = 0, updated = ?"
+	const set = "failures = failures + 1, last_error = ?, lease_until = 0, updated = ?"
 	if n := len(readyArgs) / 2; n > 0 {
 		args := append([]any{now, LeaseExpiredError, now}, readyArgs...)
 		if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" SET state = 2, due = ?, "+set+" WHERE (topic, id) IN ("+tuples(n, 2)+")", args...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters

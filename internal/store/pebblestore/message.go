@@ -468,7 +468,7 @@ func failRecord(r *store.Record, now, retryAt int64, reason string, final bool) 
 	nw := cloneRecord(r)
 	nw.Failures++
 	nw.LastError, nw.UpdatedAt = reason, now
-	nw.Receipt, nw.LeaseUntil = "", 0
+	nw.LeaseUntil = 0 // Receipt stays: the failed delivery's (store.Record)
 	switch {
 	case final || nw.Failures >= nw.MaxAttempts:
 		nw.State, nw.DeadAt = store.StateDead, now

@@ -176,3 +176,10 @@ func TestAckRetried(t *testing.T) {
 	t.Parallel()
 	enginetest.RunAckRetried(t, deployment(t))
 }
+
+// TestNackRetried: a nack retried after it was done, through either of two
+// engines, is answered ok; a stale receipt is still a conflict.
+func TestNackRetried(t *testing.T) {
+	t.Parallel()
+	enginetest.RunNackRetried(t, deployment(t))
+}

@@ -89,8 +89,10 @@ local function idof(m) return string.sub(m, string.byte(m) - 46) end
 -- padding; without LAY (records written before the area existed) rcpt and
 -- err follow unpadded. Then h (length-prefixed) and the payload. t is
 -- LeaseUntil when inflight, DeadAt when dead, AckedAt when acked, else 0.
--- rcpt is '' except when inflight and in an acked tombstone (the receipt
--- that acked it; '' in tombstones written before, or not by an ack).
+-- rcpt is the lease's when inflight, the receipt that acked an acked
+-- tombstone, and the failed delivery's after a nack or an expiry (until
+-- the next lease); '' before the first lease, and in records written
+-- before this rule that were not inflight.
 local HDR = '>BI3I6i6i6i6i6i4i4i4'
 local AREAF = '>I2c0I4c0'
 local PRI, LAY = 128, 64
@@ -245,7 +247,7 @@ end
 -- of the lease index) and sends it to dead, or back at retry (a number).
 local function fail(r, m, retry, reason, final)
   r.fail = r.fail + 1
-  r.err, r.uat, r.rcpt, r.t = reason, NOW, '', 0
+  r.err, r.uat, r.t = reason, NOW, 0 -- rcpt stays: the failed delivery's
   if final or r.fail >= r.max then
     r.st, r.t = 4, NOW
     redis.call('ZADD', IDX[4], NOW_S, m)

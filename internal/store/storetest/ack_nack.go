@@ -95,7 +95,7 @@ func testNack(h *harness) {
 	noErr(t, "nack 1", err)
 	want := *l
 	want.State, want.DueAt, want.Failures, want.LastError = store.StateScheduled, now+100, 1, "e1"
-	want.Receipt, want.LeaseUntil, want.UpdatedAt = "", 0, now+1
+	want.LeaseUntil, want.UpdatedAt = 0, now+1 // the receipt stays: the failed delivery's
 	Equal(t, &want, got)
 	Equal(t, &want, h.get("t", "m"))
 	h.counts("t", store.Counts{Scheduled: 3})
@@ -120,7 +120,7 @@ func testNack(h *harness) {
 	noErr(t, "nack 3", err)
 	want = *l
 	want.State, want.Failures, want.LastError, want.DeadAt = store.StateDead, 3, "e3", now+125
-	want.Receipt, want.LeaseUntil, want.UpdatedAt = "", 0, now+125
+	want.LeaseUntil, want.UpdatedAt = 0, now+125
 	Equal(t, &want, got)
 	Equal(t, &want, h.get("t", "m"))
 	h.counts("t", store.Counts{Scheduled: 2, Dead: 1})
@@ -170,7 +170,7 @@ func testNackFinal(h *harness) {
 	noErr(t, "final nack", err)
 	want := *l
 	want.State, want.Failures, want.LastError, want.DeadAt = store.StateDead, 1, "bad input", now+1
-	want.Receipt, want.LeaseUntil, want.UpdatedAt = "", 0, now+1
+	want.LeaseUntil, want.UpdatedAt = 0, now+1 // the receipt stays: the failed delivery's
 	Equal(t, &want, got)
 	Equal(t, &want, h.get("t", "m"))
 	h.counts("t", store.Counts{Ready: 1, Dead: 1})
@@ -214,7 +214,7 @@ func testLeaseExpire(h *harness) {
 	h.insertNew("b", now, msg("b1", now), msg("b2", now+1))
 	h.promote("a", now+5, 10)
 	h.promote("b", now+5, 10)
-	h.leaseOne("a", "a1", now+5, now+10)
+	a1Lease := h.leaseOne("a", "a1", now+5, now+10)
 	h.leaseOne("b", "b1", now+5, now+20)
 	h.leaseOne("a", "a2", now+5, now+30)
 	h.leaseOne("b", "b2", now+5, now+40)
@@ -234,13 +234,13 @@ func testLeaseExpire(h *harness) {
 	if len(got) == 2 {
 		a1 := got[0]
 		if a1.State != store.StateReady || a1.DueAt != now+20 || a1.Failures != 1 || a1.LastError != LeaseExpiredError ||
-			a1.Receipt != "" || a1.LeaseUntil != 0 || a1.UpdatedAt != now+20 || a1.Deliveries != 1 {
+			a1.Receipt != a1Lease.Receipt || a1.LeaseUntil != 0 || a1.UpdatedAt != now+20 || a1.Deliveries != 1 {
 			t.Errorf("expired a1: %s", fmtRec(a1))
 		}
 		Equal(t, a1, h.get("a", "a1"))
 		want := *c1
 		want.State, want.Failures, want.LastError, want.DeadAt = store.StateDead, 1, LeaseExpiredError, now+20
-		want.Receipt, want.LeaseUntil, want.UpdatedAt = "", 0, now+20
+		want.LeaseUntil, want.UpdatedAt = 0, now+20
 		Equal(t, &want, got[1])
 		Equal(t, &want, h.get("a", "c1"))
 	}

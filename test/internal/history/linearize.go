@@ -25,9 +25,12 @@ import (
 // The model is exact about statuses: a send of a known id (in any state,
 // acked and dead included) is a duplicate; ack, nack and extend with any
 // receipt but the current one are 409, on an absent id 404, except an ack
-// repeated with the receipt that acked the message (a client retrying
-// after a lost answer), which is 200 and changes nothing; cancel of an
-// acked or dead message is 409, of an absent one 404.
+// repeated with the receipt that acked the message and a nack repeated with
+// the receipt whose nack ended the last delivery (a client retrying after a
+// lost answer), which are 200 and change nothing (a repeated nack answers
+// the state it left; the scenario's nacks all give one reason, which the
+// server also compares); cancel of an acked or dead message is 409, of an
+// absent one 404.
 
 // LinKind is an operation on one message.
 type LinKind uint8
@@ -92,7 +95,9 @@ func (p phase) String() string {
 }
 
 // linState is one message's state; comparable, so porcupine's default
-// equality works.
+// equality works. Receipt is the lease's when inflight, the acking one when
+// acked, and the nacking one when a nack ended the last delivery (ready,
+// dead), until the next lease.
 type linState struct {
 	Phase    phase
 	Receipt  string
@@ -156,7 +161,7 @@ func QueueModel(maxAttempts int) porcupine.Model {
 		},
 		DescribeState: func(state interface{}) string {
 			s := state.(linState)
-			if s.Phase == inflight || s.Phase == acked {
+			if s.Receipt != "" {
 				return fmt.Sprintf("%s(%s) failures=%d", s.Phase, s.Receipt, s.Failures)
 			}
 			return fmt.Sprintf("%s failures=%d", s.Phase, s.Failures)
@@ -191,7 +196,7 @@ func success(s linState, in LinInput, maxAttempts int) (linState, bool) {
 }
 
 func nacked(s linState, maxAttempts int) linState {
-	n := linState{Phase: ready, Failures: s.Failures + 1}
+	n := linState{Phase: ready, Receipt: s.Receipt, Failures: s.Failures + 1}
 	if n.Failures >= maxAttempts {
 		n.Phase = dead
 	}
@@ -227,6 +232,8 @@ func step(s linState, in LinInput, out LinOutput, maxAttempts int) (linState, bo
 			return s, out.Status == 404
 		case s.Phase == acked && in.Kind == LinAck && s.Receipt == in.Receipt:
 			return s, out.Status == 200
+		case (s.Phase == ready || s.Phase == dead) && in.Kind == LinNack && s.Receipt != "" && s.Receipt == in.Receipt:
+			return s, out.Status == 200 && out.State == s.Phase.String()
 		case s.Phase != inflight || s.Receipt != in.Receipt:
 			return s, out.Status == 409
 		case out.Status != 200:

@@ -56,6 +56,17 @@ func TestLinearizableHistoriesPass(t *testing.T) {
 			{In: LinInput{Kind: LinCancel, ID: "a"}, Out: notFound, Call: 1, Return: 9},
 			{In: LinInput{Kind: LinLease, ID: "a"}, Out: leased("r1"), Call: 11, Return: 12},
 		},
+		// A nack retried with its receipt is answered with the state it
+		// left; the receipt stays stale for acks, and for nacks once the
+		// message was leased again.
+		"nack-retried": seqOps(
+			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
+			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
+			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
+			op(LinAck, "a", "r1", conflict), op(LinExtend, "a", "r1", conflict),
+			op(LinLease, "a", "", leased("r2")), op(LinNack, "a", "r1", conflict),
+			op(LinNack, "a", "r2", LinOutput{Status: 200, State: "dead"}),
+			op(LinNack, "a", "r2", LinOutput{Status: 200, State: "dead"})),
 		// An ack whose answer was lost may have taken effect.
 		"unknown-ack": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
@@ -84,6 +95,16 @@ func TestNonLinearizableHistoriesFail(t *testing.T) {
 		"retried-ack-conflict": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
 			op(LinAck, "a", "r1", ok), op(LinAck, "a", "r1", conflict)),
+		// A retried nack must not count a second failure.
+		"retried-nack-counted-twice": seqOps(
+			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
+			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
+			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "dead"})),
+		// The nacked receipt is not the lease's: it cannot ack.
+		"nacked-receipt-acked": seqOps(
+			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
+			op(LinNack, "a", "r1", LinOutput{Status: 200, State: "ready"}),
+			op(LinAck, "a", "r1", ok)),
 		"extend-after-ack": seqOps(
 			op(LinSend, "a", "", created), op(LinLease, "a", "", leased("r1")),
 			op(LinAck, "a", "r1", ok), op(LinExtend, "a", "r1", ok)),
