@@ -271,7 +271,7 @@ const ackedByLookups = 8
 // ackedByMany is ackedBy for each item whose ack was a conflict (errs[i]),
 // read concurrently; nil when none was. A retried batch whose first try
 // landed is all conflicts, and one read after another was a round trip
-// per item on a networked store (a second or more for a batch of 1,000).
+// per item on a networked store (1,000 in a row for a full batch).
 func (e *Engine) ackedByMany(ctx context.Context, topic string, items []store.AckItem, errs []error) []bool {
 	var conflicts []int
 	for i, err := range errs {
