@@ -180,10 +180,7 @@ func TestClientSendRetryReusesIDOnConnectionReset(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 		if n == 1 { // read the request, then drop the connection without answering
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
+			hangUp(w)
 			return
 		}
 		echoMessage(w, body, 201, false)
@@ -262,16 +259,33 @@ func TestClientRetriesAreBounded(t *testing.T) {
 	}
 }
 
+// hangUp drops the connection after reading the request, without an
+// answer: the client cannot tell whether the server acted.
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+// firstAnswerLost is a server that hangs up on the first request and
+// answers the others with the JSON answer.
+func firstAnswerLost(t *testing.T, answer string) *fakeServer {
+	return newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+		if n == 1 {
+			hangUp(w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(answer))
+	})
+}
+
 // A cancel is not repeated after a connection loss: a repeat of a cancel
 // that was done finds nothing (cancel keeps no tombstone) and would say so.
 func TestClientCancelNotRepeatedAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) { hangUp(w) })
 	_, err := f.client(t).Cancel(context.Background(), "orders", "a")
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
@@ -286,17 +300,7 @@ func TestClientCancelNotRepeatedAfterConnectionLoss(t *testing.T) {
 // that nack left it.
 func TestClientNackRepeatedAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
-		if n == 1 {
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"a","state":"scheduled","failures":1}`))
-	})
+	f := firstAnswerLost(t, `{"id":"a","state":"scheduled","failures":1}`)
 	m, err := f.client(t).Nack(context.Background(), "orders", "a", "r1", NackRequest{Reason: "boom"})
 	if err != nil || m.Failures != 1 {
 		t.Fatalf("nack: %+v %v", m, err)
@@ -311,17 +315,7 @@ func TestClientNackRepeatedAfterConnectionLoss(t *testing.T) {
 // server answers a repeat of a done ack as it answered the first.
 func TestClientAckRepeatedAfterConnectionLoss(t *testing.T) {
 	t.Parallel()
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
-		if n == 1 {
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte("{}"))
-	})
+	f := firstAnswerLost(t, "{}")
 	if err := f.client(t).Ack(context.Background(), "orders", "a", "r1"); err != nil {
 		t.Fatal(err)
 	}

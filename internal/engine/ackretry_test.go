@@ -14,9 +14,10 @@ import (
 	"github.com/delayq/delayq/internal/store/pebblestore"
 )
 
-// TestAckRetried: an ack retried after it was done is answered ok, a
-// stale receipt is still a conflict — on the stores one server opens.
-func TestAckRetried(t *testing.T) {
+// onSingleServerStores runs test on an engine over each store only one
+// server opens (the networked ones run it through two servers in their
+// own packages).
+func onSingleServerStores(t *testing.T, test func(t *testing.T, e *engine.Engine)) {
 	for name, open := range map[string]func(t *testing.T) store.Store{
 		"memstore": func(*testing.T) store.Store { return memstore.New() },
 		"pebble": func(t *testing.T) store.Store {
@@ -27,11 +28,14 @@ func TestAckRetried(t *testing.T) {
 			return st
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			e := enginetest.Open(t, open(t), engine.Config{})
-			enginetest.AckRetried(t, e, e)
-		})
+		t.Run(name, func(t *testing.T) { test(t, enginetest.Open(t, open(t), engine.Config{})) })
 	}
+}
+
+// TestAckRetried: an ack retried after it was done is answered ok, a
+// stale receipt is still a conflict — on the stores one server opens.
+func TestAckRetried(t *testing.T) {
+	onSingleServerStores(t, func(t *testing.T, e *engine.Engine) { enginetest.AckRetried(t, e, e) })
 }
 
 // TestAckRetriedNotCountedAgain: a retried ack answers ok without a
@@ -74,21 +78,7 @@ func TestAckRetriedNotCountedAgain(t *testing.T) {
 // message as it left it; other deliveries' receipts are conflicts — on the
 // stores one server opens.
 func TestNackRetried(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) store.Store{
-		"memstore": func(*testing.T) store.Store { return memstore.New() },
-		"pebble": func(t *testing.T) store.Store {
-			st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			e := enginetest.Open(t, open(t), engine.Config{})
-			enginetest.NackRetried(t, e, e)
-		})
-	}
+	onSingleServerStores(t, func(t *testing.T, e *engine.Engine) { enginetest.NackRetried(t, e, e) })
 }
 
 // TestNackRetriedNotCountedAgain: a retried nack answers ok without a
