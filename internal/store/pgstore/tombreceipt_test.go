@@ -78,3 +78,66 @@ func TestUpgradeTombstoneReceipt(t *testing.T) {
 		t.Fatalf("counts: %+v %v, want %+v", tr, err, want)
 	}
 }
+
+// TestUpgradeFailedReceipt: a schema of version 13 with a message nacked
+// on it migrates to version 14 (a failed delivery keeps its receipt): the
+// message nacked before has none; one leased on version 13 and nacked
+// after the migration keeps its receipt, which is still no lease (a
+// second nack and an ack with it are conflicts in the store; the engine
+// answers the retried nack).
+func TestUpgradeFailedReceipt(t *testing.T) {
+	srv := pgtest.Shared(t)
+	adm := adminPool(t, srv)
+	schema, q, stmts := oldSchema(t, srv, migrationFiles(t, 13)...)
+	stmts = append(stmts,
+		"SELECT * FROM "+q+".delayq_send('t', 'old', 'x')",
+		"SELECT * FROM "+q+".delayq_send('t', 'later', 'y')",
+		"SELECT * FROM "+q+".op_lease_due(NULL, 't', 2, 600000, 'tok')",
+		"SELECT * FROM "+q+".op_nack(NULL, 't', 'old', 'tok-1', 3600000, convert_to('boom', 'UTF8'))")
+	for _, st := range stmts {
+		if _, err := adm.Exec(ctx, st); err != nil {
+			t.Fatalf("schema 13: %.80s: %v", st, err)
+		}
+	}
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var version int
+	if err := adm.QueryRow(ctx, "SELECT max(version) FROM "+q+".delayq_schema_version").Scan(&version); err != nil || version != pgstore.SchemaVersion() || version < 14 {
+		t.Fatalf("schema version after Open: %d %v, want %d (at least 14)", version, err, pgstore.SchemaVersion())
+	}
+
+	old, err := s.MessageGet(ctx, "t", "old")
+	if err != nil || old.State != store.StateScheduled || old.Receipt != "" || old.Failures != 1 || old.LastError != "boom" {
+		t.Fatalf("message nacked on version 13: %+v %v, want scheduled, no receipt", old, err)
+	}
+
+	// Leased on version 13, nacked on 14.
+	l, err := s.MessageGet(ctx, "t", "later")
+	if err != nil || l.State != store.StateInflight || l.Receipt != "tok-1" {
+		t.Fatalf("message leased on version 13: %+v %v", l, err)
+	}
+	nack := &store.MessageNackParams{Topic: "t", ID: "later", Receipt: l.Receipt, RetryDelay: 3_600_000, Error: "boom"}
+	if _, err := s.MessageNack(ctx, nack); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.MessageGet(ctx, "t", "later")
+	if err != nil || got.State != store.StateScheduled || got.Receipt != "tok-1" || got.LeaseUntil != 0 || got.Failures != 1 {
+		t.Fatalf("nacked on version 14: %+v %v, want scheduled with receipt tok-1", got, err)
+	}
+	if _, err := s.MessageNack(ctx, nack); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second nack: %v, want conflict", err)
+	}
+	if err := s.MessageAck(ctx, &store.MessageAckParams{Topic: "t", ID: "later", Receipt: l.Receipt}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ack with the failed delivery's receipt: %v, want conflict", err)
+	}
+	if _, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "t", ID: "later", Receipt: l.Receipt, Error: "boom", Final: true}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("final nack with the failed delivery's receipt: %v, want conflict", err)
+	}
+	want := store.Counts{Scheduled: 2}
+	if tr, err := s.TopicGet(ctx, "t"); err != nil || tr.Counts != want {
+		t.Fatalf("counts: %+v %v, want %+v", tr, err, want)
+	}
+}
