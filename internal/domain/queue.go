@@ -31,12 +31,16 @@ type Queue interface {
 	// req.Wait when none is ready.
 	Lease(ctx context.Context, topic string, req LeaseRequest) ([]*Message, error)
 	// Ack acknowledges a leased message; a stale receipt is ErrConflict.
+	// Repeated with the receipt that acked it, it answers nil again.
 	Ack(ctx context.Context, topic, id, receipt string) error
 	// AckBatch acknowledges many; the slice holds one error (or nil) per item.
 	AckBatch(ctx context.Context, topic string, acks []AckRequest) ([]error, error)
 	// Nack reports a failed delivery: the message is rescheduled after
 	// req.Delay (or the topic's backoff) or goes dead when its failures
-	// reach MaxAttempts.
+	// reach MaxAttempts. Repeated with the same receipt and reason before
+	// the message is leased again, it answers the message as the first
+	// nack left it and counts no second failure; a stale receipt is
+	// ErrConflict.
 	Nack(ctx context.Context, topic, id, receipt string, req NackRequest) (*Message, error)
 	// Extend pushes the lease of an inflight message to now+lease.
 	Extend(ctx context.Context, topic, id, receipt string, lease time.Duration) (*Message, error)
