@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/pgstore"
@@ -35,6 +36,28 @@ func oldSchema(t *testing.T, srv *pgtest.Server, files ...string) (schema, quote
 			"INSERT INTO "+q+".delayq_schema_version (version, name) VALUES ("+strings.TrimLeft(f[:4], "0")+", '"+f+"')")
 	}
 	return schema, q, stmts
+}
+
+// migrateFrom runs stmts (an old schema of version from, see oldSchema,
+// and what the test writes on it) as the admin, then opens the store on
+// it, which migrates it to this build's version.
+func migrateFrom(t *testing.T, srv *pgtest.Server, adm *pgxpool.Pool, schema, q string, from int, stmts []string) *pgstore.Store {
+	t.Helper()
+	for _, st := range stmts {
+		if _, err := adm.Exec(ctx, st); err != nil {
+			t.Fatalf("schema %d: %.80s: %v", from, st, err)
+		}
+	}
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var version int
+	if err := adm.QueryRow(ctx, "SELECT max(version) FROM "+q+".delayq_schema_version").Scan(&version); err != nil || version != pgstore.SchemaVersion() || version <= from {
+		t.Fatalf("schema version after Open: %d %v, want %d (above %d)", version, err, pgstore.SchemaVersion(), from)
+	}
+	return s
 }
 
 // TestUpgradeToPriority: a schema of version 2 with messages in it

@@ -286,20 +286,7 @@ func TestUpgradeSendLean(t *testing.T) {
 		"GRANT EXECUTE ON FUNCTION "+q+".delayq_send(text, text, bytea, bigint, jsonb, integer, timestamptz) TO "+role,
 		"SELECT * FROM "+q+".delayq_send('t', 'later', 'x', 3600000)",
 		"SELECT * FROM "+q+".delayq_send('t', 'now', 'x')")
-	for _, st := range stmts {
-		if _, err := adm.Exec(ctx, st); err != nil {
-			t.Fatalf("schema 8: %.80s: %v", st, err)
-		}
-	}
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	var version int
-	if err := adm.QueryRow(ctx, "SELECT max(version) FROM "+q+".delayq_schema_version").Scan(&version); err != nil || version != pgstore.SchemaVersion() || version < 9 {
-		t.Fatalf("schema version after Open: %d %v, want %d (at least 9)", version, err, pgstore.SchemaVersion())
-	}
+	s := migrateFrom(t, srv, adm, schema, q, 8, stmts)
 	app := appConn(t, strings.Replace(srv.URL(), pgtest.User+"@", role+"@", 1))
 	sendAs := func(id string) (dup bool) {
 		t.Helper()

@@ -35,15 +35,7 @@ func TestUpgradeTombstoneReceipt(t *testing.T) {
 		t.Fatal("Open with NoMigrate on schema 10: no error")
 	}
 
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	var version int
-	if err := adm.QueryRow(ctx, "SELECT max(version) FROM "+q+".delayq_schema_version").Scan(&version); err != nil || version != pgstore.SchemaVersion() || version < 11 {
-		t.Fatalf("schema version after Open: %d %v, want %d (at least 11)", version, err, pgstore.SchemaVersion())
-	}
+	s := migrateFrom(t, srv, adm, schema, q, 10, nil)
 
 	old, err := s.MessageGet(ctx, "t", "old")
 	if err != nil || old.State != store.StateAcked || old.Receipt != "" || old.LeaseUntil != 0 || old.Deliveries != 1 || old.AckedAt == 0 || old.Seq == 0 {
@@ -94,20 +86,7 @@ func TestUpgradeFailedReceipt(t *testing.T) {
 		"SELECT * FROM "+q+".delayq_send('t', 'later', 'y')",
 		"SELECT * FROM "+q+".op_lease_due(NULL, 't', 2, 600000, 'tok')",
 		"SELECT * FROM "+q+".op_nack(NULL, 't', 'old', 'tok-1', 3600000, convert_to('boom', 'UTF8'))")
-	for _, st := range stmts {
-		if _, err := adm.Exec(ctx, st); err != nil {
-			t.Fatalf("schema 13: %.80s: %v", st, err)
-		}
-	}
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	var version int
-	if err := adm.QueryRow(ctx, "SELECT max(version) FROM "+q+".delayq_schema_version").Scan(&version); err != nil || version != pgstore.SchemaVersion() || version < 14 {
-		t.Fatalf("schema version after Open: %d %v, want %d (at least 14)", version, err, pgstore.SchemaVersion())
-	}
+	s := migrateFrom(t, srv, adm, schema, q, 13, stmts)
 
 	old, err := s.MessageGet(ctx, "t", "old")
 	if err != nil || old.State != store.StateScheduled || old.Receipt != "" || old.Failures != 1 || old.LastError != "boom" {
