@@ -14,19 +14,22 @@ import (
 // readBody reads at most limit bytes of the request body. A larger body is
 // ErrTooLarge after reading limit+1 bytes at most (http.MaxBytesReader), so
 // neither a lying Content-Length nor a chunked stream is buffered whole.
-// The buffer grows with what has arrived (doubling from at most
-// firstBodyBuf), and every allocation is charged to the body budget first;
 // held is what the caller releases when done with the body, and the body
 // goes back with putBody (handlers copy what they keep out of it).
 //
+// Memory grows only with bytes that arrived, whatever Content-Length
+// claims: a body's first buffer is at most firstBodyBuf, and a buffer
+// doubles only once full; every buffer is charged to the body budget
+// first. A claim costs a client nothing to make, so a buffer sized by it
+// let slow bodies (a large Content-Length, a byte a second) hold the
+// budget: 4,000 of them at 64 KiB each filled the default 256 MiB, and
+// every other request with a body waited 1 s for a 503. Now each holds
+// at most firstBodyBuf until its bytes come.
+//
 // Bodies past smallBody are read into buffers of the pooled sizes
 // (firstBodyBuf << k), taken from bodyPools when one is free: a batch of
-// 1,000 1 KiB messages is a 1.4 MB body, whose fresh buffers, grown from
-// 64 KiB by doubling, were a quarter of the bytes a batched drain
-// allocated.
-// A buffer the pool already holds is taken at the size Content-Length
-// asks for at once (no new memory for a claim); a new one still grows
-// only with what has arrived.
+// 1,000 1 KiB messages is a 1.4 MB body, whose fresh buffers, grown by
+// doubling, were a quarter of the bytes a batched drain allocated.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (b []byte, held int64, err error) {
 	if r.ContentLength > limit {
 		return nil, 0, fmt.Errorf("%w: body is %d bytes, the limit for this endpoint is %d", domain.ErrTooLarge, r.ContentLength, limit)
@@ -44,18 +47,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 			b, held = nil, 0
 		}
 	}()
-	if r.ContentLength >= 0 {
-		b = getBody(ceiling)
+	size := ceiling
+	if ceiling > smallBody {
+		size = firstBodyBuf
+		b = getBody(size)
 	}
 	if b == nil {
-		size := min(ceiling, firstBodyBuf)
-		if ceiling > smallBody {
-			size = firstBodyBuf
-		}
-		b = getBody(size)
-		if b == nil {
-			b = make([]byte, 0, size)
-		}
+		b = make([]byte, 0, size)
 	}
 	if err := s.budget.acquire(r.Context(), int64(cap(b)), &deadline); err != nil {
 		return b, 0, err
@@ -101,25 +99,26 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	}
 }
 
-// firstBodyBuf is the largest buffer readBody allocates before bytes
-// arrive: a claimed length costs nothing, and most bodies are smaller.
-const firstBodyBuf = 64 << 10
+// firstBodyBuf is the buffer a body past smallBody starts in, before its
+// bytes arrive; the smallest pooled size.
+const firstBodyBuf = 16 << 10
 
 // Bodies whose ceiling is at most smallBody are read into a buffer of
-// their own size, never pooled (a single send, a lease, an ack); buffers
-// of firstBodyBuf << k up to maxPooledBody are kept in bodyPools.
+// their own size (a single send, a lease, an ack); larger ones start in
+// firstBodyBuf and double. Buffers of firstBodyBuf << k up to
+// maxPooledBody are kept in bodyPools.
 const (
 	smallBody     = 16 << 10
 	maxPooledBody = firstBodyBuf << (len(bodyPools) - 1)
 )
 
 // bodyPools[k] holds free body buffers of capacity firstBodyBuf << k.
-var bodyPools [7]sync.Pool // 64 KiB … 4 MiB
+var bodyPools [9]sync.Pool // 16 KiB … 4 MiB
 
 // bodyClass returns the pool whose buffers are the smallest holding n
-// bytes, or -1 when n is at most smallBody or over maxPooledBody.
+// bytes, or -1 when n is not positive or over maxPooledBody.
 func bodyClass(n int64) int {
-	if n <= smallBody || n > maxPooledBody {
+	if n <= 0 || n > maxPooledBody {
 		return -1
 	}
 	k := 0

@@ -88,7 +88,7 @@ func TestBodyBuffersReused(t *testing.T) {
 	}
 
 	// One at a time through the API validator: each pooled size (small,
-	// 64 KiB … 4 MiB) and one past it, with and without Content-Length.
+	// 16 KiB … 4 MiB) and one past it, with and without Content-Length.
 	sizes := []struct{ n, size int }{{5, 1000}, {30, 1024}, {60, 1024}, {100, 1500}, {100, 3000}, {100, 6000}, {300, 5000}, {1000, 2500}, {120, 40 << 10}}
 	for i, s := range sizes {
 		for _, chunked := range []bool{false, true} {
@@ -168,13 +168,13 @@ func want200(t *testing.T, r resp) {
 	}
 }
 
-// TestBodyPoolSizes: buffers are pooled by their exact pooled size, and a
-// request takes one that holds its whole Content-Length.
+// TestBodyPoolSizes: buffers are pooled by their exact pooled size, and
+// getBody hands out one that holds what was asked.
 func TestBodyPoolSizes(t *testing.T) {
 	for _, c := range []struct {
 		n    int64
 		want int
-	}{{1, -1}, {smallBody, -1}, {smallBody + 1, 0}, {firstBodyBuf, 0}, {firstBodyBuf + 1, 1}, {maxPooledBody, len(bodyPools) - 1}, {maxPooledBody + 1, -1}} {
+	}{{0, -1}, {1, 0}, {firstBodyBuf, 0}, {firstBodyBuf + 1, 1}, {maxPooledBody, len(bodyPools) - 1}, {maxPooledBody + 1, -1}} {
 		if got := bodyClass(c.n); got != c.want {
 			t.Errorf("bodyClass(%d) = %d, want %d", c.n, got, c.want)
 		}
@@ -187,10 +187,60 @@ func TestBodyPoolSizes(t *testing.T) {
 	}
 	got := getBody(firstBodyBuf + 100)
 	if got == nil || cap(got) != 2*firstBodyBuf || len(got) != 0 {
-		t.Fatalf("getBody(64 KiB + 100) = len %d cap %d, want a pooled 128 KiB buffer of length 0", len(got), cap(got))
+		t.Fatalf("getBody(16 KiB + 100) = len %d cap %d, want a pooled 32 KiB buffer of length 0", len(got), cap(got))
 	}
-	if g := getBody(smallBody); g != nil {
-		t.Fatalf("getBody(smallBody) = cap %d, want nil: small bodies are not pooled", cap(g))
+}
+
+// TestBodyClaimCostsNothing: a body's buffer grows with the bytes that
+// arrived, not with its Content-Length. A request claiming 3 MiB that has
+// sent one byte holds little of the budget, even when the pools hold
+// buffers that size: slow clients with large claims (a byte a second)
+// must not be able to fill the budget with the connections the server
+// accepts.
+func TestBodyClaimCostsNothing(t *testing.T) {
+	for range 4 {
+		putBody(make([]byte, 0, maxPooledBody))
+	}
+	s := &Server{budget: newByteBudget(64 << 20)}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	r := httptest.NewRequest("POST", "/v1/topics/t/messages:batch", pr)
+	r.ContentLength = 4 << 20
+	done := make(chan error, 1)
+	go func() {
+		b, held, err := s.readBody(httptest.NewRecorder(), r, 8<<20)
+		if err == nil && len(b) != 3<<20 {
+			err = fmt.Errorf("read %d bytes, want %d", len(b), 3<<20)
+		}
+		s.budget.release(held)
+		putBody(b)
+		done <- err
+	}()
+	if _, err := pw.Write([]byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	used := func() int64 {
+		s.budget.mu.Lock()
+		defer s.budget.mu.Unlock()
+		return s.budget.used
+	}
+	time.Sleep(50 * time.Millisecond) // the reader is waiting for more
+	// As many such bodies as the server takes connections must hold at
+	// most a quarter of its default budget.
+	if u := used(); u == 0 || u*DefaultMaxConns > DefaultMaxBodyMemory/4 {
+		t.Fatalf("a 3 MiB claim with 1 byte arrived holds %d B of the budget; %d such connections would hold %d MiB of the default %d MiB",
+			u, DefaultMaxConns, u*DefaultMaxConns>>20, DefaultMaxBodyMemory>>20)
+	}
+	// The rest arrives: the buffer grows to hold it, and the whole body is read.
+	if _, err := pw.Write(bytes.Repeat([]byte("a"), 3<<20-1)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if u := used(); u != 0 {
+		t.Fatalf("budget holds %d B after the body was released, want 0", u)
 	}
 }
 
