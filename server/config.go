@@ -114,6 +114,14 @@ type Config struct {
 	// requests; over it a request waits up to 1 s, then gets 503.
 	// Default 256 MiB (or twice the largest body limit); negative: no bound.
 	MaxBodyMemory int64
+	// StoreWait is how long New keeps trying to open a store that is
+	// unavailable (Redis down or loading its data, a database starting
+	// or refusing connections, the data directory locked by a server
+	// still shutting down), retrying with backoff and logging each
+	// failure, before it gives up. Errors that waiting cannot fix (a bad
+	// URL, a refused configuration, a newer store format) fail at once.
+	// Default 1 min; negative: no wait.
+	StoreWait time.Duration
 	// DrainTimeout is what in-flight requests get at Shutdown, and then
 	// what pushes in flight and the engine's background work get each.
 	// Default 15 s.

@@ -54,6 +54,7 @@ type Server struct {
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.Addr = cmp.Or(cfg.Addr, httpapi.DefaultAddr)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, httpapi.DefaultDrainTimeout)
+	cfg.StoreWait = cmp.Or(cfg.StoreWait, DefaultStoreWait)
 	switch {
 	case cfg.MaxTopics == 0:
 		cfg.MaxTopics = engine.DefaultMaxTopics
@@ -97,7 +98,7 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	cfg := &s.cfg
 	m := metrics.New()
 	var err error
-	if s.st, s.where, err = openStore(ctx, cfg, s.log); err != nil {
+	if s.st, s.where, err = openStoreWaiting(ctx, cfg, s.log); err != nil {
 		return explainNewerFormat(err)
 	}
 	subs := []engine.Subscription{m.Subscription()}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -65,6 +66,50 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store,
 		return nil, "", fmt.Errorf("open data directory %s: %w", cfg.DataDir, err)
 	}
 	return st, "data " + cfg.DataDir, nil
+}
+
+// DefaultStoreWait is Config.StoreWait's default.
+const DefaultStoreWait = time.Minute
+
+// Backoff between attempts to open an unavailable store.
+const (
+	firstStoreRetry = 250 * time.Millisecond
+	maxStoreRetry   = 5 * time.Second
+)
+
+// openStoreWaiting is openStore, retried while the store is unavailable
+// for up to cfg.StoreWait. Servers and their stores start in any order
+// (a host booting, a Redis loading a large AOF, a database restarting):
+// failing at once left that to the supervisor, whose restart limits
+// (systemd's five starts in ten seconds, Kubernetes' growing back-off)
+// could leave the server down, or late, after the store came back.
+func openStoreWaiting(ctx context.Context, cfg *Config, log *slog.Logger) (store.Store, string, error) {
+	start := time.Now()
+	retry := firstStoreRetry
+	for attempt := 1; ; attempt++ {
+		st, where, err := openStore(ctx, cfg, log)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || cfg.StoreWait <= 0 {
+			if err == nil && attempt > 1 {
+				log.Info("store open", "store", where, "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return st, where, err
+		}
+		left := cfg.StoreWait - time.Since(start)
+		if left <= 0 {
+			return nil, "", fmt.Errorf("%w (still unavailable after %d attempts in %s; the wait is --store-wait, Config.StoreWait)",
+				err, attempt, time.Since(start).Round(time.Second))
+		}
+		wait := min(retry, left)
+		log.Warn("store unavailable; retrying", "err", err, "attempt", attempt, "retry_in", wait, "gives_up_in", left.Round(time.Second))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", fmt.Errorf("%w (stopped while waiting for the store: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+		retry = min(2*retry, maxStoreRetry)
+	}
 }
 
 // explainNewerFormat adds, to a store's refusal of a format newer than

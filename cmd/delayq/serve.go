@@ -82,6 +82,7 @@ type serveOpts struct {
 	maxBodyMemory                  int64
 	maxDelay, dedupWindow          time.Duration
 	defaultLease, drainTimeout     time.Duration
+	storeWait                      time.Duration
 	rateToken, rateIP              float64
 	burstToken, burstIP            int
 	clockOffset                    time.Duration // hidden, testing only
@@ -132,6 +133,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.Var((*sizeValue)(&o.maxBodyMemory), "max-body-memory", "request body `bytes` (or 256MiB, 1GB…) held at once across all requests; over it a request waits up to 1 s, then gets 503 with Retry-After; 0: 256 MiB (or twice the largest body limit), -1: no bound")
 	fs.IntVar(&o.maxTopics, "max-topics", engine.DefaultMaxTopics, "topics sends and settings may create; beyond it creating one is a 409 (existing topics keep working); 0: no limit")
 	durVar(fs, &o.drainTimeout, "drain-timeout", httpapi.DefaultDrainTimeout, "time in-flight requests get at shutdown")
+	durVar(fs, &o.storeWait, "store-wait", server.DefaultStoreWait, "how long to keep retrying a store that is unavailable at startup (Redis down or loading, a database starting); 0: fail at once")
 	fs.DurationVar(&o.clockOffset, clockOffsetFlag, 0, "testing only: shifts this server's clock, to test servers whose clocks disagree")
 	// Off by default: one client at full speed makes thousands of requests
 	// a second, and behind a proxy all clients share the proxy's IP.
@@ -295,6 +297,9 @@ func serve(ctx context.Context, o *serveOpts, stdout, stderr io.Writer) error {
 	if o.sqlTimeout <= 0 {
 		return fmt.Errorf("--sql-timeout %s: must be more than 0", o.sqlTimeout)
 	}
+	if o.storeWait < 0 {
+		return fmt.Errorf("--store-wait %s: must be 0 (fail at once) or more", o.storeWait)
+	}
 	bi := buildinfo.Get()
 	tr, err := tracing.FromEnv(ctx, bi.Version, stdout, log)
 	if err != nil {
@@ -372,6 +377,11 @@ func serveConfig(o *serveOpts, log *slog.Logger) server.Config {
 	}
 	if o.maxTopics == 0 {
 		cfg.MaxTopics = -1 // the flag's "no limit"
+	}
+	if o.storeWait <= 0 {
+		cfg.StoreWait = -1 // the flag's "fail at once"
+	} else {
+		cfg.StoreWait = o.storeWait
 	}
 	return cfg
 }

@@ -111,7 +111,7 @@ func TestServeSQLBadInputs(t *testing.T) {
 			url, _ := e.start(t)
 			unreachable := strings.TrimPrefix(e.flag, "--") + "://u:hunter2@127.0.0.1:1/db"
 			cases := append([]badServeInput{
-				{"unreachable, password hidden", []string{e.flag, unreachable}, "open " + e.name + " " + strings.TrimPrefix(e.flag, "--") + "://u:xxxxx@127.0.0.1:1/db"},
+				{"unreachable, password hidden", []string{e.flag, unreachable, "--store-wait", "0"}, "open " + e.name + " " + strings.TrimPrefix(e.flag, "--") + "://u:xxxxx@127.0.0.1:1/db"},
 				{"two engines", []string{e.flag, url, "--redis", "redis://127.0.0.1:1/0"}, "give one of"},
 			}, e.badInputs...)
 			if e.name == "mysql" {

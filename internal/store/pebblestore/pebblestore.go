@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -297,6 +298,10 @@ func openDB(dir string, po *pebble.Options) (db *pebble.DB, err error) {
 		return db, nil
 	case pebble.IsCorruptionError(err):
 		return nil, fmt.Errorf("pebblestore: open %s: %w: %w", dir, store.ErrCorrupt, err)
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		// Pebble's lock file: flock says only "resource temporarily
+		// unavailable".
+		return nil, fmt.Errorf("pebblestore: open %s: %w: the directory is in use by another process (another delayq server with the same --data, or one still shutting down): %w", dir, store.ErrUnavailable, err)
 	default:
 		return nil, fmt.Errorf("pebblestore: open %s: %w: %w", dir, store.ErrUnavailable, err)
 	}
