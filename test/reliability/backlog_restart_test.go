@@ -104,10 +104,12 @@ type s19Engine struct {
 	window   time.Duration
 	newProc  func(t *testing.T) *proc // prepared, not started
 	dataDir  func(p *proc) string
-	down     time.Duration                       // how long the server stays dead after the kill (0: restart at once)
-	sent     func(t *testing.T)                  // after the last send is answered, before the kill
-	drained  func(t *testing.T, out *s19Results) // after the drain, before the results are written
-	check    func(t *testing.T, out *s19Results) // extra pass criteria, after the results are written
+	down     time.Duration                                      // how long the server stays dead after the kill (0: restart at once)
+	killed   func(t *testing.T)                                 // right after the server's kill -9 (the store's own kill), or nil
+	restart  func(t *testing.T, p *proc) (time.Duration, error) // starts the server again and returns its time to ready; nil: p.tryStart
+	sent     func(t *testing.T)                                 // after the last send is answered, before the kill
+	drained  func(t *testing.T, out *s19Results)                // after the drain, before the results are written
+	check    func(t *testing.T, out *s19Results)                // extra pass criteria, after the results are written
 }
 
 // TestS19BigBacklogRestart: a backlog of far-future messages (1 h – 30 d)
@@ -206,9 +208,18 @@ func runS19(t *testing.T, eng s19Engine) {
 	dataMiB := float64(dirBytes(eng.dataDir(p))) / (1 << 20)
 	killAt := rec.Now()
 	p.kill9()
+	if eng.killed != nil {
+		eng.killed(t)
+	}
 	time.Sleep(eng.down)
 	startAt := time.Now()
-	readyD, err := p.tryStart(60 * time.Second)
+	var readyD time.Duration
+	var err error
+	if eng.restart != nil {
+		readyD, err = eng.restart(t, p)
+	} else {
+		readyD, err = p.tryStart(60 * time.Second)
+	}
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}

@@ -19,6 +19,10 @@ type s19Redis struct {
 	BytesPerPending     float64 `json:"used_memory_bytes_per_pending_message"` // (filled − start) / (far + near)
 	UsedMemoryDrainMiB  float64 `json:"used_memory_mib_after_drain"`           // far pending, near acked (dedup tombstones)
 	AOFMiB              float64 `json:"aof_mib_at_kill"`
+	// With Redis killed too: from redis-server's start to its first PONG
+	// (its AOF loaded), and the attempts the waiting server made.
+	RedisLoadMs   float64 `json:"redis_restart_to_pong_ms,omitempty"`
+	ServerWaitLog bool    `json:"server_logged_store_unavailable,omitempty"`
 }
 
 // s19RedisMaxBytesPerMessage bounds Redis memory per pending message of
@@ -38,7 +42,18 @@ const s19RedisMaxBytesPerMessage = 1024
 // Redis memory per pending message stays bounded. Pass: those of
 // TestS19BigBacklogRestart, plus used_memory per pending message
 // < 1 KiB.
-func TestS19RedisBigBacklogRestart(t *testing.T) {
+func TestS19RedisBigBacklogRestart(t *testing.T) { runS19Redis(t, false) }
+
+// TestS19RedisKilledWithBigBacklog: S19 with redis-server killed (kill -9)
+// as well, as a host crash would: right after the last send both die;
+// the delayq server is started first and finds Redis down (--store-wait
+// keeps it trying), then redis-server starts and reloads its AOF holding
+// the backlog. Pass: those of TestS19RedisBigBacklogRestart — nothing
+// lost, nothing early, what came due while down released within 1 s of
+// ready — and the server waited for Redis instead of exiting.
+func TestS19RedisKilledWithBigBacklog(t *testing.T) { runS19Redis(t, true) }
+
+func runS19Redis(t *testing.T, killRedis bool) {
 	rs := startRedis(t, "always")
 	rc := rdb(t, rs.Addr())
 	usedMemory := func(field string) float64 {
@@ -55,11 +70,11 @@ func TestS19RedisBigBacklogRestart(t *testing.T) {
 	rj := &s19Redis{AppendFsync: "always"}
 	var start, filled float64
 	var pending int
-	runS19(t, s19Engine{
+	eng := s19Engine{
 		name: "redis", scenario: "S19 big-backlog restart (redis)", results: "S19-backlog-restart-redis",
 		far: pick(50_000, 1_000_000), near: pick(5_000, 100_000), window: pick(30*time.Second, 60*time.Second),
 		newProc: func(t *testing.T) *proc {
-			p := newRedisProc(t, rs.URL())
+			p := newRedisProc(t, rs.URL(), "--store-wait", "3m")
 			start = usedMemory("used_memory")
 			return p
 		},
@@ -86,6 +101,35 @@ func TestS19RedisBigBacklogRestart(t *testing.T) {
 				t.Errorf("Redis used_memory per pending message %.0f B (%.1f MiB for %d), want < %d B",
 					rj.BytesPerPending, (filled-start)/(1<<20), pending, s19RedisMaxBytesPerMessage)
 			}
+			if killRedis && !rj.ServerWaitLog {
+				t.Errorf("the server never logged waiting for Redis: it was not started while Redis was down")
+			}
 		},
-	})
+	}
+	if killRedis {
+		eng.scenario, eng.results = "S19 big-backlog restart (redis, redis-server killed too)", "S19-backlog-restart-redis-killed"
+		eng.down = 0
+		eng.killed = func(*testing.T) { rs.Kill() }
+		eng.restart = func(t *testing.T, p *proc) (time.Duration, error) {
+			type started struct {
+				d   time.Duration
+				err error
+			}
+			done := make(chan started, 1)
+			go func() {
+				d, err := p.tryStart(4 * time.Minute)
+				done <- started{d, err}
+			}()
+			// The server first, finding Redis down; then Redis.
+			if _, ok := waitUntil(30*time.Second, func() bool { return logHas(t, p, "store unavailable; retrying") }); ok {
+				rj.ServerWaitLog = true
+			}
+			t0 := time.Now()
+			rs.Restart() // returns at its first PONG: the AOF is loaded
+			rj.RedisLoadMs = ms(time.Since(t0))
+			r := <-done
+			return r.d, r.err
+		}
+	}
+	runS19(t, eng)
 }

@@ -84,10 +84,12 @@ func TestS23SlowBodiesAndReaders(t *testing.T) {
 		fmt.Fprintf(conn, "POST /v1/topics/%s/lease HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", readTopic, len(body), body)
 		unread = append(unread, conn)
 	}
-	waitFor(t, 10*time.Second, "the slow readers' leases", func() bool {
+	if _, ok := waitUntil(10*time.Second, func() bool {
 		ti, err := c.Topic(ctx, readTopic)
 		return err == nil && ti.Counts.Inflight == readers*perReader
-	})
+	}); !ok {
+		t.Fatalf("the slow readers did not lease the %d messages within 10 s", readers*perReader)
+	}
 
 	// Slow bodies: a 3 MiB claim, then a byte a second until the server
 	// answers or closes.
@@ -278,15 +280,5 @@ func TestS23SlowBodiesAndReaders(t *testing.T) {
 		t.Errorf("topic: %v", err)
 	} else if n := ti.Counts.Ready + ti.Counts.Inflight + ti.Counts.Scheduled + ti.Counts.Dead; n != 0 {
 		t.Errorf("after the slow readers were closed the topic holds %+v; want nothing (each message acked once)", ti.Counts)
-	}
-}
-
-// waitFor polls cond every 50 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
 	}
 }
