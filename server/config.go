@@ -119,7 +119,8 @@ type Config struct {
 	// or refusing connections, the data directory locked by a server
 	// still shutting down), retrying with backoff and logging each
 	// failure, before it gives up. Errors that waiting cannot fix (a bad
-	// URL, a refused configuration, a newer store format) fail at once.
+	// URL, credentials or a database refused, a refused configuration, a
+	// newer store format) fail at once.
 	// Default 1 min; negative: no wait.
 	StoreWait time.Duration
 	// DrainTimeout is what in-flight requests get at Shutdown, and then

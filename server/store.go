@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/buildinfo"
@@ -88,7 +90,7 @@ func openStoreWaiting(ctx context.Context, cfg *Config, log *slog.Logger) (store
 	retry := firstStoreRetry
 	for attempt := 1; ; attempt++ {
 		st, where, err := openStore(ctx, cfg, log)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) || cfg.StoreWait <= 0 {
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || refusedAccess(err) || cfg.StoreWait <= 0 {
 			if err == nil && attempt > 1 {
 				log.Info("store open", "store", where, "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
 			}
@@ -110,6 +112,33 @@ func openStoreWaiting(ctx context.Context, cfg *Config, log *slog.Logger) (store
 		}
 		retry = min(2*retry, maxStoreRetry)
 	}
+}
+
+// refusedAccess reports whether the store's server answered but refused
+// these credentials or this database: a configuration error that waiting
+// does not fix, though the stores report it as unavailable (a password
+// can be changed at run time; to a running server it is an outage).
+func refusedAccess(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 28: invalid authorization (a role that does not exist, a
+		// wrong password); 3D000: no such database.
+		return strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000"
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1698: // access denied to the database, for the user; unknown database; no password for root over TCP
+			return true
+		}
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
+	}
+	return false
 }
 
 // explainNewerFormat adds, to a store's refusal of a format newer than

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -25,5 +28,28 @@ func TestExplainNewerFormat(t *testing.T) {
 	other := errors.New("open data directory d: permission denied")
 	if got := explainNewerFormat(other); got != other {
 		t.Errorf("another error was changed: %v", got)
+	}
+}
+
+// TestRefusedAccess: the drivers' answers that mean "these credentials or
+// this database are refused" are not waited for; being unreachable is.
+func TestRefusedAccess(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("open: %w: %w", store.ErrUnavailable, err) }
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{wrap(&pgconn.PgError{Code: "28P01"}), true},
+		{wrap(&pgconn.PgError{Code: "28000"}), true},
+		{wrap(&pgconn.PgError{Code: "3D000"}), true},
+		{wrap(&pgconn.PgError{Code: "57P03"}), false}, // the database system is starting up
+		{wrap(&mysql.MySQLError{Number: 1045}), true},
+		{wrap(&mysql.MySQLError{Number: 1049}), true},
+		{wrap(&mysql.MySQLError{Number: 1040}), false}, // too many connections
+		{wrap(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), false},
+	} {
+		if got := refusedAccess(tc.err); got != tc.want {
+			t.Errorf("refusedAccess(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delayq/delayq/internal/store/redisstore/redistest"
 	"github.com/delayq/delayq/server"
 )
@@ -15,7 +17,7 @@ import (
 // start (Redis down, then up on the same port) and opens it once it
 // answers; a store still down when StoreWait runs out is an error naming
 // the wait; a stop while waiting ends the wait at once; StoreWait < 0
-// and errors no wait can fix fail at once.
+// and errors no wait can fix (credentials refused included) fail at once.
 func TestNewWaitsForStore(t *testing.T) {
 	rs := redistest.Start(t)
 	rs.Kill()
@@ -75,6 +77,12 @@ func TestNewWaitsForStore(t *testing.T) {
 		}
 	})
 
+	locked := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: locked.Addr()})
+	if err := rc.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
 	for _, tc := range []struct {
 		name string
 		cfg  server.Config
@@ -82,6 +90,8 @@ func TestNewWaitsForStore(t *testing.T) {
 	}{
 		{"no wait", server.Config{RedisURL: rs.URL(), StoreWait: -1}, "connect"},
 		{"a refusal no wait fixes", server.Config{RedisURL: rs.URL(), RedisPartitions: 100000, StoreWait: time.Minute}, "Partitions"},
+		{"credentials refused", server.Config{RedisURL: locked.URL(), StoreWait: time.Minute}, "NOAUTH"},
+		{"wrong password", server.Config{RedisURL: "redis://:nope@" + locked.Addr() + "/0", StoreWait: time.Minute}, "WRONGPASS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Logger = quiet()
