@@ -58,6 +58,7 @@ func TestS22S23SlowlorisAndIdleFlood(t *testing.T) {
 	base := p.url()
 
 	baseline, bfail := probe(t, base, 3*time.Second)
+	rssBefore, _ := procStatusKiB(p.pid(), "VmRSS")
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -122,6 +123,7 @@ func TestS22S23SlowlorisAndIdleFlood(t *testing.T) {
 		}()
 	}
 	iwg.Wait()
+	rssOpen, _ := procStatusKiB(p.pid(), "VmRSS")
 	underLoad, ufail := probe(t, base, pick(10*time.Second, 30*time.Second))
 	close(stop)
 	wg.Wait()
@@ -140,7 +142,10 @@ func TestS22S23SlowlorisAndIdleFlood(t *testing.T) {
 		"scenario": "S22/S23 slowloris + idle flood (scaled)", "tier": tier(), "date": time.Now().UTC().Format(time.RFC3339),
 		"slowloris_conns": slow, "slowloris_closed_by_server": slowClosed.Load(), "slowloris_lifetime": lq,
 		"idle_keepalive_requested": idle, "idle_keepalive_open": idleOpen.Load(),
-		"baseline_latency": bq, "baseline_failures": bfail, "under_flood_latency": uq, "under_flood_failures": ufail,
+		"server_rss_mib_before": rssBefore >> 10, "server_rss_mib_connections_open": rssOpen >> 10,
+		// What each open connection (idle keep-alive or slowloris) costs the server.
+		"server_rss_kib_per_connection": float64(rssOpen-rssBefore) / float64(max(idleOpen.Load()+int64(slow), 1)),
+		"baseline_latency":              bq, "baseline_failures": bfail, "under_flood_latency": uq, "under_flood_failures": ufail,
 		"healthy_after": healthy,
 	})
 	if !healthy {
