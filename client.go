@@ -35,7 +35,8 @@ import (
 // # Retries
 //
 // A call is retried, with exponential backoff, when the server answers 503
-// (ErrUnavailable), 502, 504 or 429 (ErrRateLimited; Retry-After is
+// (ErrUnavailable), 502, 504, 408 (its body did not reach the server
+// within the server's read timeout) or 429 (ErrRateLimited; Retry-After is
 // honoured) — these mean the request was not carried out. Connection errors
 // and timeouts, where the request may or may not have been carried out, are
 // retried only for calls that are safe to repeat: reads, Extend, Reschedule,
@@ -629,7 +630,7 @@ func retryable(err error, idempotent bool) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		switch ae.StatusCode {
-		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusTooManyRequests, http.StatusRequestTimeout:
 			return true
 		}
 		return false
@@ -825,7 +826,7 @@ func sentinelFor(code string, status int) error {
 		return ErrTooLarge
 	case wire.CodeRateLimited:
 		return ErrRateLimited
-	case wire.CodeUnavailable:
+	case wire.CodeUnavailable, wire.CodeTimeout:
 		return ErrUnavailable
 	case "":
 	default:
@@ -846,7 +847,7 @@ func sentinelFor(code string, status int) error {
 		return ErrTooLarge
 	case http.StatusTooManyRequests:
 		return ErrRateLimited
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusRequestTimeout:
 		return ErrUnavailable
 	}
 	return nil

@@ -99,6 +99,7 @@ func TestClientErrorDecoding(t *testing.T) {
 		{name: "too large", status: 413, code: wire.CodeTooLarge, msg: "payload is 2 MiB", want: ErrTooLarge, wantText: "payload is 2 MiB"},
 		{name: "headers too large", status: 431, code: wire.CodeHeaderTooLarge, msg: "headers", want: ErrTooLarge, wantText: "headers"},
 		{name: "rate limited", status: 429, code: wire.CodeRateLimited, msg: "slow down", want: ErrRateLimited, wantText: "slow down"},
+		{name: "request timeout", status: 408, code: wire.CodeTimeout, msg: "body timed out", want: ErrUnavailable, wantText: "body timed out"},
 		{name: "unavailable", status: 503, code: wire.CodeUnavailable, msg: "redis down", want: ErrUnavailable, wantText: "redis down"},
 		{name: "unauthorized", status: 401, code: wire.CodeUnauthenticated, msg: "no token", want: ErrUnauthorized, wantText: "no token"},
 		{name: "forbidden", status: 403, code: wire.CodeForbidden, msg: "scope consume missing", want: ErrForbidden, wantText: "scope consume missing"},
@@ -156,6 +157,8 @@ func TestClientSendRetryReusesIDOn503(t *testing.T) {
 			wireErr(w, 503, wire.CodeUnavailable, "engine unavailable", "")
 		case 2:
 			w.WriteHeader(http.StatusBadGateway)
+		case 3: // the body did not arrive within the server's read timeout
+			wireErr(w, 408, wire.CodeTimeout, "request body timed out", "")
 		default:
 			echoMessage(w, body, 200, true) // the earlier attempt had gone through
 		}
@@ -165,7 +168,7 @@ func TestClientSendRetryReusesIDOn503(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := sentIDs(t, f.requests())
-	if len(ids) != 3 || ids[0] == "" || ids[0] != ids[1] || ids[1] != ids[2] || ids[0] != m.ID {
+	if len(ids) != 4 || ids[0] == "" || ids[0] != ids[1] || ids[1] != ids[2] || ids[2] != ids[3] || ids[0] != m.ID {
 		t.Fatalf("ids over attempts %q, message %q: want one client-made id reused", ids, m.ID)
 	}
 	if err := ValidateID(m.ID); err != nil {

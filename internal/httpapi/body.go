@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -69,6 +71,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 			return b, held, nil
 		case errors.As(rerr, &mbe):
 			return b, held, fmt.Errorf("%w: body exceeds the limit of %d bytes for this endpoint", domain.ErrTooLarge, limit)
+		case isTimeout(rerr):
+			return b, held, fmt.Errorf("%w: %d of its bytes arrived before the server's read timeout; nothing was done, send it again", errBodyTimeout, len(b))
 		case rerr != nil:
 			return b, held, fmt.Errorf("%w: reading body: %v", errBadRequest, rerr)
 		case len(b) < cap(b):
@@ -154,3 +158,17 @@ func putBody(b []byte) {
 
 // errBadRequest is a body that could not be read (client went away mid-body).
 var errBadRequest = errors.New("bad request")
+
+// errBodyTimeout is a body still arriving when the connection's read
+// deadline (the server's ReadTimeout) passed: a slow network, not a bad
+// request. It is answered 408, which clients retry (the request was not
+// carried out), where a 400 told them the request itself was wrong and a
+// producer could drop the message.
+var errBodyTimeout = errors.New("request body timed out")
+
+// isTimeout reports whether a body read failed on the connection's read
+// deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}

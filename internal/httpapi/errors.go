@@ -47,6 +47,8 @@ func toHTTP(err error) (int, wire.ErrorBody) {
 		return http.StatusNotFound, body(wire.CodeNotFound, err)
 	case errors.As(err, &me):
 		return http.StatusMethodNotAllowed, body(wire.CodeMethod, err)
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout, body(wire.CodeTimeout, err)
 	case errors.Is(err, domain.ErrConflict):
 		return http.StatusConflict, body(wire.CodeConflict, err)
 	case errors.Is(err, domain.ErrTooLarge):
@@ -97,7 +99,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	var he *hostError
-	if status == http.StatusRequestEntityTooLarge || (r.ContentLength != 0 &&
+	if status == http.StatusRequestEntityTooLarge || status == http.StatusRequestTimeout || (r.ContentLength != 0 &&
 		(errors.As(err, &he) || errors.Is(err, errCrossOrigin) || errors.Is(err, errMediaType) || errors.Is(err, errBodyBudget))) {
 		// The body was not read to the end; don't reuse the connection
 		// (else net/http reads up to 256 KiB of it before answering).

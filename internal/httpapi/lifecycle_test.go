@@ -246,6 +246,48 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	}
 }
 
+// TestSlowBodyTimesOut408: a body still arriving when the read timeout
+// passes is answered 408 (request_timeout), which clients retry: the
+// request was not carried out. A 400 said the request itself was wrong,
+// and a producer that trusts it drops the message. Nothing is stored, and
+// the connection, whose body was not read to its end, is closed.
+func TestSlowBodyTimesOut408(t *testing.T) {
+	b := setup(t, func(c *Config) { c.ReadTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", serveOn(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	part := `{"id":"m","payload":"x"`
+	if _, err := io.WriteString(conn, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stopped arriving: %v", err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var eb wire.ErrorResponse
+	if err := json.Unmarshal(raw, &eb); err != nil || res.StatusCode != http.StatusRequestTimeout || eb.Error.Code != wire.CodeTimeout {
+		t.Fatalf("a body that stopped arriving: %d %s, want 408 %s", res.StatusCode, raw, wire.CodeTimeout)
+	}
+	if want := strconv.Itoa(len(part)) + " of its bytes arrived"; !strings.Contains(eb.Error.Message, want) {
+		t.Errorf("the error %q does not say how much arrived (%q)", eb.Error.Message, want)
+	}
+	if !res.Close {
+		t.Error("the connection is kept open after a body that was not read to its end")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answered after %v, want about the 300 ms read timeout", d)
+	}
+	if _, err := b.eng.Get(context.Background(), "t", "m"); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("a send whose body timed out left a message: %v", err)
+	}
+}
+
 func TestCheckExposure(t *testing.T) {
 	for _, tc := range []struct {
 		addr           string

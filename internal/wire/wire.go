@@ -480,6 +480,7 @@ const (
 	CodeForbidden       = "permission_denied"      // 403
 	CodeNotFound        = "not_found"              // 404
 	CodeMethod          = "method_not_allowed"     // 405
+	CodeTimeout         = "request_timeout"        // 408: the body did not arrive within the read timeout
 	CodeConflict        = "conflict"               // 409
 	CodeTooLarge        = "payload_too_large"      // 413
 	CodeMediaType       = "unsupported_media_type" // 415: a body that is not application/json

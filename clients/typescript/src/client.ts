@@ -316,7 +316,7 @@ export class Client {
 
   /**
    * Makes the request, retrying as the README says: an answer of 503, 502,
-   * 504 or 429 (the request was not carried out; Retry-After is honoured)
+   * 504, 408 or 429 (the request was not carried out; Retry-After is honoured)
    * always, a failed connection or a timeout (the request may have been
    * carried out) only when the call is safe to repeat (idempotent).
    */
@@ -357,7 +357,7 @@ export class Client {
 }
 
 /** Answers that mean the request was not carried out: always safe to retry. */
-const notCarriedOut = new Set([429, 502, 503, 504]);
+const notCarriedOut = new Set([408, 429, 502, 503, 504]);
 
 /** Retry-After in seconds (the form delayq sends), as milliseconds; 0 when absent or a date. */
 function retryAfterMs(h: string | null): number {

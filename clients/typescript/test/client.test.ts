@@ -243,10 +243,10 @@ test("answers lost after the server acted: safe calls are retried and find what 
   assert.equal((await c.listMessages(topic, { state: "scheduled" })).messages.length, 4);
 });
 
-test("503, 502, 504 and 429 mean not carried out: retried, lease included, up to retries", async () => {
+test("503, 502, 504, 408 and 429 mean not carried out: retried, lease included, up to retries", async () => {
   const topic = `${run}.busy`;
   await c.send(topic, "x", { id: "busy-1" });
-  for (const status of [503, 502, 504, 429]) {
+  for (const status of [503, 502, 504, 408, 429]) {
     let refusedCalls = 0;
     const busy: typeof fetch = async (input, init) => {
       if (refusedCalls < 2) {
