@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -95,6 +96,78 @@ func TestLeaseDueSkipsScanWhenNothingDue(t *testing.T) {
 // BenchmarkLeaseDueNothingDue: a long-poll's MessageLeaseDue on a topic
 // with 1,000 messages scheduled later and nothing ready (a consumer back
 // for more between due times): what the s/ mark check saves per call.
+// TestDryLeaseSkipsReadyScan: once a lease found r/ and p/ empty, the
+// leases that find nothing (a consumer back for more between due times)
+// open no iterator; and whatever makes a message ready afterwards lowers
+// the marks, so the next lease takes it: a promotion (r/, and p/ for a
+// priority), a nack due now, an expired lease.
+func TestDryLeaseSkipsReadyScan(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	leaseAt := func(now int64, due bool) []*store.Record {
+		t.Helper()
+		p := &store.MessageLeaseParams{Topic: "q", Now: now, Max: 10, LeaseFor: 100, Token: "tok"}
+		var recs []*store.Record
+		var err error
+		if due {
+			recs, err = s.MessageLeaseDue(ctx, p)
+		} else {
+			recs, err = s.MessageLease(ctx, p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	ids := func(recs []*store.Record) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	want := func(recs []*store.Record, want ...string) {
+		t.Helper()
+		if got := ids(recs); !slices.Equal(got, want) {
+			t.Fatalf("leased %v, want %v", got, want)
+		}
+	}
+	insert(t, s, "q", 100, m("far", 100_000))
+	want(leaseAt(1000, false)) // r/ and p/ scanned once, found empty
+	before := readyScans.Load()
+	for now := int64(1001); now < 1100; now++ {
+		want(leaseAt(now, now%2 == 0))
+	}
+	if n := readyScans.Load() - before; n != 0 {
+		t.Errorf("%d scans of r/ by 99 leases of an empty topic, want 0", n)
+	}
+
+	// A promotion adds to r/ and, for a priority, to p/.
+	lo, hi := m("lo", 1200), m("hi", 1200)
+	lo.MaxAttempts, hi.Priority = 5, 3
+	insert(t, s, "q", 1100, lo, hi)
+	if _, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "q", Now: 1200, Max: 10}); err != nil {
+		t.Fatal(err)
+	}
+	leased := leaseAt(1200, false)
+	want(leased, "lo", "hi")
+
+	// A nack due now, and a lease that ran out.
+	nack := leased[0]
+	if _, err := s.MessageNack(ctx, &store.MessageNackParams{Topic: "q", ID: nack.ID, Receipt: nack.Receipt, Now: 1201, Error: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	want(leaseAt(1201, true), "lo")
+	if _, err := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: 1400, Max: 10}); err != nil {
+		t.Fatal(err)
+	}
+	want(leaseAt(1400, false), "lo", "hi")
+	if readyScans.Load()-before == 0 {
+		t.Error("no scan of r/ counted: the check above checked nothing")
+	}
+	mustVerify(t, s)
+}
+
 func BenchmarkLeaseDueNothingDue(b *testing.B) {
 	s := openMem(b, vfs.NewMem())
 	defer s.Close()

@@ -138,6 +138,9 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 	return s.promoteLocked(t, p.Now, p.Now-grace, p.Max)
 }
 
+// readyScans counts leases' scans of r/ (for tests).
+var readyScans atomic.Int64
+
 // scheduledScans counts promoteLocked's scans of s/ (for tests).
 var scheduledScans atomic.Int64
 
@@ -348,9 +351,14 @@ func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]
 			return nil, err
 		}
 	}
-	it, err := s.indexIter(t, ixReady, nil)
-	if err != nil {
-		return nil, err
+	// r/ and p/ known empty (their marks at the end: a scan found nothing
+	// and nothing was added below since): nothing to lease, and no
+	// iterator. A consumer back for more between due times (a long-poll's
+	// first look and its last) paid a seek of every memtable and level for
+	// an empty range, a few percent of a paced run's server CPU.
+	readyEmpty := !disableLowWater && bytes.Equal(t.lw[ixReady], endSuffix)
+	if readyEmpty && bytes.Equal(t.lw[ixReadyPrio], endPrioSuffix) {
+		return nil, nil
 	}
 	// Sized for what it may take (the promotion above counted the due
 	// messages ready): an empty poll keeps a small batch, even on a topic
@@ -361,27 +369,17 @@ func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]
 	defer x.readInOrder(int(n))()
 	var out []*store.Record
 	next := endSuffix
-	for it.First(); it.Valid(); it.Next() {
-		// Stop at a message due after Now: a promotion by a caller with a
-		// later reading of the clock may have raced this lease, and handing
-		// it out would be early by this lease's own time. r/ holds
-		// priority 0 alone, in due order, so nothing after it is due.
-		if due, _, _ := parseIndexSuffix(it.Key()); len(out) >= p.Max || due > p.Now {
-			next = suffix(it.Key())
-			break
-		}
-		if out, err = s.leaseEntry(x, t, it.Key(), it.Value(), store.StateReady, p, out); err != nil {
-			_ = it.Close()
+	if !readyEmpty {
+		var err error
+		if out, next, err = s.leaseReady(x, t, p); err != nil {
 			return nil, err
 		}
-	}
-	if err := it.Close(); err != nil {
-		return nil, classify("scan ready", err)
 	}
 	// Then priorities 1-255 (p/), unless p/ is known to be empty: a topic
 	// that only ever had priority 0 pays no iterator here.
 	nextPrio := t.lw[ixReadyPrio]
 	if len(out) < p.Max && !bytes.Equal(nextPrio, endPrioSuffix) {
+		var err error
 		if out, nextPrio, err = s.leasePrio(x, t, p, out); err != nil {
 			return nil, err
 		}
@@ -394,6 +392,36 @@ func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]
 	t.lw[ixReady] = next
 	t.lw[ixReadyPrio] = nextPrio
 	return out, x.wait(false)
+}
+
+// leaseReady is leaseLocked's walk of r/ (priority 0, in due order) into
+// x. It returns the first key it left in place (or the end), for r/'s
+// low-water mark.
+func (s *Store) leaseReady(x *txn, t *topic, p *store.MessageLeaseParams) (out []*store.Record, next []byte, err error) {
+	readyScans.Add(1)
+	it, err := s.indexIter(t, ixReady, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	next = endSuffix
+	for it.First(); it.Valid(); it.Next() {
+		// Stop at a message due after Now: a promotion by a caller with a
+		// later reading of the clock may have raced this lease, and handing
+		// it out would be early by this lease's own time. r/ holds
+		// priority 0 alone, in due order, so nothing after it is due.
+		if due, _, _ := parseIndexSuffix(it.Key()); len(out) >= p.Max || due > p.Now {
+			next = suffix(it.Key())
+			break
+		}
+		if out, err = s.leaseEntry(x, t, it.Key(), it.Value(), store.StateReady, p, out); err != nil {
+			_ = it.Close()
+			return nil, nil, err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, nil, classify("scan ready", err)
+	}
+	return out, next, nil
 }
 
 // leaseEntry leases the message of one index entry (key, val) into x and
