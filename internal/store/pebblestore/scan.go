@@ -384,14 +384,27 @@ func (s *Store) leaseLocked(t *topic, p *store.MessageLeaseParams, due bool) ([]
 			return nil, err
 		}
 	}
-	if err := x.apply(false); err != nil {
+	if err := s.applyLease(x); err != nil {
 		return nil, err
+	}
+	t.lw[ixReady] = next
+	t.lw[ixReadyPrio] = nextPrio
+	return out, nil
+}
+
+// applyLease applies a lease's batch (either walk: r/ and p/, or straight
+// from s/) and waits for it as leases do (no fsync of their own). The
+// failpoint between the two is the crash of S2's "lease batch applied,
+// before the response" (test/reliability), on every lease that took a
+// message. A mark a lease would raise is raised only after this succeeds;
+// left lower, it is only a longer scan.
+func (s *Store) applyLease(x *txn) error {
+	if err := x.apply(false); err != nil {
+		return err
 	}
 	// gofail: var pebbleLeaseBeforeReply bool
 	// if pebbleLeaseBeforeReply { go func() { panic("gofail: pebbleLeaseBeforeReply") }(); select {} }
-	t.lw[ixReady] = next
-	t.lw[ixReadyPrio] = nextPrio
-	return out, x.wait(false)
+	return x.wait(false)
 }
 
 // leaseReady is leaseLocked's walk of r/ (priority 0, in due order) into
@@ -482,11 +495,11 @@ func (s *Store) leaseScheduled(t *topic, p *store.MessageLeaseParams) (out []*st
 	}
 	// s/ is in (due, seq) order; the answer is in lease order.
 	slices.SortStableFunc(out, func(a, b *store.Record) int { return cmp.Compare(a.Priority, b.Priority) })
-	if err := x.apply(false); err != nil {
+	if err := s.applyLease(x); err != nil {
 		return nil, false, err
 	}
 	t.lw[ixScheduled] = next
-	return out, true, x.wait(false)
+	return out, true, nil
 }
 
 // leasePrio is MessageLease's walk of p/, from the lowest priority:
