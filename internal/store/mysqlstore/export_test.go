@@ -1,6 +1,10 @@
 package mysqlstore
 
-import "context"
+import (
+	"context"
+	"net"
+	"sync/atomic"
+)
 
 // LeasePickSQL is the lease's scan (arguments: topic, now, max), for the
 // churn test's probe.
@@ -31,4 +35,28 @@ func FoldCounts(s *Store, topic string) (int, error) {
 func PollVers(s *Store) error {
 	_, err := s.pollVers(context.Background(), map[string]int64{}, true)
 	return err
+}
+
+// CountWrites makes the stores opened from now on count the writes to
+// their connections in n (each command the driver sends is one write: a
+// round trip), until the test ends.
+func CountWrites(t interface{ Cleanup(func()) }, n *atomic.Int64) {
+	testDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, n}, nil
+	}
+	t.Cleanup(func() { testDial = nil })
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(b)
 }

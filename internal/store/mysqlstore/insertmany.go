@@ -126,8 +126,16 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 			sent = append(sent, recs[j])
 		}
 	}
-	if err := s.addQMany(ctx, tx, sent); err != nil {
+	// The queue rows, the count row and the topic row's read go in one
+	// round trip (writeBatch).
+	w := s.writes(tx)
+	if err := s.addQMany(ctx, w, sent); err != nil {
 		return nil, err
+	}
+	if len(repeated) > 0 {
+		if err := w.flush(ctx); err != nil { // insertOne reads
+			return nil, err
+		}
 	}
 	for _, i := range repeated {
 		res, err := s.insertOne(ctx, tx, c, p.Topic, &p.Messages[i], now)
@@ -139,9 +147,15 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 	if len(c) == 0 && len(p.Messages) > 0 {
 		// Duplicates only: no count moves, but a send still makes a
 		// deleted topic again (flushCounts does it otherwise).
-		return out, s.topicRow(ctx, tx, p.Topic, true)
+		if err := s.topicRowAfter(ctx, tx, w, p.Topic, true); err != nil {
+			return nil, err
+		}
+		return out, w.flush(ctx)
 	}
-	return out, s.flushCountsOf(ctx, tx, c, true)
+	if err := s.flushCountsOf(ctx, tx, w, c, true); err != nil {
+		return nil, err
+	}
+	return out, w.flush(ctx)
 }
 
 // newRecord is the record m makes in topic, sent at now.

@@ -43,7 +43,7 @@ func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.Me
 // toInflight leases move (ready or scheduled messages, locked by the
 // caller) for p: their queue rows deleted, one UPDATE of their message
 // rows, their q_inflight rows inserted; the records are updated in place.
-func (s *Store) toInflight(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, move []*store.Record, now int64) error {
+func (s *Store) toInflight(ctx context.Context, w execer, c counts, p *store.MessageLeaseParams, move []*store.Record, now int64) error {
 	for _, st := range []store.State{store.StateReady, store.StateScheduled} {
 		var from []*store.Record
 		for _, r := range move {
@@ -51,7 +51,7 @@ func (s *Store) toInflight(ctx context.Context, tx *sql.Tx, c counts, p *store.M
 				from = append(from, r)
 			}
 		}
-		if err := s.delQMany(ctx, tx, st, from); err != nil {
+		if err := s.delQMany(ctx, w, st, from); err != nil {
 			return err
 		}
 	}
@@ -75,12 +75,12 @@ func (s *Store) toInflight(ctx context.Context, tx *sql.Tx, c counts, p *store.M
 	// temporary table crashed MariaDB 10.11.19 once under load (SIGSEGV
 	// in multi_update::initialize_tables, cleaning up a failed
 	// create_tmp_table).
-	if _, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" m FORCE INDEX (PRIMARY) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+	if _, err := w.ExecContext(ctx, "UPDATE "+s.t("message")+" m FORCE INDEX (PRIMARY) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
 		"SET m.state = 3, m.updated = ?, m.deliveries = m.deliveries + 1, m.receipt = CONCAT(?, m.deliveries), m.lease_until = ? "+
 		"WHERE m.topic = ? AND m.id IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(move)), ", ")+")", args...); err != nil {
 		return err
 	}
-	return s.addQMany(ctx, tx, move)
+	return s.addQMany(ctx, w, move)
 }
 
 // ackMany acks items with one statement per step for all of them: lock
@@ -89,7 +89,10 @@ func (s *Store) toInflight(ctx context.Context, tx *sql.Tx, c counts, p *store.M
 // tombstones. Items are judged in order, as one ack at a time would: a
 // second ack of an id this call acked is a conflict. One at a time, an
 // ack was four statements.
-func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, c counts, topic string, items []store.AckItem, now int64) ([]error, error) {
+//
+// Its writes go through w (tx, or a writeBatch of tx): its reads come
+// before them.
+func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, w execer, c counts, topic string, items []store.AckItem, now int64) ([]error, error) {
 	out := make([]error, len(items))
 	msgs := map[[2]string]*store.Record{}
 	var keys []qkey
@@ -170,11 +173,11 @@ func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, c counts, topic string,
 		}
 		// The message rows and their q_inflight rows in one statement (two
 		// were a round trip more per ack), each by its primary key.
-		if _, err := tx.ExecContext(ctx, "DELETE m, q FROM "+keyRows(len(chunk), "id", "lease_until", "seq")+" k STRAIGHT_JOIN "+s.t("message")+" m ON m.topic = ? AND m.id = k.id "+ // #nosec G202 -- only table names (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+		if _, err := w.ExecContext(ctx, "DELETE m, q FROM "+keyRows(len(chunk), "id", "lease_until", "seq")+" k STRAIGHT_JOIN "+s.t("message")+" m ON m.topic = ? AND m.id = k.id "+ // #nosec G202 -- only table names (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
 			"LEFT JOIN "+s.t("q_inflight")+" q ON q.lease_until = k.lease_until AND q.seq = k.seq", append(del, []byte(topic))...); err != nil {
 			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" (topic, id, seq, acked_at, due, created, deliveries, failures, max_attempts, last_error, priority, receipt) VALUES "+strings.TrimSuffix(strings.Repeat(tomb+", ", len(chunk)), ", "), ins...); err != nil { // #nosec G202 -- as above, and the clock's expression (nowSQL: fixed text or an integer)
+		if _, err := w.ExecContext(ctx, "INSERT INTO "+s.t("tombstone")+" (topic, id, seq, acked_at, due, created, deliveries, failures, max_attempts, last_error, priority, receipt) VALUES "+strings.TrimSuffix(strings.Repeat(tomb+", ", len(chunk)), ", "), ins...); err != nil { // #nosec G202 -- as above, and the clock's expression (nowSQL: fixed text or an integer)
 			return nil, err
 		}
 	}

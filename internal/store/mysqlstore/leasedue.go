@@ -58,25 +58,28 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.DueAt, b.DueAt), cmp.Compare(a.Seq, b.Seq))
 		})
 		cands = cands[:min(len(cands), max(p.Max, 0))]
+		// The moves and the count row are sent with the next due time's
+		// read, in one round trip (writeBatch).
 		c := counts{}
+		w := s.writes(tx)
 		for i := 0; i < len(cands); i += moveChunk {
-			if err := s.toInflight(ctx, tx, c, p, cands[i:min(i+moveChunk, len(cands))], now); err != nil {
+			if err := s.toInflight(ctx, w, c, p, cands[i:min(i+moveChunk, len(cands))], now); err != nil {
 				return err
 			}
 		}
-		if err := s.flushCounts(ctx, tx, c); err != nil {
+		if err := s.flushCountsOf(ctx, tx, w, c, false); err != nil {
 			return err
 		}
 		res.Records = cands
 		if !next {
-			return nil
+			return w.flush(ctx)
 		}
 		var nextDue sql.NullInt64
 		if !s.callerNow && clock == 0 { // nothing picked: the clock with the next due
-			if err := tx.QueryRowContext(ctx, "SELECT "+s.nowSQL()+", (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", p.Topic).Scan(&now, &nextDue); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL) are concatenated; values are parameters
+			if err := w.QueryRowContext(ctx, "SELECT "+s.nowSQL()+", (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", p.Topic).Scan(&now, &nextDue); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and the clock's expression (nowSQL) are concatenated; values are parameters
 				return err
 			}
-		} else if err := tx.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?", p.Topic).Scan(&nextDue); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		} else if err := w.QueryRowContext(ctx, "SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?", p.Topic).Scan(&nextDue); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			return err
 		}
 		res.NextDue = nextDue.Int64

@@ -113,7 +113,7 @@ const countStripes = 64
 // first stripe no other transaction holds (SKIP LOCKED), or upserts a new
 // one (newStripe).
 func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
-	return s.flushCountsOf(ctx, tx, c, false)
+	return s.flushCountsOf(ctx, tx, tx, c, false)
 }
 
 // flushCountsOf is flushCounts; sent says the transaction inserted
@@ -122,23 +122,30 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 // deleted (TopicDelete), so its row is looked up only when this server
 // has not seen it yet: a promote once read it every time, one more
 // round trip per message in a paced flow.
-func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, c counts, sent bool) error {
+//
+// w runs the count row's insert into the transaction's own stripe (tx, or
+// a writeBatch to send it with the transaction's other writes); w is
+// flushed before any statement that reads.
+func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, w execer, c counts, sent bool) error {
 	own, haveOwn := s.ownStripe(tx)
 	// Topics in order: two transactions holding the same stripe number
 	// (two servers) lock their rows in one order.
 	for _, topic := range slices.Sorted(maps.Keys(c)) {
 		a := c[topic]
 		if haveOwn {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			if _, err := w.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 				"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
 				"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)",
 				topic, own, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
 				return err
 			}
-			if err := s.topicRow(ctx, tx, topic, sent && a[5] > 0); err != nil {
+			if err := s.topicRowAfter(ctx, tx, w, topic, sent && a[5] > 0); err != nil {
 				return err
 			}
 			continue
+		}
+		if err := flushWrites(ctx, w); err != nil {
+			return err
 		}
 		var stripe int
 		// A numbered stripe: the rows of the send procedure (schema 7) are
@@ -255,11 +262,17 @@ func (s *Store) foldCounts(ctx context.Context, topic string) (int, error) {
 // matches nothing keeps its lock. Rows are never deleted, so one seen
 // committed is remembered.
 func (s *Store) topicRow(ctx context.Context, tx *sql.Tx, topic string, send bool) error {
+	return s.topicRowAfter(ctx, tx, tx, topic, send)
+}
+
+// topicRowAfter is topicRow after the writes queued in w (a writeBatch),
+// which go with its read.
+func (s *Store) topicRowAfter(ctx context.Context, tx *sql.Tx, w execer, topic string, send bool) error {
 	if _, ok := s.topics.Load(topic); ok && !send {
 		return nil
 	}
 	var deleted bool
-	err := tx.QueryRowContext(ctx, "SELECT deleted FROM "+s.t("topic")+" WHERE name = ?", topic).Scan(&deleted) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	err := readAfter(ctx, tx, w, "SELECT deleted FROM "+s.t("topic")+" WHERE name = ?", topic).Scan(&deleted) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		_, err = tx.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic")+" (name) VALUES (?)", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
@@ -703,16 +716,22 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 }
 
 // MessageAckMany implements store.Store. On the database's clock the
-// tombstones' insert reads it (ackMany): no round trip of its own.
+// tombstones' insert reads it (ackMany): no round trip of its own. The
+// deletes, the tombstones and the count row go in one round trip
+// (writeBatch).
 func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
 	var out []error
 	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		c := counts{}
+		w := s.writes(tx)
 		var err error
-		if out, err = s.ackMany(ctx, tx, c, p.Topic, p.Items, now); err != nil {
+		if out, err = s.ackMany(ctx, tx, w, c, p.Topic, p.Items, now); err != nil {
 			return err
 		}
-		return s.flushCounts(ctx, tx, c)
+		if err := s.flushCountsOf(ctx, tx, w, c, false); err != nil {
+			return err
+		}
+		return w.flush(ctx)
 	})
 	if err != nil {
 		return nil, err

@@ -101,7 +101,7 @@ func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, full bool
 // delQMany deletes the queue rows of recs, which are all in one state, by
 // their keys: q_scheduled, q_ready, q_dead (topic, time, seq); q_inflight
 // (lease_until, seq).
-func (s *Store) delQMany(ctx context.Context, tx *sql.Tx, st store.State, recs []*store.Record) error {
+func (s *Store) delQMany(ctx context.Context, tx execer, st store.State, recs []*store.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *Store) delQMany(ctx context.Context, tx *sql.Tx, st store.State, recs [
 
 // addQMany inserts the queue rows of recs (as addQ does, in one
 // statement per state).
-func (s *Store) addQMany(ctx context.Context, tx *sql.Tx, recs []*store.Record) error {
+func (s *Store) addQMany(ctx context.Context, tx execer, recs []*store.Record) error {
 	by := map[store.State][]any{}
 	n := map[store.State]int{}
 	for _, r := range recs {

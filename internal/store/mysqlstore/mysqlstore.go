@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -76,8 +77,12 @@ type Store struct {
 	// consecutiveSeq: a multi-row insert's AUTO_INCREMENT values are
 	// consecutive (see sessionChecks).
 	consecutiveSeq bool
-	timeout        time.Duration
-	poll           time.Duration
+	// multi: writes are batched, several statements per round trip
+	// (writeBatch): the connection allows several statements per query
+	// and interpolates parameters (a prepared statement holds one).
+	multi   bool
+	timeout time.Duration
+	poll    time.Duration
 
 	// fakeNow, when set (tests), is what the "database clock" reads.
 	fakeNow atomic.Pointer[func() int64]
@@ -106,6 +111,10 @@ var (
 	_ store.Notifier = (*Store)(nil)
 	_ store.Clock    = (*Store)(nil)
 )
+
+// testDial, when set (tests), makes the store's connections: to count
+// the round trips an operation makes.
+var testDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9_]{0,32}$`)
 
@@ -151,6 +160,13 @@ func ParseURL(raw string) (*mysql.Config, error) {
 	if !q.Has("interpolateParams") {
 		c.InterpolateParams = true
 	}
+	// Several statements per query, unless the URL says otherwise: a
+	// transaction's writes whose results nothing reads go to the server
+	// in one round trip (writeBatch). Only the store's own constant
+	// statements are sent; values are interpolated with escaping.
+	if !q.Has("multiStatements") {
+		c.MultiStatements = true
+	}
 	c.ParseTime = false
 	return c, nil
 }
@@ -195,7 +211,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{p: prefix, log: o.Logger, callerNow: o.TimeSource == TimeCaller, timeout: o.Timeout, poll: o.PollInterval, done: make(chan struct{}), stripes: newStripePool()}
+	s := &Store{p: prefix, log: o.Logger, callerNow: o.TimeSource == TimeCaller, timeout: o.Timeout, poll: o.PollInterval, done: make(chan struct{}), stripes: newStripePool(),
+		multi: cfg.MultiStatements && cfg.InterpolateParams}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -218,6 +235,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
+	if testDial != nil {
+		cfg.DialFunc = testDial
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: %w", redactErr(err, cfg))

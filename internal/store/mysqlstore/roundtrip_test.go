@@ -21,7 +21,15 @@ import (
 // and queue rows in one statement, its tombstones reading the clock
 // (before: send 8, promote 10, lease 9, ack 9). No other test runs beside it (none is parallel at the top
 // level).
+//
+// It also counts round trips (commands the driver sends): a send's, a
+// due lease's and an ack's writes whose results nothing reads go
+// together, with the send's read of the topic row and the lease's of the
+// next due time (writeBatch): 5, 5 and 4 round trips for their 7, 9 and
+// 6 statements, where each statement was one.
 func TestRoundTripsPerMove(t *testing.T) {
+	var writes atomic.Int64
+	mysqlstore.CountWrites(t, &writes)
 	s := open(t, mysqlstore.TimeDB)
 	var clock atomic.Int64
 	clock.Store(1_000_000)
@@ -31,10 +39,19 @@ func TestRoundTripsPerMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	trips := map[string]int64{"send of 1, id made by the engine": 5, "due lease of 1 scheduled, next due read": 5, "ack of 2": 4, "empty due lease": 5}
 	count := func(what string, want int64, f func() error) {
 		t.Helper()
+		w0 := writes.Load()
 		if n := statementsOf(t, what, f); n != want {
 			t.Errorf("%s: %d statements, want %d", what, n, want)
+		}
+		wantTrips, ok := trips[what]
+		if !ok {
+			wantTrips = want // one statement per round trip
+		}
+		if n := writes.Load() - w0; n != wantTrips {
+			t.Errorf("%s: %d round trips, want %d", what, n, wantTrips)
 		}
 	}
 	count("send of 1, id made by the engine", 7, func() error {
