@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 
 	"github.com/delayq/delayq/internal/store"
@@ -42,13 +43,9 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 		var clock int64 // TimeDB: the latest clock a pick read (0: none picked)
 		var cands []*store.Record
 		if p.Max > 0 {
-			for _, st := range []store.State{store.StateReady, store.StateScheduled} {
-				recs, picked, err := s.pickDue(ctx, tx, st, p.Topic, now, p.Max)
-				if err != nil {
-					return err
-				}
-				clock = max(clock, picked)
-				cands = append(cands, recs...)
+			var err error
+			if cands, clock, err = s.pickBoth(ctx, tx, p.Topic, now, p.Max); err != nil {
+				return err
 			}
 		}
 		if !s.callerNow && clock != 0 {
@@ -94,6 +91,47 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 	return res, nil
 }
 
+// pickBoth picks the topic's ready messages and then its scheduled ones
+// that are due (pickDue), both in one round trip when the connection
+// takes several statements per query (Store.multi): two result sets.
+func (s *Store) pickBoth(ctx context.Context, tx *sql.Tx, topic string, now int64, limit int) ([]*store.Record, int64, error) {
+	if !s.multi {
+		var out []*store.Record
+		var clock int64
+		for _, st := range []store.State{store.StateReady, store.StateScheduled} {
+			recs, picked, err := s.pickDue(ctx, tx, st, topic, now, limit)
+			if err != nil {
+				return nil, 0, err
+			}
+			clock = max(clock, picked)
+			out = append(out, recs...)
+		}
+		return out, clock, nil
+	}
+	qr, ar := s.pickDueSQL(store.StateReady, topic, now, limit)
+	qs, as := s.pickDueSQL(store.StateScheduled, topic, now, limit)
+	rows, err := tx.QueryContext(ctx, qr+";\n"+qs, append(ar, as...)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	out, clock, err := s.scanPick(rows, store.StateReady)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !rows.NextResultSet() {
+		if err := rows.Err(); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, errors.New("mysqlstore: the pick of scheduled messages answered no rows")
+	}
+	sched, picked, err := s.scanPick(rows, store.StateScheduled)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(out, sched...), max(clock, picked), nil
+}
+
 // pickDue locks and reads the first max messages of topic in state st
 // (ready or scheduled) due by now, with their queue rows, in one
 // statement (leasePickWith for ready ones; the same join from
@@ -101,6 +139,17 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 // longer matches its queue row is left out. In TimeDB mode the pick reads
 // the clock and answers it (0 when it picked nothing).
 func (s *Store) pickDue(ctx context.Context, tx *sql.Tx, st store.State, topic string, now int64, limit int) ([]*store.Record, int64, error) {
+	q, args := s.pickDueSQL(st, topic, now, limit)
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	return s.scanPick(rows, st)
+}
+
+// pickDueSQL is pickDue's statement and its arguments.
+func (s *Store) pickDueSQL(st store.State, topic string, now int64, limit int) (string, []any) {
 	nowCol, nowCond, args := "0", "?", []any{topic, now, limit}
 	if !s.callerNow {
 		n := s.nowSQL()
@@ -111,11 +160,12 @@ func (s *Store) pickDue(ctx context.Context, tx *sql.Tx, st store.State, topic s
 		q = "SELECT STRAIGHT_JOIN " + prefixed("m.", msgCols) + ", q.due, q.seq, " + nowCol + " FROM " + s.t("q_scheduled") + " q FORCE INDEX (PRIMARY) JOIN " + s.t("message") + " m FORCE INDEX (PRIMARY) ON m.topic = q.topic AND m.id = q.id" + // #nosec G202 -- only table and column names (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
 			" WHERE q.topic = ? AND q.due <= " + nowCond + " ORDER BY q.due, q.seq LIMIT ? FOR UPDATE SKIP LOCKED"
 	}
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
+	return q, args
+}
+
+// scanPick reads a pick's rows (the current result set of rows) of
+// messages in state st.
+func (s *Store) scanPick(rows *sql.Rows, st store.State) ([]*store.Record, int64, error) {
 	var out []*store.Record
 	var clock int64
 	for rows.Next() {
