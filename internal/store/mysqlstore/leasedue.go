@@ -123,7 +123,7 @@ func (s *Store) pickBoth(ctx context.Context, tx *sql.Tx, topic string, now int6
 		if err := rows.Err(); err != nil {
 			return nil, 0, err
 		}
-		return nil, 0, errors.New("mysqlstore: the pick of scheduled messages answered no rows")
+		return nil, 0, errors.New("mysqlstore: the lease's two picks returned one result set, not two")
 	}
 	sched, picked, err := s.scanPick(rows, store.StateScheduled)
 	if err != nil {
