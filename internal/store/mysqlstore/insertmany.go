@@ -147,7 +147,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 	if len(c) == 0 && len(p.Messages) > 0 {
 		// Duplicates only: no count moves, but a send still makes a
 		// deleted topic again (flushCounts does it otherwise).
-		if err := s.topicRowAfter(ctx, tx, w, p.Topic, true); err != nil {
+		if err := s.topicRow(ctx, w, p.Topic, true); err != nil {
 			return nil, err
 		}
 		return out, w.flush(ctx)

@@ -123,34 +123,31 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 // has not seen it yet: a promote once read it every time, one more
 // round trip per message in a paced flow.
 //
-// w runs the count row's insert into the transaction's own stripe (tx, or
-// a writeBatch to send it with the transaction's other writes); w is
-// flushed before any statement that reads.
-func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, w execer, c counts, sent bool) error {
+// Its statements go through q: tx, or a writeBatch of tx that sends the
+// count row with the transaction's other writes and its reads after them.
+func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, q querier, c counts, sent bool) error {
 	own, haveOwn := s.ownStripe(tx)
 	// Topics in order: two transactions holding the same stripe number
 	// (two servers) lock their rows in one order.
 	for _, topic := range slices.Sorted(maps.Keys(c)) {
 		a := c[topic]
 		if haveOwn {
-			if _, err := w.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+			if _, err := q.ExecContext(ctx, "INSERT INTO "+s.t("topic_count")+" (topic, stripe, scheduled, ready, inflight, dead, acked, ver) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 				"ON DUPLICATE KEY UPDATE scheduled = scheduled + VALUES(scheduled), ready = ready + VALUES(ready), inflight = inflight + VALUES(inflight), "+
 				"dead = dead + VALUES(dead), acked = acked + VALUES(acked), ver = ver + VALUES(ver)",
 				topic, own, a[0], a[1], a[2], a[3], a[4], a[5]); err != nil {
 				return err
 			}
-			if err := s.topicRowAfter(ctx, tx, w, topic, sent && a[5] > 0); err != nil {
+			if err := s.topicRow(ctx, q, topic, sent && a[5] > 0); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := flushWrites(ctx, w); err != nil {
-			return err
-		}
 		var stripe int
 		// A numbered stripe: the rows of the send procedure (schema 7) are
-		// left to foldCounts.
-		err := tx.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? AND stripe < ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic, countStripes).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		// left to foldCounts. Read through q, which sends what it holds
+		// first; tx is used once it holds nothing.
+		err := q.QueryRowContext(ctx, "SELECT stripe FROM "+s.t("topic_count")+" WHERE topic = ? AND stripe < ? LIMIT 1 FOR UPDATE SKIP LOCKED", topic, countStripes).Scan(&stripe) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if stripe, err = s.newStripe(ctx, tx, topic); err != nil {
@@ -169,7 +166,7 @@ func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, w execer, c count
 			return err
 		}
 		// A message sent to a deleted topic makes it again.
-		if err := s.topicRow(ctx, tx, topic, sent && a[5] > 0); err != nil {
+		if err := s.topicRow(ctx, q, topic, sent && a[5] > 0); err != nil {
 			return err
 		}
 	}
@@ -260,22 +257,17 @@ func (s *Store) foldCounts(ctx context.Context, topic string) (int, error) {
 // held to the end of the transaction, and the send procedure runs in the
 // application's, possibly at REPEATABLE READ, where even an UPDATE that
 // matches nothing keeps its lock. Rows are never deleted, so one seen
-// committed is remembered.
-func (s *Store) topicRow(ctx context.Context, tx *sql.Tx, topic string, send bool) error {
-	return s.topicRowAfter(ctx, tx, tx, topic, send)
-}
-
-// topicRowAfter is topicRow after the writes queued in w (a writeBatch),
-// which go with its read.
-func (s *Store) topicRowAfter(ctx context.Context, tx *sql.Tx, w execer, topic string, send bool) error {
+// committed is remembered. q is the transaction, or a writeBatch of it
+// (its read then goes with the writes queued before it).
+func (s *Store) topicRow(ctx context.Context, q querier, topic string, send bool) error {
 	if _, ok := s.topics.Load(topic); ok && !send {
 		return nil
 	}
 	var deleted bool
-	err := readAfter(ctx, tx, w, "SELECT deleted FROM "+s.t("topic")+" WHERE name = ?", topic).Scan(&deleted) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	err := q.QueryRowContext(ctx, "SELECT deleted FROM "+s.t("topic")+" WHERE name = ?", topic).Scan(&deleted) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic")+" (name) VALUES (?)", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		_, err = q.ExecContext(ctx, "INSERT IGNORE INTO "+s.t("topic")+" (name) VALUES (?)", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	case err != nil:
 		return err
@@ -284,7 +276,7 @@ func (s *Store) topicRowAfter(ctx context.Context, tx *sql.Tx, w execer, topic s
 	if !send || !deleted {
 		return nil
 	}
-	_, err = tx.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE name = ? AND deleted = 1", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+	_, err = q.ExecContext(ctx, "UPDATE "+s.t("topic")+" SET deleted = 0 WHERE name = ? AND deleted = 1", topic) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	return err
 }
 

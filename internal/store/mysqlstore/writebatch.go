@@ -48,24 +48,6 @@ func (w *writeBatch) ExecContext(ctx context.Context, query string, args ...any)
 	return nil, nil
 }
 
-// flushWrites flushes w if it is a writeBatch (a *sql.Tx has nothing
-// queued).
-func flushWrites(ctx context.Context, w execer) error {
-	if b, ok := w.(*writeBatch); ok {
-		return b.flush(ctx)
-	}
-	return nil
-}
-
-// readAfter runs query after the writes queued in w, in one round trip
-// when w is a writeBatch.
-func readAfter(ctx context.Context, tx *sql.Tx, w execer, query string, args ...any) *sql.Row {
-	if b, ok := w.(*writeBatch); ok {
-		return b.QueryRowContext(ctx, query, args...)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
-}
-
 // take returns the queued statements and their arguments, and empties w.
 func (w *writeBatch) take() (string, []any) {
 	q, a := w.sql.String(), w.args
