@@ -40,23 +40,41 @@ func PollVers(s *Store) error {
 // CountWrites makes the stores opened from now on count the writes to
 // their connections in n (each command the driver sends is one write: a
 // round trip), until the test ends.
-func CountWrites(t interface{ Cleanup(func()) }, n *atomic.Int64) {
+func CountWrites(t interface{ Cleanup(func()) }, n *atomic.Int64) { countConns(t, n, nil) }
+
+// CountReadBytes makes the stores opened from now on add the bytes read
+// from their connections to n, until the test ends.
+func CountReadBytes(t interface{ Cleanup(func()) }, n *atomic.Int64) { countConns(t, nil, n) }
+
+func countConns(t interface{ Cleanup(func()) }, writes, readBytes *atomic.Int64) {
 	testDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return countingConn{c, n}, nil
+		return countingConn{c, writes, readBytes}, nil
 	}
 	t.Cleanup(func() { testDial = nil })
 }
 
+// countingConn counts the writes and the bytes read of a connection (a
+// nil counter: not counted).
 type countingConn struct {
 	net.Conn
-	n *atomic.Int64
+	writes, readBytes *atomic.Int64
 }
 
 func (c countingConn) Write(b []byte) (int, error) {
-	c.n.Add(1)
+	if c.writes != nil {
+		c.writes.Add(1)
+	}
 	return c.Conn.Write(b)
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.readBytes != nil {
+		c.readBytes.Add(int64(n))
+	}
+	return n, err
 }

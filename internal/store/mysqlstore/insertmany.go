@@ -54,7 +54,7 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 	}
 	var existing map[[2]string]*store.Record
 	for i := 0; i < len(keys); i += insertChunk {
-		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+insertChunk, len(keys))], true)
+		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+insertChunk, len(keys))], readAll)
 		if err != nil {
 			return nil, err
 		}

@@ -84,7 +84,8 @@ func (s *Store) toInflight(ctx context.Context, w execer, c counts, p *store.Mes
 }
 
 // ackMany acks items with one statement per step for all of them: lock
-// their message rows, then (for those leased with the receipt given)
+// their message rows (read without payload and headers: a tombstone keeps
+// neither), then (for those leased with the receipt given)
 // delete their q_inflight rows and message rows and insert their
 // tombstones. Items are judged in order, as one ack at a time would: a
 // second ack of an id this call acked is a conflict. One at a time, an
@@ -103,7 +104,7 @@ func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, w execer, c counts, top
 		}
 	}
 	for i := 0; i < len(keys); i += moveChunk {
-		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+moveChunk, len(keys))], true)
+		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+moveChunk, len(keys))], readNoBody)
 		if err != nil {
 			return nil, err
 		}

@@ -18,15 +18,30 @@ import (
 
 const msgCols = "topic, id, seq, state, payload, headers, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, priority"
 
+// msgColsNoBody are msgCols but the payload and headers: what an ack
+// reads (a tombstone keeps neither), so that a batch of acks does not
+// carry its messages' payloads from the database only to drop them.
+const msgColsNoBody = "topic, id, seq, state, due, created, updated, deliveries, failures, max_attempts, last_error, receipt, lease_until, dead_at, priority"
+
 type scanner interface{ Scan(dest ...any) error }
 
-func scanMsg(sc scanner) (*store.Record, error) {
+func scanMsg(sc scanner) (*store.Record, error) { return scanMsgOf(sc, true) }
+
+// scanMsgOf scans a row of msgCols, or of msgColsNoBody without body (the
+// record then has an empty payload and no headers).
+func scanMsgOf(sc scanner, body bool) (*store.Record, error) {
 	r := &store.Record{}
 	var state uint8 // a value out of range fails the scan
 	var headers []byte
 	var lastErr, receipt sql.NullString
 	var topic, id []byte
-	if err := sc.Scan(&topic, &id, &r.Seq, &state, &r.Payload, &headers, &r.DueAt, &r.CreatedAt, &r.UpdatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt, &r.Priority); err != nil {
+	dest := make([]any, 0, 17)
+	dest = append(dest, &topic, &id, &r.Seq, &state)
+	if body {
+		dest = append(dest, &r.Payload, &headers)
+	}
+	dest = append(dest, &r.DueAt, &r.CreatedAt, &r.UpdatedAt, &r.Deliveries, &r.Failures, &r.MaxAttempts, &lastErr, &receipt, &r.LeaseUntil, &r.DeadAt, &r.Priority)
+	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
 	r.Topic, r.ID, r.State, r.LastError, r.Receipt = string(topic), string(id), store.State(state), lastErr.String, receipt.String

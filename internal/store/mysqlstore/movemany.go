@@ -56,15 +56,26 @@ func prefixed(p, cols string) string {
 	return p + strings.ReplaceAll(cols, ", ", ", "+p)
 }
 
+// msgRead is how much of a message row lockMsgs reads.
+type msgRead uint8
+
+const (
+	readMove   msgRead = iota // the fields a promotion needs: topic, id, seq, state, due, priority
+	readNoBody                // every field but the payload and headers (msgColsNoBody)
+	readAll                   // every field (msgCols)
+)
+
 // lockMsgs reads and locks (FOR UPDATE) the message rows of keys, in
 // primary-key order whatever the keys' order (so that two calls lock in
 // one order), one point read each (see keyRows), and answers them by topic
-// and id. Without full, a record has only the fields a promotion needs:
-// no payload is read.
-func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, full bool) (map[[2]string]*store.Record, error) {
+// and id, with the fields what says.
+func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgRead) (map[[2]string]*store.Record, error) {
 	cols := msgCols
-	if !full {
+	switch what {
+	case readMove:
 		cols = "topic, id, seq, state, due, priority"
+	case readNoBody:
+		cols = msgColsNoBody
 	}
 	sorted := slices.Clone(keys)
 	slices.SortFunc(sorted, func(a, b qkey) int { return cmp.Or(strings.Compare(a.top, b.top), strings.Compare(a.id, b.id)) })
@@ -80,8 +91,8 @@ func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, full bool
 	out := make(map[[2]string]*store.Record, len(keys))
 	for rows.Next() {
 		var r *store.Record
-		if full {
-			if r, err = scanMsg(rows); err != nil {
+		if what != readMove {
+			if r, err = scanMsgOf(rows, what == readAll); err != nil {
 				return nil, err
 			}
 		} else {
@@ -178,7 +189,7 @@ func (s *Store) addQMany(ctx context.Context, tx execer, recs []*store.Record) e
 // their q_ready rows. A key whose message is no longer scheduled with
 // that Seq is left alone, as a one-by-one move would.
 func (s *Store) promoteKeys(ctx context.Context, tx *sql.Tx, c counts, topic string, keys []qkey, now int64) (int, error) {
-	msgs, err := s.lockMsgs(ctx, tx, keys, false)
+	msgs, err := s.lockMsgs(ctx, tx, keys, readMove)
 	if err != nil {
 		return 0, err
 	}
@@ -215,7 +226,7 @@ func (s *Store) promoteKeys(ctx context.Context, tx *sql.Tx, c counts, topic str
 // dead once out of attempts — with one statement per step for all of
 // them, and answers them as changed, in the keys' order.
 func (s *Store) expireKeys(ctx context.Context, tx *sql.Tx, c counts, keys []qkey, now int64) ([]*store.Record, error) {
-	msgs, err := s.lockMsgs(ctx, tx, keys, true)
+	msgs, err := s.lockMsgs(ctx, tx, keys, readAll)
 	if err != nil {
 		return nil, err
 	}
