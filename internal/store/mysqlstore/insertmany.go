@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"maps"
+	"strings"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/sqlcodec"
@@ -52,12 +53,20 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 			keys = append(keys, qkey{top: p.Topic, id: id})
 		}
 	}
+	// With sendReadsClock the transaction's first statement reads the
+	// clock (now is 0 until then).
+	clockUnread := s.sendReadsClock()
 	var existing map[[2]string]*store.Record
 	for i := 0; i < len(keys); i += insertChunk {
-		got, err := s.lockMsgs(ctx, tx, keys[i:min(i+insertChunk, len(keys))], readAll)
+		var clock *int64
+		if clockUnread {
+			clock = &now
+		}
+		got, err := s.lockMsgsAt(ctx, tx, keys[i:min(i+insertChunk, len(keys))], readAll, clock)
 		if err != nil {
 			return nil, err
 		}
+		clockUnread = false
 		if existing == nil {
 			existing = got
 		} else {
@@ -89,11 +98,29 @@ func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInse
 		}
 		chunk := fresh[:n]
 		fresh = fresh[n:]
-		recs := make([]*store.Record, len(chunk))
-		for j, i := range chunk {
-			recs[j] = newRecord(p.Topic, &p.Messages[i], now)
+		var recs []*store.Record
+		var err error
+		if clockUnread {
+			clockUnread = false
+			msgs := make([]*store.InsertMessage, len(chunk))
+			for j, i := range chunk {
+				msgs[j] = &p.Messages[i]
+			}
+			recs, now, err = s.insertRowsReadingClock(ctx, tx, p.Topic, msgs)
+			if isDup(err) {
+				// The failed insert answered no clock: insertOne needs one.
+				var clockErr error
+				if now, clockErr = s.dbNow(ctx, tx); clockErr != nil {
+					return nil, clockErr
+				}
+			}
+		} else {
+			recs = make([]*store.Record, len(chunk))
+			for j, i := range chunk {
+				recs[j] = newRecord(p.Topic, &p.Messages[i], now)
+			}
+			err = s.insertRows(ctx, tx, recs)
 		}
-		err := s.insertRows(ctx, tx, recs)
 		if isDup(err) {
 			// Sent now, one at a time, so that seqs stay in batch order.
 			for _, i := range chunk {
@@ -183,17 +210,70 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record
 	if err != nil {
 		return err
 	}
-	if len(recs) == 1 || s.consecutiveSeq {
-		first, err := res.LastInsertId()
-		if err != nil {
-			return err
+	first, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	return s.setSeqs(ctx, tx, recs, first)
+}
+
+// insertRowsReadingClock is insertRows for a transaction that has not
+// read the database's clock yet (see MessageInsertMany): the clock is
+// read into a session variable by the insert's own query, which computes
+// the rows' due time and state from it as newRecord does, and answers it
+// with the first row's seq; one round trip where the clock's read was
+// one more. It returns the records of msgs, sent at that clock. On a
+// failed insert (a duplicate key: see insertMany) it returns no clock.
+func (s *Store) insertRowsReadingClock(ctx context.Context, tx *sql.Tx, topic string, msgs []*store.InsertMessage) ([]*store.Record, int64, error) {
+	// A message's due time is @now * rel + base: a delay after the clock
+	// (rel 1, base the delay), or an instant (rel 0, base the instant).
+	const due = "@dq_now * ? + ?"
+	const row = "(?, ?, IF(" + due + " <= @dq_now, 2, 1), ?, ?, " + due + ", @dq_now, @dq_now, ?, ?)"
+	args := make([]any, 0, 10*len(msgs))
+	for _, m := range msgs {
+		rel, base := 0, m.DueAt
+		if m.Relative {
+			rel, base = 1, m.Delay
 		}
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		args = append(args, topic, m.ID, rel, base, payload, sqlcodec.EncodeHeaders(m.Headers), rel, base, m.MaxAttempts, m.Priority)
+	}
+	w := s.writes(tx)
+	// #nosec G202 -- the clock's expression (nowSQL: fixed text or an integer)
+	if _, err := w.ExecContext(ctx, "SET @dq_now = "+s.nowSQL()); err != nil {
+		return nil, 0, err
+	}
+	if _, err := w.ExecContext(ctx, "INSERT INTO "+s.t("message")+" (topic, id, state, payload, headers, due, created, updated, max_attempts, priority) VALUES "+strings.TrimSuffix(strings.Repeat(row+", ", len(msgs)), ", "), args...); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) and placeholders are concatenated; values are parameters
+		return nil, 0, err
+	}
+	var now, first int64
+	if err := w.QueryRowContext(ctx, "SELECT @dq_now, LAST_INSERT_ID()").Scan(&now, &first); err != nil {
+		return nil, 0, err
+	}
+	recs := make([]*store.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = newRecord(topic, m, now)
+	}
+	if err := s.setSeqs(ctx, tx, recs, first); err != nil {
+		return nil, 0, err
+	}
+	return recs, now, nil
+}
+
+// setSeqs sets the Seq of recs, rows just inserted by one statement whose
+// first AUTO_INCREMENT value was first: numbered consecutively from it
+// when the server's settings say so (see sessionChecks), else read back.
+func (s *Store) setSeqs(ctx context.Context, tx *sql.Tx, recs []*store.Record, first int64) error {
+	if len(recs) == 1 || s.consecutiveSeq {
 		for i, r := range recs {
 			r.Seq = uint64(first) + uint64(i) // #nosec G115 -- AUTO_INCREMENT is positive
 		}
 		return nil
 	}
-	args = append(args[:0], recs[0].Topic) // all of one topic
+	args := []any{recs[0].Topic} // all of one topic
 	byID := make(map[string]*store.Record, len(recs))
 	for _, r := range recs {
 		args = append(args, r.ID)

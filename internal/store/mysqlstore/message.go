@@ -365,7 +365,7 @@ func conflict(r *store.Record, why string) error {
 // MessageInsertMany implements store.Store (see insertMany).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
 	var out []store.InsertResult
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnLazy(ctx, p.Now, s.sendReadsClock(), func(tx *sql.Tx, now int64) error {
 		var err error
 		out, err = s.insertMany(ctx, tx, p, now)
 		return err
@@ -375,6 +375,13 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	}
 	return out, nil
 }
+
+// sendReadsClock says whether a send's first statement (the lookup of
+// the caller's ids, or the insert) reads the database's clock, in the
+// same round trip: with several statements per query, on the database's
+// clock. Otherwise the transaction reads it first, in a round trip of its
+// own.
+func (s *Store) sendReadsClock() bool { return s.multi && !s.callerNow }
 
 // MessageGet implements store.Store.
 func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record, error) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"strings"
 
@@ -70,6 +71,14 @@ const (
 // one order), one point read each (see keyRows), and answers them by topic
 // and id, with the fields what says.
 func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgRead) (map[[2]string]*store.Record, error) {
+	return s.lockMsgsAt(ctx, tx, keys, what, nil)
+}
+
+// lockMsgsAt is lockMsgs that, with now not nil, also reads the
+// database's clock into it in the same round trip (a result set before
+// the rows': Store.multi only), for a transaction whose first statement
+// this is.
+func (s *Store) lockMsgsAt(ctx context.Context, tx *sql.Tx, keys []qkey, what msgRead, now *int64) (map[[2]string]*store.Record, error) {
 	cols := msgCols
 	switch what {
 	case readMove:
@@ -83,11 +92,20 @@ func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgR
 	for _, k := range sorted {
 		args = append(args, []byte(k.top), []byte(k.id))
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT STRAIGHT_JOIN "+prefixed("m.", cols)+" FROM "+keyRows(len(keys), "topic", "id")+" k JOIN "+s.t("message")+" m ON m.topic = k.topic AND m.id = k.id FOR UPDATE", args...) // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
+	q := "SELECT STRAIGHT_JOIN " + prefixed("m.", cols) + " FROM " + keyRows(len(keys), "topic", "id") + " k JOIN " + s.t("message") + " m ON m.topic = k.topic AND m.id = k.id FOR UPDATE" // #nosec G202 -- only a table name (s.t: the prefix validated at Open), column names and placeholders are concatenated; values are parameters
+	if now != nil {
+		q = "SELECT " + s.nowSQL() + ";\n" + q
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	if now != nil {
+		if err := scanClock(rows, now); err != nil {
+			return nil, err
+		}
+	}
 	out := make(map[[2]string]*store.Record, len(keys))
 	for rows.Next() {
 		var r *store.Record
@@ -107,6 +125,27 @@ func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgR
 		out[[2]string{r.Topic, r.ID}] = r
 	}
 	return out, rows.Err()
+}
+
+// scanClock reads the clock's result set (one row, one column) into now
+// and moves rows to the next result set.
+func scanClock(rows *sql.Rows, now *int64) error {
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errors.New("mysqlstore: the clock's read returned no row")
+	}
+	if err := rows.Scan(now); err != nil {
+		return err
+	}
+	if !rows.NextResultSet() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errors.New("mysqlstore: a query of the clock and a read returned one result set, not two")
+	}
+	return nil
 }
 
 // delQMany deletes the queue rows of recs, which are all in one state, by

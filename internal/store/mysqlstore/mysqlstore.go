@@ -318,20 +318,7 @@ func (s *Store) wrap(err error) error {
 // now the database's clock (or callNow in TimeCaller mode); deadlocks are
 // retried.
 func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	var err error
-	for attempt := 0; attempt < 20; attempt++ {
-		err = s.txnOnce(ctx, callNow, fn)
-		if !isRetryable(err) {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
-	}
-	return s.wrap(err)
+	return s.txnLazy(ctx, callNow, false, fn)
 }
 
 // txnPick is txn for an operation whose first statement picks rows by
@@ -339,6 +326,12 @@ func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now 
 // the database's clock in that statement (pickNow), which saves the
 // transaction its own round trip for it.
 func (s *Store) txnPick(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+	return s.txnLazy(ctx, callNow, !s.callerNow, fn)
+}
+
+// txnLazy is txn where, with lazyClock, fn gets now 0 and reads the
+// database's clock itself, in its first statement.
+func (s *Store) txnLazy(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *sql.Tx, now int64) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
@@ -346,17 +339,13 @@ func (s *Store) txnPick(ctx context.Context, callNow int64, fn func(tx *sql.Tx, 
 	defer cancel()
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		err = s.txnRun(ctx, callNow, !s.callerNow, fn)
+		err = s.txnRun(ctx, callNow, lazyClock, fn)
 		if !isRetryable(err) {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * time.Millisecond)
 	}
 	return s.wrap(err)
-}
-
-func (s *Store) txnOnce(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
-	return s.txnRun(ctx, callNow, false, fn)
 }
 
 // txnRun runs one attempt; lazyClock: fn reads the clock itself.

@@ -25,9 +25,12 @@ import (
 // It also counts round trips (commands the driver sends): a send's, a
 // due lease's and an ack's writes whose results nothing reads go
 // together, with the send's read of the topic row and the lease's of the
-// next due time (writeBatch), and a due lease's two picks go in one
-// query: 5, 4 and 4 round trips for their 7, 9 and 6 statements (an
-// empty due lease 4 for 5), where each statement was one.
+// next due time (writeBatch), a due lease's two picks go in one query,
+// and a send's clock is read by its first statement (the insert, or the
+// lookup of the caller's id): 4, 4 and 4 round trips for their 8, 9 and
+// 6 statements (an empty due lease 4 for 5; a send of the caller's id 6
+// for 9), where each statement was one and a send read the clock in a
+// round trip of its own.
 func TestRoundTripsPerMove(t *testing.T) {
 	var writes atomic.Int64
 	mysqlstore.CountWrites(t, &writes)
@@ -40,7 +43,7 @@ func TestRoundTripsPerMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	trips := map[string]int64{"send of 1, id made by the engine": 5, "due lease of 1 scheduled, next due read": 4, "ack of 2": 4, "empty due lease": 4}
+	trips := map[string]int64{"send of 1, id made by the engine": 4, "send of 1, the caller's id, due in 30 ms": 6, "due lease of 1 scheduled, next due read": 4, "ack of 2": 4, "empty due lease": 4}
 	count := func(what string, want int64, f func() error) {
 		t.Helper()
 		w0 := writes.Load()
@@ -55,8 +58,11 @@ func TestRoundTripsPerMove(t *testing.T) {
 			t.Errorf("%s: %d round trips, want %d", what, n, wantTrips)
 		}
 	}
-	count("send of 1, id made by the engine", 7, func() error {
-		_, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: "01J0000000000000000000000G", Generated: true, DueAt: 1_000_020, MaxAttempts: 3}}})
+	count("send of 1, id made by the engine", 8, func() error {
+		res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: "01J0000000000000000000000G", Generated: true, DueAt: 1_000_020, MaxAttempts: 3}}})
+		if err == nil && (res[0].Duplicate || res[0].Record.DueAt != 1_000_020 || res[0].Record.CreatedAt != 1_000_000 || res[0].Record.State != store.StateScheduled) {
+			t.Errorf("send: %+v, want a new scheduled message due 1000020, created 1000000", res[0])
+		}
 		return err
 	})
 	clock.Store(1_000_010)
@@ -119,6 +125,17 @@ func TestRoundTripsPerMove(t *testing.T) {
 		}
 		return err
 	})
+	// The caller's id is looked up first: that lookup reads the clock.
+	count("send of 1, the caller's id, due in 30 ms", 9, func() error {
+		res, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "rt", Messages: []store.InsertMessage{{ID: "order-1", Relative: true, Delay: 30, MaxAttempts: 3}}})
+		if err == nil && (res[0].Duplicate || res[0].Record.DueAt != 1_000_050 || res[0].Record.State != store.StateScheduled) {
+			t.Errorf("send: %+v, want a new scheduled message due 1000050", res[0])
+		}
+		return err
+	})
+	if r, err := s.MessageGet(ctx, "rt", "order-1"); err != nil || r.DueAt != 1_000_050 || r.CreatedAt != 1_000_020 || r.State != store.StateScheduled {
+		t.Errorf("order-1 as stored: %+v, %v; want scheduled, due 1000050, created 1000020", r, err)
+	}
 }
 
 // statementsOf counts the statements f makes (the server's Questions,
