@@ -25,5 +25,5 @@
 // is seen within that plus one query.
 //
 // Transactional send: the stored procedures <prefix>send and, with a
-// priority, <prefix>send_priority, and SendTx on an application's *sql.Tx. docs/mysql.md has the operator's view.
+// priority, <prefix>send_priority, and SendTx on an application's *conntx. docs/mysql.md has the operator's view.
 package mysqlstore

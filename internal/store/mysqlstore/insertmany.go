@@ -3,7 +3,6 @@ package mysqlstore
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"maps"
 	"strings"
 
@@ -33,7 +32,7 @@ const (
 // of its ids committed after the lookup (read committed locks no gap).
 // The failed statement alone is rolled back; those messages are then sent
 // one at a time, in batch order.
-func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, p *store.MessageInsertManyParams, now int64) ([]store.InsertResult, error) {
+func (s *Store) insertMany(ctx context.Context, tx *conntx, p *store.MessageInsertManyParams, now int64) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(p.Messages))
 	keys := make([]qkey, 0, len(p.Messages))
 	first := make(map[string]int, len(p.Messages)) // id -> index of its first occurrence
@@ -201,7 +200,7 @@ func newRecord(topic string, m *store.InsertMessage, now int64) *store.Record {
 // their Seq: a multi-row insert numbers its rows in order, consecutively
 // from LAST_INSERT_ID() when the server's settings say so (see
 // sessionChecks), else they are read back.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record) error {
+func (s *Store) insertRows(ctx context.Context, tx *conntx, recs []*store.Record) error {
 	args := make([]any, 0, 10*len(recs))
 	for _, r := range recs {
 		args = append(args, r.Topic, r.ID, int(r.State), r.Payload, sqlcodec.EncodeHeaders(r.Headers), r.DueAt, r.CreatedAt, r.UpdatedAt, r.MaxAttempts, r.Priority)
@@ -224,7 +223,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, recs []*store.Record
 // with the first row's seq; one round trip where the clock's read was
 // one more. It returns the records of msgs, sent at that clock. On a
 // failed insert (a duplicate key: see insertMany) it returns no clock.
-func (s *Store) insertRowsReadingClock(ctx context.Context, tx *sql.Tx, topic string, msgs []*store.InsertMessage) ([]*store.Record, int64, error) {
+func (s *Store) insertRowsReadingClock(ctx context.Context, tx *conntx, topic string, msgs []*store.InsertMessage) ([]*store.Record, int64, error) {
 	// A message's due time is @now * rel + base: a delay after the clock
 	// (rel 1, base the delay), or an instant (rel 0, base the instant).
 	const due = "@dq_now * ? + ?"
@@ -266,7 +265,7 @@ func (s *Store) insertRowsReadingClock(ctx context.Context, tx *sql.Tx, topic st
 // setSeqs sets the Seq of recs, rows just inserted by one statement whose
 // first AUTO_INCREMENT value was first: numbered consecutively from it
 // when the server's settings say so (see sessionChecks), else read back.
-func (s *Store) setSeqs(ctx context.Context, tx *sql.Tx, recs []*store.Record, first int64) error {
+func (s *Store) setSeqs(ctx context.Context, tx *conntx, recs []*store.Record, first int64) error {
 	if len(recs) == 1 || s.consecutiveSeq {
 		for i, r := range recs {
 			r.Seq = uint64(first) + uint64(i) // #nosec G115 -- AUTO_INCREMENT is positive
@@ -321,7 +320,7 @@ const tombLock = " LOCK IN SHARE MODE"
 // insert wait), so a locking read finds its tombstone; and no later ack
 // can make one while this transaction holds the new row. A resend of an
 // id acked long before is answered here too: inserted, then taken back.
-func (s *Store) ackedMeanwhile(ctx context.Context, tx *sql.Tx, topic string, ids []string) (map[string]*store.Record, error) {
+func (s *Store) ackedMeanwhile(ctx context.Context, tx *conntx, topic string, ids []string) (map[string]*store.Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -345,7 +344,7 @@ func (s *Store) ackedMeanwhile(ctx context.Context, tx *sql.Tx, topic string, id
 }
 
 // getTombs adds the tombstones of ids in topic to into (a locking read).
-func (s *Store) getTombs(ctx context.Context, tx *sql.Tx, topic string, ids []string, into map[[2]string]*store.Record) error {
+func (s *Store) getTombs(ctx context.Context, tx *conntx, topic string, ids []string, into map[[2]string]*store.Record) error {
 	args := make([]any, 0, 1+len(ids))
 	args = append(args, topic)
 	for _, id := range ids {
@@ -370,7 +369,7 @@ func (s *Store) getTombs(ctx context.Context, tx *sql.Tx, topic string, ids []st
 // insert, whose duplicate-key failure (a concurrent send of the id
 // committed after the lookup) makes it a duplicate, then the tombstone
 // (ackedMeanwhile).
-func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, c counts, topic string, m *store.InsertMessage, now int64) (store.InsertResult, error) {
+func (s *Store) insertOne(ctx context.Context, tx *conntx, c counts, topic string, m *store.InsertMessage, now int64) (store.InsertResult, error) {
 	ex, err := s.getMsg(ctx, tx, topic, m.ID, true)
 	if err != nil {
 		return store.InsertResult{}, err

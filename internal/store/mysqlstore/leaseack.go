@@ -2,7 +2,6 @@ package mysqlstore
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"strings"
 
@@ -16,7 +15,7 @@ import (
 // lookup, a delete, an update and an insert each) a lease of 100 was 400
 // statements. A key whose message is no longer ready with that Seq is
 // passed over, as before.
-func (s *Store) leaseKeys(ctx context.Context, tx *sql.Tx, c counts, p *store.MessageLeaseParams, keys []qkey, msgs map[[2]string]*store.Record, now int64) ([]*store.Record, error) {
+func (s *Store) leaseKeys(ctx context.Context, tx *conntx, c counts, p *store.MessageLeaseParams, keys []qkey, msgs map[[2]string]*store.Record, now int64) ([]*store.Record, error) {
 	var out []*store.Record
 	for i := 0; i < len(keys); i += moveChunk {
 		chunk := keys[i:min(i+moveChunk, len(keys))]
@@ -93,7 +92,7 @@ func (s *Store) toInflight(ctx context.Context, w execer, c counts, p *store.Mes
 //
 // Its writes go through w (tx, or a writeBatch of tx): its reads come
 // before them.
-func (s *Store) ackMany(ctx context.Context, tx *sql.Tx, w execer, c counts, topic string, items []store.AckItem, now int64) ([]error, error) {
+func (s *Store) ackMany(ctx context.Context, tx *conntx, w execer, c counts, topic string, items []store.AckItem, now int64) ([]error, error) {
 	out := make([]error, len(items))
 	msgs := map[[2]string]*store.Record{}
 	var keys []qkey

@@ -38,7 +38,7 @@ func (s *Store) ReportsNextDue() bool { return true }
 // transaction: at most the first due time after the lease).
 func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next bool) (*store.LeaseDueResult, error) {
 	res := &store.LeaseDueResult{}
-	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *conntx, now int64) error {
 		*res = store.LeaseDueResult{}
 		var clock int64 // TimeDB: the latest clock a pick read (0: none picked)
 		var cands []*store.Record
@@ -94,7 +94,7 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 // pickBoth picks the topic's ready messages and then its scheduled ones
 // that are due (pickDue), both in one round trip when the connection
 // takes several statements per query (Store.multi): two result sets.
-func (s *Store) pickBoth(ctx context.Context, tx *sql.Tx, topic string, now int64, limit int) ([]*store.Record, int64, error) {
+func (s *Store) pickBoth(ctx context.Context, tx *conntx, topic string, now int64, limit int) ([]*store.Record, int64, error) {
 	if !s.multi {
 		var out []*store.Record
 		var clock int64
@@ -138,7 +138,7 @@ func (s *Store) pickBoth(ctx context.Context, tx *sql.Tx, topic string, now int6
 // q_scheduled in due order for scheduled ones). A message whose row no
 // longer matches its queue row is left out. In TimeDB mode the pick reads
 // the clock and answers it (0 when it picked nothing).
-func (s *Store) pickDue(ctx context.Context, tx *sql.Tx, st store.State, topic string, now int64, limit int) ([]*store.Record, int64, error) {
+func (s *Store) pickDue(ctx context.Context, tx *conntx, st store.State, topic string, now int64, limit int) ([]*store.Record, int64, error) {
 	q, args := s.pickDueSQL(st, topic, now, limit)
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {

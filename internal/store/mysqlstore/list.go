@@ -2,7 +2,6 @@ package mysqlstore
 
 import (
 	"context"
-	"database/sql"
 	"math"
 	"strconv"
 
@@ -63,7 +62,7 @@ func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]
 	args = append(args, p.Limit+1)
 	var out []*store.Record
 	next := ""
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		out, next = nil, ""
 		keys, err := s.pick(ctx, tx, q, args...)
 		if err != nil {

@@ -55,7 +55,7 @@ func scanMsgOf(sc scanner, body bool) (*store.Record, error) {
 	return r, nil
 }
 
-func (s *Store) getMsg(ctx context.Context, tx *sql.Tx, topic, id string, lock bool) (*store.Record, error) {
+func (s *Store) getMsg(ctx context.Context, tx *conntx, topic, id string, lock bool) (*store.Record, error) {
 	q := "SELECT " + msgCols + " FROM " + s.t("message") + " WHERE topic = ? AND id = ?"
 	if lock {
 		q += " FOR UPDATE"
@@ -127,7 +127,7 @@ const countStripes = 64
 // exclusive deadlock). With the store's stripes all held, it takes the
 // first stripe no other transaction holds (SKIP LOCKED), or upserts a new
 // one (newStripe).
-func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
+func (s *Store) flushCounts(ctx context.Context, tx *conntx, c counts) error {
 	return s.flushCountsOf(ctx, tx, tx, c, false)
 }
 
@@ -140,7 +140,7 @@ func (s *Store) flushCounts(ctx context.Context, tx *sql.Tx, c counts) error {
 //
 // Its statements go through q: tx, or a writeBatch of tx that sends the
 // count row with the transaction's other writes and its reads after them.
-func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, q querier, c counts, sent bool) error {
+func (s *Store) flushCountsOf(ctx context.Context, tx *conntx, q querier, c counts, sent bool) error {
 	own, haveOwn := s.ownStripe(tx)
 	// Topics in order: two transactions holding the same stripe number
 	// (two servers) lock their rows in one order.
@@ -197,7 +197,7 @@ func (s *Store) flushCountsOf(ctx context.Context, tx *sql.Tx, q querier, c coun
 // in a hole either: at REPEATABLE READ (an application's transaction
 // around the send procedure) a locking read of a stripe also locks the
 // gap before it.
-func (s *Store) newStripe(ctx context.Context, tx *sql.Tx, topic string) (int, error) {
+func (s *Store) newStripe(ctx context.Context, tx *conntx, topic string) (int, error) {
 	var high sql.NullInt64
 	if err := tx.QueryRowContext(ctx, "SELECT MAX(stripe) FROM "+s.t("topic_count")+" WHERE topic = ? AND stripe < ?", topic, countStripes).Scan(&high); err != nil { // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return 0, err
@@ -229,7 +229,7 @@ const (
 // answers how many rows it folded.
 func (s *Store) foldCounts(ctx context.Context, topic string) (int, error) {
 	folded := 0
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		folded = 0
 		rows, err := tx.QueryContext(ctx, "SELECT stripe, scheduled, ready, inflight, dead, acked, ver FROM "+s.t("topic_count")+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			" WHERE topic = ? AND stripe >= ? ORDER BY stripe LIMIT ? FOR UPDATE SKIP LOCKED", topic, countStripes, foldBatch)
@@ -296,7 +296,7 @@ func (s *Store) topicRow(ctx context.Context, q querier, topic string, send bool
 }
 
 // addQ and delQ keep a record's row in its state's queue table.
-func (s *Store) addQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+func (s *Store) addQ(ctx context.Context, tx *conntx, r *store.Record) error {
 	var err error
 	switch r.State {
 	case store.StateScheduled:
@@ -311,7 +311,7 @@ func (s *Store) addQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
 	return err
 }
 
-func (s *Store) delQ(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+func (s *Store) delQ(ctx context.Context, tx *conntx, r *store.Record) error {
 	var err error
 	switch r.State {
 	case store.StateScheduled:
@@ -334,14 +334,14 @@ func nullStr(s string) any {
 }
 
 // put writes r's mutable fields back to its message row.
-func (s *Store) put(ctx context.Context, tx *sql.Tx, r *store.Record) error {
+func (s *Store) put(ctx context.Context, tx *conntx, r *store.Record) error {
 	_, err := tx.ExecContext(ctx, "UPDATE "+s.t("message")+" SET state = ?, due = ?, updated = ?, deliveries = ?, failures = ?, last_error = ?, receipt = ?, lease_until = ?, dead_at = ? WHERE topic = ? AND id = ?", // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		int(r.State), r.DueAt, r.UpdatedAt, r.Deliveries, r.Failures, nullStr(r.LastError), nullStr(r.Receipt), r.LeaseUntil, r.DeadAt, r.Topic, r.ID)
 	return err
 }
 
 // move changes r's state: queue row out, fields changed by f, row back.
-func (s *Store) move(ctx context.Context, tx *sql.Tx, c counts, r *store.Record, f func()) error {
+func (s *Store) move(ctx context.Context, tx *conntx, c counts, r *store.Record, f func()) error {
 	if err := s.delQ(ctx, tx, r); err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func conflict(r *store.Record, why string) error {
 // MessageInsertMany implements store.Store (see insertMany).
 func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertManyParams) ([]store.InsertResult, error) {
 	var out []store.InsertResult
-	err := s.txnLazy(ctx, p.Now, s.sendReadsClock(), func(tx *sql.Tx, now int64) error {
+	err := s.txnLazy(ctx, p.Now, s.sendReadsClock(), func(tx *conntx, now int64) error {
 		var err error
 		out, err = s.insertMany(ctx, tx, p, now)
 		return err
@@ -386,7 +386,7 @@ func (s *Store) sendReadsClock() bool { return s.multi && !s.callerNow }
 // MessageGet implements store.Store.
 func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record, error) {
 	var r *store.Record
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		var err error
 		if r, err = s.getMsg(ctx, tx, topic, id, false); err != nil || r != nil {
 			return err
@@ -403,7 +403,7 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (*store.Record
 }
 
 // live loads a message for update; an acked one is a conflict.
-func (s *Store) live(ctx context.Context, tx *sql.Tx, topic, id string) (*store.Record, error) {
+func (s *Store) live(ctx context.Context, tx *conntx, topic, id string) (*store.Record, error) {
 	r, err := s.getMsg(ctx, tx, topic, id, true)
 	if err != nil || r != nil {
 		return r, err
@@ -421,7 +421,7 @@ func (s *Store) live(ctx context.Context, tx *sql.Tx, topic, id string) (*store.
 // MessageCancel implements store.Store.
 func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams) (*store.Record, error) {
 	var r *store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, _ int64) error {
 		var err error
 		if r, err = s.live(ctx, tx, p.Topic, p.ID); err != nil {
 			return err
@@ -448,7 +448,7 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 // MessageReschedule implements store.Store.
 func (s *Store) MessageReschedule(ctx context.Context, p *store.MessageRescheduleParams) (*store.Record, error) {
 	var r *store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		var err error
 		if r, err = s.live(ctx, tx, p.Topic, p.ID); err != nil {
 			return err
@@ -482,7 +482,7 @@ type qkey struct {
 	prio uint8 // when the query selects a fifth column, priority
 }
 
-func (s *Store) pick(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]qkey, error) {
+func (s *Store) pick(ctx context.Context, tx *conntx, q string, args ...any) ([]qkey, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -541,7 +541,7 @@ func (s *Store) MessagePromoteGrace(ctx context.Context, p *store.MessagePromote
 // earliest due after now, else NextDue is the earliest scheduled.
 func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grace int64, held bool) (*store.PromoteResult, error) {
 	res := &store.PromoteResult{}
-	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *conntx, now int64) error {
 		*res = store.PromoteResult{}
 		needClock := !s.callerNow // TimeDB: the first statement reads the clock
 		if p.Max > 0 {
@@ -632,7 +632,7 @@ func (l leaseScanner) Scan(dest ...any) error { return l.rows.Scan(append(dest, 
 // MessageLease implements store.Store.
 func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) ([]*store.Record, error) {
 	var out []*store.Record
-	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *conntx, now int64) error {
 		out = nil
 		if p.Max <= 0 {
 			return nil
@@ -684,7 +684,7 @@ func (s *Store) MessageLease(ctx context.Context, p *store.MessageLeaseParams) (
 	return out, nil
 }
 
-func (s *Store) leased(ctx context.Context, tx *sql.Tx, topic, id, receipt string) (*store.Record, error) {
+func (s *Store) leased(ctx context.Context, tx *conntx, topic, id, receipt string) (*store.Record, error) {
 	r, err := s.live(ctx, tx, topic, id)
 	if err != nil {
 		return nil, err
@@ -698,7 +698,7 @@ func (s *Store) leased(ctx context.Context, tx *sql.Tx, topic, id, receipt strin
 	return r, nil
 }
 
-func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receipt string, now int64) error {
+func (s *Store) ack(ctx context.Context, tx *conntx, c counts, topic, id, receipt string, now int64) error {
 	r, err := s.leased(ctx, tx, topic, id, receipt)
 	if err != nil {
 		return err
@@ -720,7 +720,7 @@ func (s *Store) ack(ctx context.Context, tx *sql.Tx, c counts, topic, id, receip
 
 // MessageAck implements store.Store.
 func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error {
-	return s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	return s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		c := counts{}
 		if err := s.ack(ctx, tx, c, p.Topic, p.ID, p.Receipt, now); err != nil {
 			return err
@@ -735,7 +735,7 @@ func (s *Store) MessageAck(ctx context.Context, p *store.MessageAckParams) error
 // (writeBatch).
 func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParams) ([]error, error) {
 	var out []error
-	err := s.txnPick(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txnPick(ctx, p.Now, func(tx *conntx, now int64) error {
 		c := counts{}
 		w := s.writes(tx)
 		var err error
@@ -772,7 +772,7 @@ func fail(r *store.Record, now, retryAt int64, reason string, final bool) {
 // MessageNack implements store.Store.
 func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*store.Record, error) {
 	var r *store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		var err error
 		if r, err = s.leased(ctx, tx, p.Topic, p.ID, p.Receipt); err != nil {
 			return err
@@ -792,7 +792,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 // MessageExtend implements store.Store.
 func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams) (*store.Record, error) {
 	var r *store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		var err error
 		if r, err = s.leased(ctx, tx, p.Topic, p.ID, p.Receipt); err != nil {
 			return err
@@ -811,7 +811,7 @@ const LeaseExpiredError = "lease expired"
 // LeaseExpire implements store.Store.
 func (s *Store) LeaseExpire(ctx context.Context, p *store.LeaseExpireParams) ([]*store.Record, error) {
 	var out []*store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		out = nil
 		if p.Max <= 0 {
 			return nil
@@ -865,7 +865,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 	}
 	var out []*store.Record
 	next := ""
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		out, next = nil, ""
 		if p.Limit <= 0 {
 			return nil
@@ -900,7 +900,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 }
 
 // deadOnes returns the dead messages a replay or delete acts on.
-func (s *Store) deadOnes(ctx context.Context, tx *sql.Tx, topic, id string, max int) ([]*store.Record, error) {
+func (s *Store) deadOnes(ctx context.Context, tx *conntx, topic, id string, max int) ([]*store.Record, error) {
 	if id != "" {
 		r, err := s.getMsg(ctx, tx, topic, id, true)
 		if err != nil {
@@ -934,7 +934,7 @@ func (s *Store) deadOnes(ctx context.Context, tx *sql.Tx, topic, id string, max 
 // DeadReplay implements store.Store.
 func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*store.Record, error) {
 	var out []*store.Record
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		var err error
 		if out, err = s.deadOnes(ctx, tx, p.Topic, p.ID, p.Max); err != nil {
 			return err
@@ -958,7 +958,7 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) ([]*s
 // DeadDelete implements store.Store.
 func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int, error) {
 	n := 0
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		rs, err := s.deadOnes(ctx, tx, p.Topic, p.ID, p.Max)
 		if err != nil {
 			return err
@@ -986,7 +986,7 @@ func (s *Store) DeadDelete(ctx context.Context, p *store.DeadDeleteParams) (int,
 // acked_at, each batch one short transaction.
 func (s *Store) DedupPurge(ctx context.Context, p *store.DedupPurgeParams) (int, error) {
 	n := 0
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		n = 0
 		if p.Max <= 0 {
 			return nil

@@ -70,7 +70,7 @@ const (
 // primary-key order whatever the keys' order (so that two calls lock in
 // one order), one point read each (see keyRows), and answers them by topic
 // and id, with the fields what says.
-func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgRead) (map[[2]string]*store.Record, error) {
+func (s *Store) lockMsgs(ctx context.Context, tx *conntx, keys []qkey, what msgRead) (map[[2]string]*store.Record, error) {
 	return s.lockMsgsAt(ctx, tx, keys, what, nil)
 }
 
@@ -78,7 +78,7 @@ func (s *Store) lockMsgs(ctx context.Context, tx *sql.Tx, keys []qkey, what msgR
 // database's clock into it in the same round trip (a result set before
 // the rows': Store.multi only), for a transaction whose first statement
 // this is.
-func (s *Store) lockMsgsAt(ctx context.Context, tx *sql.Tx, keys []qkey, what msgRead, now *int64) (map[[2]string]*store.Record, error) {
+func (s *Store) lockMsgsAt(ctx context.Context, tx *conntx, keys []qkey, what msgRead, now *int64) (map[[2]string]*store.Record, error) {
 	cols := msgCols
 	switch what {
 	case readMove:
@@ -227,7 +227,7 @@ func (s *Store) addQMany(ctx context.Context, tx execer, recs []*store.Record) e
 // their message rows, change them, delete their q_scheduled rows, insert
 // their q_ready rows. A key whose message is no longer scheduled with
 // that Seq is left alone, as a one-by-one move would.
-func (s *Store) promoteKeys(ctx context.Context, tx *sql.Tx, c counts, topic string, keys []qkey, now int64) (int, error) {
+func (s *Store) promoteKeys(ctx context.Context, tx *conntx, c counts, topic string, keys []qkey, now int64) (int, error) {
 	msgs, err := s.lockMsgs(ctx, tx, keys, readMove)
 	if err != nil {
 		return 0, err
@@ -264,7 +264,7 @@ func (s *Store) promoteKeys(ctx context.Context, tx *sql.Tx, c counts, topic str
 // q_inflight, of any topics) as lease expiries — ready again, due now, or
 // dead once out of attempts — with one statement per step for all of
 // them, and answers them as changed, in the keys' order.
-func (s *Store) expireKeys(ctx context.Context, tx *sql.Tx, c counts, keys []qkey, now int64) ([]*store.Record, error) {
+func (s *Store) expireKeys(ctx context.Context, tx *conntx, c counts, keys []qkey, now int64) ([]*store.Record, error) {
 	msgs, err := s.lockMsgs(ctx, tx, keys, readAll)
 	if err != nil {
 		return nil, err

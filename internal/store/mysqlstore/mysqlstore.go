@@ -99,7 +99,7 @@ type Store struct {
 	// its own (see flushCountsOf); txStripe is the one a transaction
 	// holds until it ends.
 	stripes  stripePool
-	txStripe sync.Map // *sql.Tx -> int
+	txStripe sync.Map // *conntx -> int
 
 	closed    atomic.Bool
 	done      chan struct{}
@@ -317,7 +317,7 @@ func (s *Store) wrap(err error) error {
 // ranges are read with SKIP LOCKED and every write names its rows), with
 // now the database's clock (or callNow in TimeCaller mode); deadlocks are
 // retried.
-func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *conntx, now int64) error) error {
 	return s.txnLazy(ctx, callNow, false, fn)
 }
 
@@ -325,13 +325,13 @@ func (s *Store) txn(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now 
 // the clock (a promote, a lease): in TimeDB mode fn gets now 0 and reads
 // the database's clock in that statement (pickNow), which saves the
 // transaction its own round trip for it.
-func (s *Store) txnPick(ctx context.Context, callNow int64, fn func(tx *sql.Tx, now int64) error) error {
+func (s *Store) txnPick(ctx context.Context, callNow int64, fn func(tx *conntx, now int64) error) error {
 	return s.txnLazy(ctx, callNow, !s.callerNow, fn)
 }
 
 // txnLazy is txn where, with lazyClock, fn gets now 0 and reads the
 // database's clock itself, in its first statement.
-func (s *Store) txnLazy(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *sql.Tx, now int64) error) error {
+func (s *Store) txnLazy(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *conntx, now int64) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
@@ -349,40 +349,40 @@ func (s *Store) txnLazy(ctx context.Context, callNow int64, lazyClock bool, fn f
 }
 
 // txnRun runs one attempt; lazyClock: fn reads the clock itself.
-func (s *Store) txnRun(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *sql.Tx, now int64) error) error {
-	opts := &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	if s.sessionRC {
-		opts = nil // the session's level (see Open)
-	}
-	tx, err := s.db.BeginTx(ctx, opts)
+func (s *Store) txnRun(ctx context.Context, callNow int64, lazyClock bool, fn func(tx *conntx, now int64) error) error {
+	tx, err := s.beginTx(ctx)
 	if err != nil {
 		return err
 	}
+	defer tx.close()
 	now := callNow
 	if lazyClock {
 		now = 0
 	} else if !s.callerNow {
 		if now, err = s.dbNow(ctx, tx); err != nil {
-			_ = tx.Rollback()
-			return err
+			tx.rollback(ctx)
+			return timedOut(ctx, err)
 		}
 	}
 	s.txStripe.Store(tx, -1) // a stripe is taken when the counts are flushed
 	defer s.releaseStripe(tx)
 	if err := fn(tx, now); err != nil {
-		_ = tx.Rollback()
+		tx.rollback(ctx)
 		return timedOut(ctx, err)
 	}
-	return timedOut(ctx, tx.Commit())
+	if err := tx.commit(ctx); err != nil {
+		tx.rollback(ctx)
+		return timedOut(ctx, err)
+	}
+	return nil
 }
 
-// timedOut names the cause when the call's time ran out mid-transaction:
-// database/sql then rolls the transaction back and answers the next
-// statement with a bare "transaction has already been committed or rolled
-// back".
+// timedOut names the cause when the call's time ran out mid-transaction
+// (the driver then answers with the context's error, or a broken
+// connection's).
 func timedOut(ctx context.Context, err error) error {
-	if err != nil && errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
-		return fmt.Errorf("the call's time ran out mid-transaction (Options.Timeout): %w", ctx.Err())
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("the call's time ran out mid-transaction (Options.Timeout): %w (%w)", ctx.Err(), err)
 	}
 	return err
 }
@@ -421,7 +421,7 @@ func (s *Store) nowSQL() string {
 
 // pickNow runs q, a pick (due, seq, id, topic) whose fifth column is
 // nowSQL; now is that column, or 0 when nothing was picked.
-func (s *Store) pickNow(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]qkey, int64, error) {
+func (s *Store) pickNow(ctx context.Context, tx *conntx, q string, args ...any) ([]qkey, int64, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, 0, err

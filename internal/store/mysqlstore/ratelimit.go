@@ -18,7 +18,7 @@ var _ store.RateLimiter = (*Store)(nil)
 func (s *Store) RateTake(ctx context.Context, p *store.RateTakeParams) (int, time.Duration, error) {
 	var granted int
 	var retry time.Duration
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		granted, retry = 0, 0
 		var tok float64
 		var ts int64

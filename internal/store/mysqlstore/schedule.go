@@ -24,7 +24,7 @@ func (s *Store) getSchedule(ctx context.Context, q querier, name string) (*store
 // ScheduleUpsert implements store.Store.
 func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, error) {
 	var sc *store.Schedule
-	err := s.txn(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+	err := s.txn(ctx, p.Now, func(tx *conntx, now int64) error {
 		spec := p.Spec
 		if spec == nil {
 			spec = []byte{}
@@ -47,7 +47,7 @@ func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParam
 // ScheduleGet implements store.Store.
 func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, error) {
 	var sc *store.Schedule
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		var err error
 		sc, err = s.getSchedule(ctx, tx, name)
 		return err
@@ -61,7 +61,7 @@ func (s *Store) ScheduleGet(ctx context.Context, name string) (*store.Schedule, 
 // ScheduleList implements store.Store.
 func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 	var out []*store.Schedule
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, "SELECT name, spec, last_tick, created, updated FROM "+s.t("schedule")+" ORDER BY name") // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
@@ -87,7 +87,7 @@ func (s *Store) ScheduleList(ctx context.Context) ([]*store.Schedule, error) {
 
 // ScheduleDelete implements store.Store.
 func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
-	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	return s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM "+s.t("schedule")+" WHERE name = ?", name) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 // ScheduleTick implements store.Store.
 func (s *Store) ScheduleTick(ctx context.Context, p *store.ScheduleTickParams) (*store.Schedule, error) {
 	var sc *store.Schedule
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		res, err := tx.ExecContext(ctx, "UPDATE "+s.t("schedule")+" SET last_tick = GREATEST(last_tick, ?) WHERE name = ?", p.Tick, p.Name) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package mysqlstore
 
 import (
-	"database/sql"
 	"math/bits"
 	"math/rand/v2"
 	"sync"
@@ -50,7 +49,7 @@ func (p *stripePool) stripe(slot int) int { return (slot + p.offset) % countStri
 // ownStripe is the stripe tx flushes its counts to: taken from the pool
 // at the transaction's first flush and held to its end (releaseStripe).
 // False when tx is not one of txnRun's or the pool is exhausted.
-func (s *Store) ownStripe(tx *sql.Tx) (int, bool) {
+func (s *Store) ownStripe(tx *conntx) (int, bool) {
 	v, ok := s.txStripe.Load(tx)
 	if !ok {
 		return 0, false
@@ -67,7 +66,7 @@ func (s *Store) ownStripe(tx *sql.Tx) (int, bool) {
 
 // releaseStripe returns the stripe tx held, once it has committed or
 // rolled back.
-func (s *Store) releaseStripe(tx *sql.Tx) {
+func (s *Store) releaseStripe(tx *conntx) {
 	if v, ok := s.txStripe.LoadAndDelete(tx); ok {
 		if slot := v.(int); slot >= 0 {
 			s.stripes.release(slot)

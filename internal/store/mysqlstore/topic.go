@@ -9,7 +9,7 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-func (s *Store) topicRec(ctx context.Context, tx *sql.Tx, name string) (*store.TopicRecord, error) {
+func (s *Store) topicRec(ctx context.Context, tx *conntx, name string) (*store.TopicRecord, error) {
 	t := &store.TopicRecord{Name: name}
 	var deleted bool
 	// The counts are the row's (written by servers before schema 5) plus
@@ -39,7 +39,7 @@ func (s *Store) topicRec(ctx context.Context, tx *sql.Tx, name string) (*store.T
 // TopicGet implements store.Store.
 func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord, error) {
 	var t *store.TopicRecord
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		var err error
 		t, err = s.topicRec(ctx, tx, topic)
 		return err
@@ -57,7 +57,7 @@ func (s *Store) TopicGet(ctx context.Context, topic string) (*store.TopicRecord,
 // statements per topic per list.
 func (s *Store) TopicList(ctx context.Context) ([]*store.TopicRecord, error) {
 	var out []*store.TopicRecord
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		out = nil
 		// A deleted topic that a send through the SQL procedure made again
 		// (see TopicDelete) loses its mark here.
@@ -165,7 +165,7 @@ func (s *Store) TopicSettingsPut(ctx context.Context, topic string, settings []b
 	if settings == nil {
 		settings = []byte{}
 	}
-	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	return s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO "+s.t("topic")+" (name, settings) VALUES (?, ?) ON DUPLICATE KEY UPDATE settings = VALUES(settings), deleted = 0", topic, settings) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 		return err
 	})
@@ -178,7 +178,7 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 	if n <= 0 || bucketMS <= 0 {
 		return out, nil
 	}
-	err := s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	err := s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		clear(out)
 		rows, err := tx.QueryContext(ctx, "SELECT (due - ?) DIV ?, COUNT(*) FROM "+s.t("q_scheduled")+ // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 			" WHERE topic = ? AND due >= ? AND due < ? + ? * ? GROUP BY 1", fromMS, bucketMS, topic, fromMS, fromMS, bucketMS, int64(n))
@@ -208,7 +208,7 @@ func (s *Store) DueCounts(ctx context.Context, topic string, fromMS, bucketMS in
 // the row is marked deleted and its settings cleared if it counts no live
 // message. The row stays for its acked count; reads hide it (topicRec).
 func (s *Store) TopicDelete(ctx context.Context, topic string) error {
-	return s.txn(ctx, 0, func(tx *sql.Tx, _ int64) error {
+	return s.txn(ctx, 0, func(tx *conntx, _ int64) error {
 		var live int64
 		var deleted bool
 		q := "SELECT scheduled + ready + inflight + dead, deleted FROM " + s.t("topic") + " WHERE name = ? FOR UPDATE" // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
