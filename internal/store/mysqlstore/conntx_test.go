@@ -17,26 +17,29 @@ import (
 // leftover one), with and without several statements per query.
 func TestConnTxLeavesNoTransaction(t *testing.T) {
 	srv := mysqltest.Shared(t)
-	for _, url := range []string{srv.URL(), srv.URL() + "?multiStatements=false"} {
+	for i, url := range []string{srv.URL(), srv.URL() + "?multiStatements=false", srv.URL(), srv.URL() + "?multiStatements=false"} {
 		s, err := Open(context.Background(), Options{URL: url, Prefix: srv.NewPrefix(), TimeSource: TimeCaller})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		s.db.SetMaxOpenConns(1)
+		// As on a server where the sessions' level could not be set: each
+		// transaction sets it.
+		s.sessionRC = i < 2
 		ins := "INSERT INTO " + s.t("rate_bucket") + " (topic, tokens, ts) VALUES (?, 1, 1)"
 		boom := errors.New("boom")
 		check := func(what string, err error, want func(error) bool) {
 			t.Helper()
 			if !want(err) {
-				t.Errorf("multi %v, %s: unexpected error %v", s.multi, what, err)
+				t.Errorf("multi %v, session RC %v, %s: unexpected error %v", s.multi, s.sessionRC, what, err)
 			}
 			var rows, open int
 			if err := s.db.QueryRow("SELECT (SELECT COUNT(*) FROM "+s.t("rate_bucket")+"), @@in_transaction").Scan(&rows, &open); err != nil {
 				t.Fatal(err)
 			}
 			if rows != 0 || open != 0 {
-				t.Errorf("multi %v, %s: %d rows left, in a transaction: %d; want 0, 0", s.multi, what, rows, open)
+				t.Errorf("multi %v, session RC %v, %s: %d rows left, in a transaction: %d; want 0, 0", s.multi, s.sessionRC, what, rows, open)
 			}
 		}
 		ctx := context.Background()
@@ -67,6 +70,20 @@ func TestConnTxLeavesNoTransaction(t *testing.T) {
 			return err
 		}), is(context.DeadlineExceeded))
 		cancel()
+		// And one that succeeds with only queued writes commits them.
+		if err := s.txnRun(ctx, 1, false, func(tx *conntx, _ int64) error {
+			_, err := s.writes(tx).ExecContext(ctx, ins, "kept")
+			return err
+		}); err != nil {
+			t.Errorf("multi %v, a queued write committed: %v", s.multi, err)
+		}
+		var kept, open int
+		if err := s.db.QueryRow("SELECT (SELECT COUNT(*) FROM "+s.t("rate_bucket")+" WHERE topic = 'kept'), @@in_transaction").Scan(&kept, &open); err != nil {
+			t.Fatal(err)
+		}
+		if kept != 1 || open != 0 {
+			t.Errorf("multi %v, a queued write committed: %d rows, in a transaction: %d; want 1, 0", s.multi, kept, open)
+		}
 	}
 }
 
