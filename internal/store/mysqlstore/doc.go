@@ -12,7 +12,10 @@
 // like; ready is leased through the key lease_order (topic, priority,
 // due, seq)) are read with FOR UPDATE SKIP LOCKED; acked tombstones live in
 // their own table, purged in batches. Transactions run at READ COMMITTED,
-// so no gap locks; deadlocks and lock-wait timeouts are retried.
+// so no gap locks; deadlocks and lock-wait timeouts are retried. The
+// store runs them on a pooled connection itself (conntx), so that BEGIN,
+// COMMIT and writes whose results nothing reads ride with other
+// statements instead of taking round trips of their own.
 //
 // Time: with TimeDB (the default) each operation reads
 // FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) once, in its transaction, and
@@ -25,5 +28,5 @@
 // is seen within that plus one query.
 //
 // Transactional send: the stored procedures <prefix>send and, with a
-// priority, <prefix>send_priority, and SendTx on an application's *conntx. docs/mysql.md has the operator's view.
+// priority, <prefix>send_priority, and SendTx on an application's *sql.Tx. docs/mysql.md has the operator's view.
 package mysqlstore
