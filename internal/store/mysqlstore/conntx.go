@@ -33,11 +33,11 @@ type conntx struct {
 	pending strings.Builder
 	args    []any
 	// begun: a statement reached the server, so a transaction may be
-	// open on this connection; queued: a write waits in pending.
-	begun, queued bool
-	// unsure: the connection may hold a transaction that could not be
-	// rolled back; it must not go back to the pool.
-	unsure bool
+	// open on this connection; queued: a write waits in pending; ended:
+	// the transaction committed or rolled back. A connection begun and
+	// not ended (a failed rollback, a panic in the transaction's
+	// function) must not go back to the pool.
+	begun, queued, ended bool
 }
 
 // beginSQL starts a READ COMMITTED transaction; with sessionRC the
@@ -119,10 +119,14 @@ func (t *conntx) QueryRowContext(ctx context.Context, query string, args ...any)
 // still be open: roll it back.
 func (t *conntx) commit(ctx context.Context) error {
 	if !t.begun && !t.queued {
+		t.ended = true
 		return nil
 	}
-	_, err := t.ExecContext(ctx, "COMMIT")
-	return err
+	if _, err := t.ExecContext(ctx, "COMMIT"); err != nil {
+		return err
+	}
+	t.ended = true
+	return nil
 }
 
 // rollbackTimeout bounds a rollback whose call's time has run out.
@@ -135,7 +139,8 @@ func (t *conntx) rollback(ctx context.Context) {
 	t.pending.Reset()
 	t.args = nil
 	if !t.begun {
-		return // nothing reached the server
+		t.ended = true // nothing reached the server
+		return
 	}
 	if ctx.Err() != nil {
 		// The call's time ran out: the driver may have given up on the
@@ -144,15 +149,15 @@ func (t *conntx) rollback(ctx context.Context) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 	}
-	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.unsure = true
+	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err == nil {
+		t.ended = true
 	}
 }
 
 // close returns the connection to the pool, or closes it when a
 // transaction may be left open on it.
 func (t *conntx) close() {
-	if t.unsure {
+	if t.begun && !t.ended {
 		// Raw's function answering driver.ErrBadConn makes database/sql
 		// close the connection instead of pooling it.
 		_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })

@@ -11,7 +11,7 @@ import (
 
 // TestConnTxLeavesNoTransaction: a transaction that fails — fn's error
 // after queued or sent writes, a queued write that fails at the COMMIT,
-// the call's time running out mid-statement — leaves none of its writes
+// the call's time running out mid-statement, a panic — leaves none of its writes
 // and no open transaction on the connection it hands back to the pool
 // (one connection here, so the next transaction would run inside a
 // leftover one), with and without several statements per query.
@@ -70,6 +70,16 @@ func TestConnTxLeavesNoTransaction(t *testing.T) {
 			return err
 		}), is(context.DeadlineExceeded))
 		cancel()
+		func() {
+			defer func() { _ = recover() }()
+			_ = s.txnRun(ctx, 1, false, func(tx *conntx, _ int64) error {
+				if _, err := tx.ExecContext(ctx, ins, "a"); err != nil {
+					return err
+				}
+				panic("a bug in the transaction's function")
+			})
+		}()
+		check("a panic after a sent write", nil, func(err error) bool { return err == nil })
 		// And one that succeeds with only queued writes commits them.
 		if err := s.txnRun(ctx, 1, false, func(tx *conntx, _ int64) error {
 			_, err := s.writes(tx).ExecContext(ctx, ins, "kept")
