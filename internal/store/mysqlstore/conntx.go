@@ -40,13 +40,13 @@ type conntx struct {
 	begun, queued, ended bool
 }
 
-// beginSQL starts a READ COMMITTED transaction; with sessionRC the
+// beginStatements start a READ COMMITTED transaction; with sessionRC the
 // sessions already run at that level (see Open).
-func beginSQL(sessionRC bool) string {
+func beginStatements(sessionRC bool) []string {
 	if sessionRC {
-		return "START TRANSACTION"
+		return []string{"START TRANSACTION"}
 	}
-	return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION"
+	return []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"}
 }
 
 // beginTx takes a connection from the pool and begins a transaction on
@@ -58,10 +58,10 @@ func (s *Store) beginTx(ctx context.Context) (*conntx, error) {
 	}
 	tx := &conntx{conn: conn, multi: s.multi}
 	if s.multi {
-		tx.pending.WriteString(beginSQL(s.sessionRC))
+		tx.pending.WriteString(strings.Join(beginStatements(s.sessionRC), ";\n"))
 		return tx, nil
 	}
-	for _, q := range strings.Split(beginSQL(s.sessionRC), ";\n") {
+	for _, q := range beginStatements(s.sessionRC) {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			tx.rollback(ctx)
 			tx.close()

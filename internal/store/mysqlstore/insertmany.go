@@ -153,15 +153,10 @@ func (s *Store) insertMany(ctx context.Context, tx *conntx, p *store.MessageInse
 		}
 	}
 	// The queue rows, the count row and the topic row's read go in one
-	// round trip (writeBatch).
+	// round trip (writeBatch; insertOne's reads send what is queued).
 	w := s.writes(tx)
 	if err := s.addQMany(ctx, w, sent); err != nil {
 		return nil, err
-	}
-	if len(repeated) > 0 {
-		if err := w.flush(ctx); err != nil { // insertOne reads
-			return nil, err
-		}
 	}
 	for _, i := range repeated {
 		res, err := s.insertOne(ctx, tx, c, p.Topic, &p.Messages[i], now)
@@ -176,12 +171,12 @@ func (s *Store) insertMany(ctx context.Context, tx *conntx, p *store.MessageInse
 		if err := s.topicRow(ctx, w, p.Topic, true); err != nil {
 			return nil, err
 		}
-		return out, w.flush(ctx)
+		return out, nil
 	}
 	if err := s.flushCountsOf(ctx, tx, w, c, true); err != nil {
 		return nil, err
 	}
-	return out, w.flush(ctx)
+	return out, nil
 }
 
 // newRecord is the record m makes in topic, sent at now.

@@ -69,7 +69,7 @@ func (s *Store) leaseDue(ctx context.Context, p *store.MessageLeaseParams, next 
 		}
 		res.Records = cands
 		if !next {
-			return w.flush(ctx)
+			return nil // the queued writes go with the COMMIT
 		}
 		var nextDue sql.NullInt64
 		if !s.callerNow && clock == 0 { // nothing picked: the clock with the next due

@@ -742,10 +742,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 		if out, err = s.ackMany(ctx, tx, w, c, p.Topic, p.Items, now); err != nil {
 			return err
 		}
-		if err := s.flushCountsOf(ctx, tx, w, c, false); err != nil {
-			return err
-		}
-		return w.flush(ctx)
+		return s.flushCountsOf(ctx, tx, w, c, false) // queued: they go with the COMMIT
 	})
 	if err != nil {
 		return nil, err

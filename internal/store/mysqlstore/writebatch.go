@@ -37,11 +37,6 @@ func (w *writeBatch) ExecContext(ctx context.Context, query string, args ...any)
 	return nil, nil
 }
 
-// flush marks where the queued writes must have run by: they go with the
-// transaction's next statement or its COMMIT, whichever comes first, so
-// there is nothing to send here.
-func (w *writeBatch) flush(context.Context) error { return nil }
-
 // QueryRowContext runs the queued writes and then query, in one round
 // trip: the driver passes over the writes' results (OK packets) to the
 // query's rows, and a write's error is the row's.
