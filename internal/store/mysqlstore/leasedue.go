@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 
 	"github.com/delayq/delayq/internal/store"
@@ -119,11 +118,8 @@ func (s *Store) pickBoth(ctx context.Context, tx *conntx, topic string, now int6
 	if err != nil {
 		return nil, 0, err
 	}
-	if !rows.NextResultSet() {
-		if err := rows.Err(); err != nil {
-			return nil, 0, err
-		}
-		return nil, 0, errors.New("mysqlstore: the lease's two picks returned one result set, not two")
+	if err := nextResultSet(rows, "the lease's two picks"); err != nil {
+		return nil, 0, err
 	}
 	sched, picked, err := s.scanPick(rows, store.StateScheduled)
 	if err != nil {

@@ -139,13 +139,19 @@ func scanClock(rows *sql.Rows, now *int64) error {
 	if err := rows.Scan(now); err != nil {
 		return err
 	}
-	if !rows.NextResultSet() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return errors.New("mysqlstore: a query of the clock and a read returned one result set, not two")
+	return nextResultSet(rows, "a query of the clock and a read")
+}
+
+// nextResultSet moves rows to the second result set of a query of two
+// (what names them in the error when the server answered one).
+func nextResultSet(rows *sql.Rows, what string) error {
+	if rows.NextResultSet() {
+		return nil
 	}
-	return nil
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return errors.New("mysqlstore: " + what + " returned one result set, not two")
 }
 
 // delQMany deletes the queue rows of recs, which are all in one state, by
