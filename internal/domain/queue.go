@@ -12,7 +12,9 @@ import (
 // Implementations are safe for concurrent use.
 type Queue interface {
 	// Send schedules one message. A known ID answers the existing message
-	// with Duplicate set and creates nothing.
+	// with Duplicate set and creates nothing. A new message's answer
+	// need not carry its Payload and Headers (the caller has them); where
+	// it does, they are the request's own, not copies.
 	Send(ctx context.Context, topic string, req SendRequest) (*Message, error)
 	// SendBatch schedules up to MaxBatch messages; results are in order,
 	// each either a message or an error. The returned error is for the

@@ -8,12 +8,13 @@ import (
 
 // insert writes msgs to topic t: grouped with the topic's other sends
 // where the store is remote (writegroup.go), else at once (now is the
-// sender's).
+// sender's). A new message's answer may lack its payload and headers
+// (store.MessageInsertManyParams.SenderKeepsBodies): sendBatch has them.
 func (e *Engine) insert(ctx context.Context, t *topic, now int64, msgs []store.InsertMessage) ([]store.InsertResult, error) {
 	if e.groupWrites {
 		return t.sends.do(ctx, e.sendWriter(t), msgs)
 	}
-	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: t.name, Now: now, Messages: msgs})
+	ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: t.name, Now: now, Messages: msgs, SenderKeepsBodies: true})
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +31,7 @@ func (e *Engine) sendWriter(t *topic) groupWriter[store.InsertMessage, store.Ins
 			// is that now plus the delay, never earlier than the
 			// sender's now plus it. Repeated ids are the store's to
 			// settle (the later ones are duplicates), as in one batch.
-			ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: t.name, Now: e.now(), Messages: msgs})
+			ins, err := e.st.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: t.name, Now: e.now(), Messages: msgs, SenderKeepsBodies: true})
 			if err == nil && len(ins) == len(msgs) {
 				e.afterInsert(t, ins)
 			}

@@ -88,12 +88,29 @@ func (e *Engine) sendBatch(ctx context.Context, topicName string, reqs []domain.
 	for i, r := range ins {
 		m := toMessage(r.Record, sn)
 		m.Duplicate = r.Duplicate
+		if !m.Duplicate {
+			// The store need not copy what was sent into its answer.
+			m.Payload, m.Headers = sentBody(msgs[i])
+		}
 		results[slot[i]].Message = m
 		if detail && !m.Duplicate {
 			e.events.emit(Event{Kind: EventMessageSent, Topic: topicName, Message: m})
 		}
 	}
 	return results, nil
+}
+
+// sentBody is a new message's payload and headers as a store answers
+// them (nil when empty): the request's own, not copies.
+func sentBody(m store.InsertMessage) ([]byte, map[string]string) {
+	p, h := m.Payload, m.Headers
+	if len(p) == 0 {
+		p = nil
+	}
+	if len(h) == 0 {
+		h = nil
+	}
+	return p, h
 }
 
 // afterInsert wakes consumers for messages that are ready at once and arms

@@ -482,6 +482,12 @@ type MessageInsertManyParams struct {
 	Topic    string
 	Now      int64
 	Messages []InsertMessage
+	// SenderKeepsBodies says the caller has the Payload and Headers it
+	// sent and leaves them unchanged: a new message's answer may carry
+	// them nil instead of a copy (a payload copied per message only to be
+	// dropped by a caller that answers without it). A duplicate's answer
+	// still carries the stored ones. Stores may ignore it.
+	SenderKeepsBodies bool
 }
 
 // InsertResult is one item of MessageInsertMany's answer.

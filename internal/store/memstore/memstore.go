@@ -333,6 +333,12 @@ func (s *Store) MessageInsertMany(_ context.Context, p *store.MessageInsertManyP
 		}
 		t.msgs[m.ID] = e
 		s.attach(t, e)
+		if p.SenderKeepsBodies {
+			r := e.rec
+			r.Payload, r.Headers = nil, nil
+			out[i] = store.InsertResult{Record: &r}
+			continue
+		}
 		out[i] = store.InsertResult{Record: clone(&e.rec)}
 	}
 	return out, nil

@@ -129,7 +129,7 @@ func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) 
 		if m.Generated {
 			// A fresh engine-made id: nothing to look up (and nothing
 			// was claimed). This lookup was a third of a send's CPU.
-			res[i] = store.InsertResult{Record: s.newRecord(t, x, p, first, i)}
+			_, res[i].Record = s.newRecord(t, x, p, first, i)
 			continue
 		}
 		if r := pending[m.ID]; r != nil {
@@ -155,20 +155,25 @@ func (s *Store) insertBuild(t *topic, x *txn, p *store.MessageInsertManyParams) 
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, 0, nil, err
 		}
-		r := s.newRecord(t, x, p, first, i)
+		r, answer := s.newRecord(t, x, p, first, i)
 		if pending == nil {
 			pending = make(map[string]*store.Record)
 		}
 		pending[m.ID] = r
-		res[i] = store.InsertResult{Record: r}
+		res[i] = store.InsertResult{Record: answer}
 	}
 	return res, first, dups, nil
 }
 
-// newRecord puts message i of p in x as a new record.
-func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, first uint64, i int) *store.Record {
+// newRecord puts message i of p in x as a new record. It returns the
+// record, whole, for answers to later mentions of its id in this call
+// (which copy it; with p.SenderKeepsBodies it shares the caller's payload
+// and headers), and the answer for message i, which shares nothing with
+// the caller: the record, or with p.SenderKeepsBodies a copy without
+// payload and headers.
+func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, first uint64, i int) (r, answer *store.Record) {
 	m := &p.Messages[i]
-	r := &store.Record{
+	r = &store.Record{
 		Topic: p.Topic, ID: m.ID, Seq: first + uint64(i), // #nosec G115 -- i is a slice index (≥ 0) within the n seqs allocSeqs reserved
 		State: store.StateScheduled, Payload: m.Payload, Headers: m.Headers,
 		DueAt: m.Due(p.Now), CreatedAt: p.Now, UpdatedAt: p.Now, MaxAttempts: m.MaxAttempts, Priority: m.Priority,
@@ -176,9 +181,15 @@ func (s *Store) newRecord(t *topic, x *txn, p *store.MessageInsertManyParams, fi
 	if r.DueAt <= p.Now {
 		r.State = store.StateReady
 	}
-	r = cloneRecord(r) // the answer must not alias the caller's input
-	x.put(t, nil, r)
-	return r
+	if !p.SenderKeepsBodies {
+		r = cloneRecord(r) // the answer must not alias the caller's input
+		x.put(t, nil, r)
+		return r, r
+	}
+	x.put(t, nil, r) // copies what it writes
+	a := *r
+	a.Payload, a.Headers = nil, nil
+	return r, &a
 }
 
 // insertDups settles the ids insertBuild found, under the topic lock:
@@ -195,12 +206,13 @@ func (s *Store) insertDups(t *topic, x *txn, p *store.MessageInsertManyParams, r
 		r, err := s.getRecord(p.Topic, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			r = s.newRecord(t, x, p, first, i)
+			var answer *store.Record
+			r, answer = s.newRecord(t, x, p, first, i)
 			if created == nil {
 				created = make(map[string]*store.Record)
 			}
 			created[id] = r
-			res[i] = store.InsertResult{Record: r}
+			res[i] = store.InsertResult{Record: answer}
 			continue
 		case err != nil:
 			return err

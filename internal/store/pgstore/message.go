@@ -200,7 +200,9 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	for i, r := range recs {
 		out[i] = store.InsertResult{Record: r, Duplicate: sts[i] == statusDuplicate}
 		if sts[i] == statusOK {
-			r.Payload, r.Headers = sentPayload(p.Messages[i].Payload), sentHeaders(p.Messages[i].Headers)
+			if !p.SenderKeepsBodies {
+				r.Payload, r.Headers = sentPayload(p.Messages[i].Payload), sentHeaders(p.Messages[i].Headers)
+			}
 			if d := store.NotifyDue(r); earliest < 0 || d < earliest {
 				earliest, now = d, r.CreatedAt
 			}

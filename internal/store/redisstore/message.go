@@ -245,7 +245,7 @@ func (s *Store) readInserts(p *store.MessageInsertManyParams, cmds []*redis.Cmd,
 				return nil, err
 			}
 			dup := asInt(a[1+2*j]) == 1
-			if !dup && len(m.Payload) > 0 {
+			if !dup && len(m.Payload) > 0 && !p.SenderKeepsBodies {
 				r.Payload = bytes.Clone(m.Payload)
 			}
 			out[i] = store.InsertResult{Record: r, Duplicate: dup}

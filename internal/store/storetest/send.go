@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/delayq/delayq/internal/store"
@@ -135,6 +136,55 @@ func testDedupPurge(h *harness) {
 	}
 	purge(now+1_000_000, 100, 1)
 	h.counts("t", store.Counts{Scheduled: 1, Ready: 2, Inflight: 1, Dead: 1})
+}
+
+// testSenderKeepsBodies: with SenderKeepsBodies a new message's answer
+// may leave out its payload and headers, and is otherwise the stored
+// record; what is stored is whole; a duplicate (in the same call or a
+// later one) is answered with the stored payload and headers.
+func testSenderKeepsBodies(h *harness) {
+	t, now := h.t, T0
+	hdr := map[string]string{"k": "v"}
+	first := store.InsertMessage{ID: "a", Payload: []byte("payload of a"), Headers: hdr, DueAt: now + 10, MaxAttempts: 3}
+	again := first
+	again.Payload, again.Headers = []byte("another payload"), nil
+	res, err := h.s.MessageInsertMany(h.ctx, &store.MessageInsertManyParams{Topic: "t", Now: now, SenderKeepsBodies: true,
+		Messages: []store.InsertMessage{first, msg("b", now), again}})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("MessageInsertMany: %d results, %v", len(res), err)
+	}
+	if res[0].Duplicate || res[1].Duplicate || !res[2].Duplicate {
+		t.Fatalf("duplicates %v %v %v: want only the second a", res[0].Duplicate, res[1].Duplicate, res[2].Duplicate)
+	}
+	for i, id := range []string{"a", "b"} {
+		got := h.get("t", id)
+		if i == 0 && (string(got.Payload) != "payload of a" || got.Headers["k"] != "v") {
+			t.Errorf("stored a: %s", fmtRec(got))
+		}
+		ans := *res[i].Record
+		if ans.Payload != nil && !bytes.Equal(ans.Payload, got.Payload) || ans.Headers != nil && !maps.Equal(ans.Headers, got.Headers) {
+			t.Errorf("answer for %s carries a body other than the stored one: %s", id, fmtRec(&ans))
+		}
+		ans.Payload, ans.Headers = got.Payload, got.Headers
+		Equal(t, got, &ans)
+	}
+	if d := res[2].Record; string(d.Payload) != "payload of a" || d.Headers["k"] != "v" {
+		t.Errorf("duplicate in the same call answered %s", fmtRec(d))
+	}
+	// Changed after the call, the caller's bodies change nothing stored.
+	first.Payload[0], hdr["k"] = 'X', "changed"
+	if got := h.get("t", "a"); string(got.Payload) != "payload of a" || got.Headers["k"] != "v" {
+		t.Errorf("stored a aliases the caller's input: %s", fmtRec(got))
+	}
+	later, err := h.s.MessageInsertMany(h.ctx, &store.MessageInsertManyParams{Topic: "t", Now: now + 1, SenderKeepsBodies: true,
+		Messages: []store.InsertMessage{again}})
+	if err != nil || len(later) != 1 || !later[0].Duplicate {
+		t.Fatalf("a sent again: %v", err)
+	}
+	if d := later[0].Record; string(d.Payload) != "payload of a" || d.Headers["k"] != "v" {
+		t.Errorf("duplicate in a later call answered %s", fmtRec(d))
+	}
+	h.counts("t", store.Counts{Scheduled: 1, Ready: 1})
 }
 
 func testPayloadHeaders(h *harness) {

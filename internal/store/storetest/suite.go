@@ -17,6 +17,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Duplicates", testDuplicates},
 		{"DedupPurge", testDedupPurge},
 		{"PayloadHeaders", testPayloadHeaders},
+		{"SenderKeepsBodies", testSenderKeepsBodies},
 		{"Promote", testPromote},
 		{"Lease", testLease},
 		{"LeaseNeverEarly", testLeaseNeverEarly},
