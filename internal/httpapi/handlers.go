@@ -154,6 +154,18 @@ func (s *Server) lease(c *call) (int, any, error) {
 		}
 		req.Wait = time.Duration(*in.Wait)
 	}
+	acks, err := ackRequests(in.Acks)
+	if err != nil {
+		return 0, nil, err
+	}
+	var ackResults []wire.AckResult
+	if len(acks) > 0 {
+		// Durable before the lease looks: a lease that then fails or
+		// finds nothing still answers them.
+		if ackResults, err = s.ackAll(c.r.Context(), c.topic, acks); err != nil {
+			return 0, nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(c.r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.drainCtx, cancel)
@@ -161,12 +173,18 @@ func (s *Server) lease(c *call) (int, any, error) {
 	msgs, err := s.cfg.Queue.Lease(ctx, c.topic, req)
 	if err != nil {
 		if ctx.Err() == nil && !(s.Draining() && errors.Is(err, domain.ErrUnavailable)) {
+			if len(acks) > 0 {
+				// The acks were carried out: say so, and that the
+				// lease failed (the client sends them again: acks are
+				// idempotent, so that answers ok).
+				return 0, nil, fmt.Errorf("%w (the request's %d acks were carried out)", err, len(acks))
+			}
 			return 0, nil, err
 		}
 		msgs = nil // client gone or draining: nothing was handed out
 	}
-	if !writeLease(c.w, msgs) {
-		writeJSON(c.w, http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+	if !writeLease(c.w, msgs, ackResults) {
+		writeJSON(c.w, http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs), Acks: ackResults})
 	}
 	if len(msgs) > 0 {
 		s.giveBackUndelivered(c, msgs)
@@ -236,32 +254,55 @@ func (s *Server) ackBatch(c *call) (int, any, error) {
 	if err := wire.DecodeStrict(c.body, &in, false); err != nil {
 		return 0, nil, err
 	}
-	if len(in.Acks) == 0 || len(in.Acks) > domain.MaxBatch {
-		return 0, nil, domain.Invalid("acks", "must have 1 to %d items, got %d", domain.MaxBatch, len(in.Acks))
+	if len(in.Acks) == 0 {
+		return 0, nil, domain.Invalid("acks", "must have 1 to %d items, got 0", domain.MaxBatch)
 	}
-	reqs := make([]domain.AckRequest, len(in.Acks))
-	for i, a := range in.Acks {
-		if err := domain.ValidateID(a.ID); err != nil {
-			return 0, nil, prefixed("acks["+strconv.Itoa(i)+"].", err)
-		}
-		if a.Receipt == "" {
-			return 0, nil, domain.Invalid("acks["+strconv.Itoa(i)+"].receipt", "is required")
-		}
-		reqs[i] = domain.AckRequest{ID: a.ID, Receipt: a.Receipt}
-	}
-	errs, err := s.cfg.Queue.AckBatch(c.r.Context(), c.topic, reqs)
+	reqs, err := ackRequests(in.Acks)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := wire.AckBatchResponse{Results: make([]wire.AckResult, len(reqs))}
+	results, err := s.ackAll(c.r.Context(), c.topic, reqs)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.AckBatchResponse{Results: results}, nil
+}
+
+// ackRequests checks a batch ack's items (of POST …/acks, or a lease's
+// acks) and converts them; a malformed one is named by its index.
+func ackRequests(items []wire.AckItem) ([]domain.AckRequest, error) {
+	if len(items) > domain.MaxBatch {
+		return nil, domain.Invalid("acks", "must have 1 to %d items, got %d", domain.MaxBatch, len(items))
+	}
+	reqs := make([]domain.AckRequest, len(items))
+	for i, a := range items {
+		if err := domain.ValidateID(a.ID); err != nil {
+			return nil, prefixed("acks["+strconv.Itoa(i)+"].", err)
+		}
+		if a.Receipt == "" {
+			return nil, domain.Invalid("acks["+strconv.Itoa(i)+"].receipt", "is required")
+		}
+		reqs[i] = domain.AckRequest{ID: a.ID, Receipt: a.Receipt}
+	}
+	return reqs, nil
+}
+
+// ackAll acks reqs as one batch and answers each item's outcome, in
+// order; the error is the whole call's (nothing acked).
+func (s *Server) ackAll(ctx context.Context, topic string, reqs []domain.AckRequest) ([]wire.AckResult, error) {
+	errs, err := s.cfg.Queue.AckBatch(ctx, topic, reqs)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]wire.AckResult, len(reqs))
 	for i, a := range reqs {
-		out.Results[i] = wire.AckResult{ID: a.ID, OK: i < len(errs) && errs[i] == nil}
+		results[i] = wire.AckResult{ID: a.ID, OK: i < len(errs) && errs[i] == nil}
 		if i < len(errs) && errs[i] != nil {
 			_, eb := toHTTP(errs[i])
-			out.Results[i].Error = &eb
+			results[i].Error = &eb
 		}
 	}
-	return http.StatusOK, out, nil
+	return results, nil
 }
 
 func (s *Server) nack(c *call) (int, any, error) {

@@ -17,11 +17,11 @@ func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
 }
 
 // writeLease writes a lease answer with the hand-written encoder, as
-// writeJSON(w, 200, wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+// writeJSON(w, 200, wire.MessagesResponse{Messages: wire.FromMessages(msgs), Acks: acks})
 // would write it. False: the encoder refused (a payload_json message, a
-// time JSON can't carry), and nothing was written.
-func writeLease(w http.ResponseWriter, msgs []*domain.Message) bool {
-	return writeAppended(w, func(b []byte) ([]byte, bool) { return wire.AppendLeaseResponse(b, msgs) })
+// time JSON can't carry, a failed ack), and nothing was written.
+func writeLease(w http.ResponseWriter, msgs []*domain.Message, acks []wire.AckResult) bool {
+	return writeAppended(w, func(b []byte) ([]byte, bool) { return wire.AppendLeaseResponse(b, msgs, acks) })
 }
 
 // writeAppended writes a 200 answer that enc appends to a pooled buffer,

@@ -254,15 +254,17 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-// AppendLeaseResponse appends the answer to a lease of ms as
-// json.Marshal(MessagesResponse{Messages: FromMessages(ms)}) writes it,
+// AppendLeaseResponse appends the answer to a lease of ms, with the
+// outcome of its acks, as json.Marshal(MessagesResponse{Messages:
+// FromMessages(ms), Acks: acks}) writes it,
 // straight from the domain messages: no Message values, and a binary
 // payload base64-encoded into b rather than into a string first (a
 // lease answer is the API's largest: a payload per message). ok is false
 // where it would differ from FromMessage's mapping or json.Marshal would
-// fail (a payload_json message, a time outside years 0–9999); callers
+// fail (a payload_json message, a time outside years 0–9999), and for
+// an ack that failed (its error body is left to encoding/json); callers
 // then use encoding/json.
-func AppendLeaseResponse(b []byte, ms []*domain.Message) ([]byte, bool) {
+func AppendLeaseResponse(b []byte, ms []*domain.Message, acks []AckResult) ([]byte, bool) {
 	b = append(b, `{"messages":[`...)
 	for i, m := range ms {
 		if i > 0 {
@@ -273,7 +275,23 @@ func AppendLeaseResponse(b []byte, ms []*domain.Message) ([]byte, bool) {
 			return b, false
 		}
 	}
-	return append(b, "]}"...), true
+	b = append(b, ']')
+	if len(acks) > 0 {
+		b = append(b, `,"acks":[`...)
+		for i, a := range acks {
+			if !a.OK || a.Error != nil {
+				return b, false
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = AppendString(b, a.ID)
+			b = append(b, `,"ok":true}`...)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
 }
 
 // appendDomainMessage appends json.Marshal(FromMessage(m)), or false for

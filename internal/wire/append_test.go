@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -374,8 +375,17 @@ func TestAppendLeaseResponseMatchesJSON(t *testing.T) {
 			}
 			ms[i] = m
 		}
-		got, ok := AppendLeaseResponse(nil, ms)
-		want, err := json.Marshal(MessagesResponse{Messages: FromMessages(ms)})
+		var acks []AckResult
+		for j := range r.IntN(4) {
+			a := AckResult{ID: randText(r), OK: true}
+			if r.IntN(8) == 0 {
+				a = AckResult{ID: "x" + strconv.Itoa(j), Error: &ErrorBody{Code: CodeConflict, Message: "m"}}
+				refuse = true
+			}
+			acks = append(acks, a)
+		}
+		got, ok := AppendLeaseResponse(nil, ms, acks)
+		want, err := json.Marshal(MessagesResponse{Messages: FromMessages(ms), Acks: acks})
 		if refuse {
 			if ok {
 				t.Fatalf("encoded what it must leave to encoding/json: %s", got)

@@ -131,11 +131,15 @@ type LeaseRequest struct {
 	Max   *int      `json:"max,omitempty"`
 	Lease *Duration `json:"lease,omitempty"`
 	Wait  *Duration `json:"wait,omitempty"`
+	// Acks are acknowledged before the lease, as by a batch ack.
+	Acks []AckItem `json:"acks,omitempty"`
 }
 
-// MessagesResponse carries a list of messages (lease answers).
+// MessagesResponse carries a list of messages (lease answers), and the
+// outcome of the lease's acks, in request order, when it had some.
 type MessagesResponse struct {
-	Messages []*Message `json:"messages"`
+	Messages []*Message  `json:"messages"`
+	Acks     []AckResult `json:"acks,omitempty"`
 }
 
 // AckRequest is the body of POST …/messages/{id}/ack.
