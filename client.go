@@ -296,6 +296,65 @@ func (c *Client) Lease(ctx context.Context, topic string, req LeaseRequest) ([]*
 	return msgs, nil
 }
 
+// AckAndLease acks acks, as AckBatch would, then leases as Lease would,
+// in one call: a consumer that acks what it handled with its next lease
+// makes one round trip where it made two. The acks are carried out first
+// and durably (before a long-poll waits); errs has each one's outcome, in
+// order (nil: acked). A non-nil err is the whole call's: no message is
+// returned (one leased all the same comes again when its lease runs out),
+// and the acks may or may not have been carried out — send them again
+// (AckBatch: an ack repeated with its receipt answers ok). Like Lease,
+// the call is not retried; its attempt timeout is extended by req.Wait.
+// It implements AckLeaser, which Worker uses.
+func (c *Client) AckAndLease(ctx context.Context, topic string, acks []AckRequest, req LeaseRequest) (msgs []*Message, errs []error, err error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, nil, err
+	}
+	in := wire.NewLeaseRequest(req)
+	in.Acks = ackItems(acks)
+	var out wire.MessagesResponse
+	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: in, out: &out, wait: max(req.Wait, 0)}); err != nil {
+		return nil, nil, err
+	}
+	if errs, err = ackErrors(out.Acks, len(acks), "lease"); err != nil {
+		// Leased, but the answer is not what was asked: the leases run
+		// out and the messages come again.
+		return nil, nil, err
+	}
+	msgs = make([]*Message, len(out.Messages))
+	for i, m := range out.Messages {
+		msgs[i] = m.ToDomain()
+	}
+	return msgs, errs, nil
+}
+
+// ackItems is acks as a request body carries them.
+func ackItems(acks []AckRequest) []wire.AckItem {
+	items := make([]wire.AckItem, len(acks))
+	for i, a := range acks {
+		items[i] = wire.AckItem{ID: a.ID, Receipt: a.Receipt}
+	}
+	return items
+}
+
+// ackErrors is the outcome of n acks from an answer's results (of a
+// batch ack, or of a lease's acks).
+func ackErrors(results []wire.AckResult, n int, op string) ([]error, error) {
+	if len(results) != n {
+		return nil, fmt.Errorf("delayq: %s: server answered %d ack results for %d acks", op, len(results), n)
+	}
+	errs := make([]error, n)
+	for i, r := range results {
+		switch {
+		case r.Error != nil:
+			errs[i] = errorFromBody(http.StatusOK, r.Error)
+		case !r.OK:
+			errs[i] = fmt.Errorf("delayq: %s: ack result %d is neither ok nor an error", op, i)
+		}
+	}
+	return errs, nil
+}
+
 // Ack implements Queue.
 func (c *Client) Ack(ctx context.Context, topic, id, receipt string) error {
 	p, err := messagePath(topic, id, "/ack")
@@ -310,27 +369,12 @@ func (c *Client) AckBatch(ctx context.Context, topic string, acks []AckRequest) 
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	body := wire.AckBatchRequest{Acks: make([]wire.AckItem, len(acks))}
-	for i, a := range acks {
-		body.Acks[i] = wire.AckItem{ID: a.ID, Receipt: a.Receipt}
-	}
+	body := wire.AckBatchRequest{Acks: ackItems(acks)}
 	var out wire.AckBatchResponse
 	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "acks"), in: body, out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
-	if len(out.Results) != len(acks) {
-		return nil, fmt.Errorf("delayq: batch ack: server answered %d results for %d acks", len(out.Results), len(acks))
-	}
-	errs := make([]error, len(acks))
-	for i, r := range out.Results {
-		switch {
-		case r.Error != nil:
-			errs[i] = errorFromBody(http.StatusOK, r.Error)
-		case !r.OK:
-			errs[i] = fmt.Errorf("delayq: batch ack: result %d is neither ok nor an error", i)
-		}
-	}
-	return errs, nil
+	return ackErrors(out.Results, len(acks), "batch ack")
 }
 
 // Nack implements Queue.

@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"context"
 	"time"
 
 	"github.com/delayq/delayq/internal/domain"
@@ -16,6 +17,13 @@ import (
 // conformance tests run against any of them. Implementations are safe for
 // concurrent use.
 type Queue = domain.Queue
+
+// AckLeaser is implemented by a Queue that can ack and lease in one call
+// (Client.AckAndLease): a Worker on such a queue sends the acks waiting
+// for their batch with its next lease instead of a call of their own.
+type AckLeaser interface {
+	AckAndLease(ctx context.Context, topic string, acks []AckRequest, req LeaseRequest) ([]*Message, []error, error)
+}
 
 // Scheduler manages recurring schedules: named cron expressions that send
 // one message per tick (docs/features.md, "Recurring schedules").

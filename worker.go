@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -414,6 +415,10 @@ func (w *Worker) newRunner(topic string, reg registered, pool *slotPool) *topicR
 	}
 	if w.cfg.AckBatch > 1 {
 		r.acks = make(chan AckRequest, w.cfg.AckBatch)
+		if al, ok := w.q.(AckLeaser); ok {
+			r.leaser = al
+			r.take, r.taken = make(chan chan []AckRequest), make(chan []AckRequest, 1)
+		}
 	}
 	return r
 }
@@ -431,6 +436,14 @@ type topicRunner struct {
 	slots    slots           // one per running handler
 	acks     chan AckRequest // to ackLoop; nil when AckBatch is 1
 	handlers sync.WaitGroup  // message goroutines
+
+	// With a queue that acks and leases in one call, fetchLoop asks
+	// ackLoop for its waiting batch (take, answered on taken) and sends
+	// it with the lease. Both nil otherwise.
+	leaser     AckLeaser
+	take       chan chan []AckRequest
+	taken      chan []AckRequest
+	noAckLease bool // the server refused acks with a lease; fetchLoop's alone
 }
 
 func (r *topicRunner) log() *slog.Logger { return r.cfg.Logger }
@@ -445,7 +458,7 @@ func (r *topicRunner) fetchLoop(ctx context.Context) {
 			return
 		}
 		start := time.Now()
-		msgs, err := r.w.q.Lease(ctx, r.topic, LeaseRequest{Max: n, Lease: r.cfg.Lease, Wait: r.cfg.Wait})
+		msgs, err := r.lease(ctx, LeaseRequest{Max: n, Lease: r.cfg.Lease, Wait: r.cfg.Wait})
 		if ps, ok := r.slots.(*poolSlots); ok && err == nil {
 			ps.leased(n, len(msgs))
 		}
@@ -476,6 +489,46 @@ func (r *topicRunner) fetchLoop(ctx context.Context) {
 		if len(msgs) == 0 && time.Since(start) < 50*time.Millisecond && !sleepCtx(ctx, 50*time.Millisecond) {
 			return
 		}
+	}
+}
+
+// lease leases for fetchLoop, with the acks waiting for their batch when
+// the queue takes acks with a lease.
+func (r *topicRunner) lease(ctx context.Context, req LeaseRequest) ([]*Message, error) {
+	acks := r.takeAcks()
+	if len(acks) == 0 {
+		return r.w.q.Lease(ctx, r.topic, req)
+	}
+	msgs, errs, err := r.leaser.AckAndLease(ctx, r.topic, acks, req)
+	if err != nil {
+		// Carried out or not, nobody can tell: send them again (an ack
+		// repeated with its receipt answers ok).
+		r.flush(acks)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest && ae.Field == "acks" {
+			// A server older than acks with a lease refuses the field:
+			// acks go in calls of their own from now on.
+			r.log().Info("delayq worker: the server does not take acks with a lease; acks are sent apart", "topic", r.topic)
+			r.noAckLease = true
+			return r.w.q.Lease(ctx, r.topic, req)
+		}
+		return nil, err
+	}
+	r.logAckErrors(acks, errs)
+	return msgs, nil
+}
+
+// takeAcks takes ackLoop's waiting batch, if ackLoop is free to hand it
+// over now (not while it sends one), else nothing.
+func (r *topicRunner) takeAcks() []AckRequest {
+	if r.take == nil || r.noAckLease {
+		return nil
+	}
+	select {
+	case r.take <- r.taken:
+		return <-r.taken
+	default:
+		return nil
 	}
 }
 
@@ -645,7 +698,8 @@ func (r *topicRunner) ack(m *Message) {
 }
 
 // ackLoop sends queued acks in batches of up to AckBatch, each at most
-// AckFlush after its first ack was queued, until r.acks is closed.
+// AckFlush after its first ack was queued, until r.acks is closed; or
+// hands its batch to fetchLoop to go with a lease (take).
 func (r *topicRunner) ackLoop() {
 	var batch []AckRequest
 	timer := time.NewTimer(time.Hour)
@@ -670,6 +724,10 @@ func (r *topicRunner) ackLoop() {
 		case <-timer.C:
 			r.flush(batch)
 			batch = nil
+		case reply := <-r.take: // nil channel without a leaser: never ready
+			timer.Stop()
+			reply <- batch
+			batch = nil
 		}
 	}
 }
@@ -685,6 +743,10 @@ func (r *topicRunner) flush(batch []AckRequest) {
 		r.log().Error("delayq worker: batch ack failed; the messages may be redelivered", "topic", r.topic, "count", len(batch), "err", err)
 		return
 	}
+	r.logAckErrors(batch, errs)
+}
+
+func (r *topicRunner) logAckErrors(batch []AckRequest, errs []error) {
 	for i, e := range errs {
 		if e != nil {
 			r.log().Warn("delayq worker: ack failed; the message may be redelivered", "topic", r.topic, "id", batch[i].ID, "err", e)
