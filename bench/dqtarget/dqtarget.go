@@ -178,15 +178,29 @@ func (t *QueueTarget) Consume(ctx context.Context, o bench.ConsumeOptions, handl
 
 func (t *QueueTarget) consumeLoop(ctx context.Context, q queueAPI, req domain.LeaseRequest, pipeline bool, handle func([]bench.Delivery)) error {
 	ack := func(acks []domain.AckRequest) error { return t.ack(ctx, q, acks) }
+	var p *ackPipeline
 	if pipeline {
-		p := startAckPipeline(ctx, q, t)
+		p = startAckPipeline(ctx, q, t)
 		defer p.stop()
 		ack = p.queue
 	}
+	leaser, _ := q.(delayq.AckLeaser)
 	acks := make([]domain.AckRequest, 0, req.Max)
 	ds := make([]bench.Delivery, 0, req.Max)
 	for ctx.Err() == nil {
-		msgs, err := q.Lease(ctx, t.Topic, req)
+		var msgs []*domain.Message
+		var err error
+		if carried := p.takeAcks(leaser != nil); len(carried) > 0 {
+			// As the Worker does: the acks waiting for their batch go
+			// with the lease.
+			var errs []error
+			msgs, errs, err = leaser.AckAndLease(ctx, t.Topic, carried, req)
+			if err == nil {
+				err = errors.Join(errs...)
+			}
+		} else {
+			msgs, err = q.Lease(ctx, t.Topic, req)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -239,41 +253,82 @@ func (t *QueueTarget) ack(ctx context.Context, q queueAPI, acks []domain.AckRequ
 
 // ackPipeline is one consumer's acker when acks are pipelined: the
 // consumer queues a batch's acks and leases again at once, and the acker
-// sends what is queued in batches of up to domain.MaxBatch, as delayq's
-// Worker does (its ackLoop). A durable ack waits for an fsync; a consumer
-// that waited for it before its next lease would hold back every message
-// coming due meanwhile.
+// keeps them up to ackFlush for a batch of up to domain.MaxBatch, as
+// delayq's Worker does (its ackLoop with the default AckFlush); the
+// consumer's next lease takes what waits when the queue acks with a lease
+// (delayq.AckLeaser: the SDK's Client), as the Worker's does. A durable
+// ack waits for an fsync; a consumer that waited for it before its next
+// lease would hold back every message coming due meanwhile.
 type ackPipeline struct {
-	in   chan []domain.AckRequest
-	done chan struct{}
-	err  atomic.Pointer[error] // the first failed ack, reported by queue
+	in    chan []domain.AckRequest
+	take  chan chan []domain.AckRequest
+	taken chan []domain.AckRequest
+	done  chan struct{}
+	err   atomic.Pointer[error] // the first failed ack, reported by queue
 }
 
+// ackFlush is the Worker's default AckFlush for the bench's lease (1 min).
+const ackFlush = 100 * time.Millisecond
+
 func startAckPipeline(ctx context.Context, q queueAPI, t *QueueTarget) *ackPipeline {
-	p := &ackPipeline{in: make(chan []domain.AckRequest, 64), done: make(chan struct{})}
+	p := &ackPipeline{in: make(chan []domain.AckRequest, 64), take: make(chan chan []domain.AckRequest),
+		taken: make(chan []domain.AckRequest, 1), done: make(chan struct{})}
+	send := func(batch []domain.AckRequest) {
+		for len(batch) > 0 {
+			n := min(len(batch), domain.MaxBatch)
+			if err := t.ack(ctx, q, batch[:n]); err != nil {
+				p.err.CompareAndSwap(nil, &err)
+			}
+			batch = batch[n:]
+		}
+	}
 	go func() {
 		defer close(p.done)
 		var batch []domain.AckRequest
-		for acks := range p.in {
-			batch = append(batch[:0], acks...)
-			for more := true; more && len(batch) < domain.MaxBatch; {
-				select {
-				case acks, ok := <-p.in:
-					batch, more = append(batch, acks...), ok
-				default:
-					more = false
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		defer timer.Stop()
+		for {
+			select {
+			case acks, ok := <-p.in:
+				if !ok {
+					send(batch)
+					return
 				}
-			}
-			for len(batch) > 0 {
-				n := min(len(batch), domain.MaxBatch)
-				if err := t.ack(ctx, q, batch[:n]); err != nil {
-					p.err.CompareAndSwap(nil, &err)
+				if len(batch) == 0 {
+					timer.Reset(ackFlush)
 				}
-				batch = batch[n:]
+				batch = append(batch, acks...)
+				if len(batch) >= domain.MaxBatch {
+					timer.Stop()
+					send(batch)
+					batch = nil
+				}
+			case <-timer.C:
+				send(batch)
+				batch = nil
+			case reply := <-p.take:
+				timer.Stop()
+				reply <- batch
+				batch = nil
 			}
 		}
 	}()
 	return p
+}
+
+// takeAcks takes the acks waiting for their batch, when asked and the
+// acker is free to hand them over now; nil otherwise (and on a nil p).
+func (p *ackPipeline) takeAcks(want bool) []domain.AckRequest {
+	if p == nil || !want {
+		return nil
+	}
+	select {
+	case p.take <- p.taken:
+		return <-p.taken
+	default:
+		return nil
+	}
 }
 
 // queue hands acks (copied) to the acker; it reports an earlier ack that

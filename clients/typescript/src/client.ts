@@ -190,12 +190,29 @@ export class Client {
 
   /** Leases due messages, long-polling up to waitMs when none is. */
   async lease(topic: string, opts: LeaseOptions = {}): Promise<Message[]> {
+    return (await this.ackAndLease(topic, [], opts)).messages;
+  }
+
+  /**
+   * Acknowledges acks, as ackBatch would, then leases as lease would, in one
+   * call: a consumer that acks what it handled with its next lease makes one
+   * round trip where it made two. The acks are carried out first and
+   * durably (before a long-poll waits); `acks` in the answer has one result
+   * per item, in order. A thrown error leaves their fate unknown: send them
+   * again with ackBatch (an ack repeated with its receipt is ok again).
+   */
+  async ackAndLease(
+    topic: string,
+    acks: Array<{ id: string; receipt: string }>,
+    opts: LeaseOptions = {},
+  ): Promise<{ messages: Message[]; acks: Schemas["AckResult"][] }> {
     const body: Schemas["LeaseRequest"] = {};
     if (opts.max !== undefined) body.max = opts.max;
     if (opts.leaseMs !== undefined) body.lease = duration(opts.leaseMs);
     if (opts.waitMs !== undefined) body.wait = duration(opts.waitMs);
+    if (acks.length > 0) body.acks = acks;
     const out: Answer<"lease", 200> = await this.call("POST", `/v1/topics/${seg(topic)}/lease`, body, { extraMs: opts.waitMs ?? 0 });
-    return out.messages;
+    return { messages: out.messages, acks: out.acks ?? [] };
   }
 
   /**

@@ -102,6 +102,21 @@ test("lease, extend, ack, nack, batch ack", async () => {
   assert.deepEqual(await c.lease(topic, { waitMs: 50 }), []); // nothing due: the long-poll ends empty
 });
 
+test("ackAndLease: the acks are done first, each answered, and the lease goes on", async () => {
+  const topic = `${run}.acklease`;
+  await c.send(topic, "a", { id: "a" });
+  await c.send(topic, "b", { id: "b" });
+  const [a] = await c.lease(topic, { max: 1 });
+  assert.equal(a?.id, "a");
+  const got = await c.ackAndLease(topic, [{ id: "a", receipt: a!.receipt! }, { id: "zzz", receipt: "r" }], { max: 5 });
+  assert.deepEqual(got.acks.map((r) => r.ok), [true, false]);
+  assert.deepEqual(got.messages.map((m) => m.id), ["b"]);
+  assert.equal((await c.get(topic, "a")).state, "acked");
+  const last = await c.ackAndLease(topic, [{ id: "b", receipt: got.messages[0]!.receipt! }], { waitMs: 50 });
+  assert.deepEqual(last, { messages: [], acks: [{ id: "b", ok: true }] });
+  await refused(c.ackAndLease(topic, [{ id: "b", receipt: "" }]), 400, "invalid_argument", "acks[0].receipt");
+});
+
 test("priority: due messages are leased lowest first; out of range is refused", async () => {
   const topic = `${run}.prio`;
   await c.send(topic, "later", { id: "later", delayMs: 3_600_000 }); // priority 0, not due: never leased early
