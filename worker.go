@@ -99,8 +99,10 @@ type WorkerConfig struct {
 	// now+Lease). Default Lease/3; negative disables extension.
 	ExtendEvery time.Duration
 	// AckBatch is how many acks are sent in one AckBatch call; acks wait
-	// up to AckFlush for the batch to fill. Default 100 (max MaxBatch);
-	// 1 sends each ack on its own with Ack as soon as the handler returns.
+	// up to AckFlush for the batch to fill, and on a queue that acks with
+	// a lease (AckLeaser: Client) the worker's next lease takes what
+	// waits, one call instead of two. Default 100 (max MaxBatch); 1 sends
+	// each ack on its own with Ack as soon as the handler returns.
 	AckBatch int
 	// AckFlush is the longest an ack waits for its batch to fill.
 	// Default 100ms or Lease/10, whichever is shorter.
