@@ -281,19 +281,8 @@ func (c *Client) Reschedule(ctx context.Context, topic, id string, when When) (*
 
 // Lease implements Queue. The attempt's timeout is extended by req.Wait.
 func (c *Client) Lease(ctx context.Context, topic string, req LeaseRequest) ([]*Message, error) {
-	if err := ValidateTopic(topic); err != nil {
-		return nil, err
-	}
-	var out wire.MessagesResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: wire.NewLeaseRequest(req), out: &out, wait: max(req.Wait, 0)})
-	if err != nil {
-		return nil, err
-	}
-	msgs := make([]*Message, len(out.Messages))
-	for i, m := range out.Messages {
-		msgs[i] = m.ToDomain()
-	}
-	return msgs, nil
+	msgs, _, err := c.AckAndLease(ctx, topic, nil, req)
+	return msgs, err
 }
 
 // AckAndLease acks acks, as AckBatch would, then leases as Lease would,
@@ -316,10 +305,12 @@ func (c *Client) AckAndLease(ctx context.Context, topic string, acks []AckReques
 	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: in, out: &out, wait: max(req.Wait, 0)}); err != nil {
 		return nil, nil, err
 	}
-	if errs, err = ackErrors(out.Acks, len(acks), "lease"); err != nil {
-		// Leased, but the answer is not what was asked: the leases run
-		// out and the messages come again.
-		return nil, nil, err
+	if len(acks) > 0 {
+		if errs, err = ackErrors(out.Acks, len(acks), "lease"); err != nil {
+			// Leased, but the answer is not what was asked: the leases
+			// run out and the messages come again.
+			return nil, nil, err
+		}
 	}
 	msgs = make([]*Message, len(out.Messages))
 	for i, m := range out.Messages {
