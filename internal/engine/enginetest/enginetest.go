@@ -715,7 +715,12 @@ func NackRetried(t *testing.T, a, b *engine.Engine) {
 		}
 	}
 
-	// The topic's backoff: the message is due later, failed once.
+	// The topic's backoff: the message is due later, failed once. An
+	// hour's, so that it is still scheduled when the counts are read
+	// below however slow the machine (the default's second was not).
+	if _, err := a.SetTopicSettings(ctx, topic, domain.TopicSettings{Backoff: domain.Backoff{Initial: time.Hour, Max: 2 * time.Hour, Multiplier: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	send("backoff")
 	m := leaseOne(a, "backoff", time.Minute)
 	backoffReq := domain.NackRequest{Reason: "downstream 502"}
