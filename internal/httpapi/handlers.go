@@ -183,11 +183,14 @@ func (s *Server) lease(c *call) (int, any, error) {
 		}
 		msgs = nil // client gone or draining: nothing was handed out
 	}
+	// Read before the answer goes: once it has, a client that closes its
+	// connection after reading it (curl) ends the context too.
+	gone := c.r.Context().Err() != nil
 	if !writeLease(c.w, msgs, ackResults) {
 		writeJSON(c.w, http.StatusOK, wire.MessagesResponse{Messages: wire.FromMessages(msgs), Acks: ackResults})
 	}
 	if len(msgs) > 0 {
-		s.giveBackUndelivered(c, msgs)
+		s.giveBackUndelivered(c, msgs, gone)
 	}
 	return 0, nil, nil
 }
@@ -209,11 +212,12 @@ const giveBackTimeout = 10 * time.Second
 // which counts a failed delivery, as the lease's expiry would have. An
 // answer lost after it left (a proxy timing out as it passed) cannot be
 // told from here: its leases run out as before.
-func (s *Server) giveBackUndelivered(c *call, msgs []*domain.Message) {
+// gone says the client hung up before the answer was written.
+func (s *Server) giveBackUndelivered(c *call, msgs []*domain.Message, gone bool) {
 	// Flushed here rather than after the handler, so that a failed write
-	// is seen; the request's context ends when the connection is closed.
+	// is seen.
 	err := http.NewResponseController(c.w).Flush()
-	if err == nil && c.r.Context().Err() == nil {
+	if err == nil && !gone {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), giveBackTimeout)
