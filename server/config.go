@@ -21,7 +21,7 @@ type Config struct {
 	// redis+sentinel://s1:p1,s2:p2/MASTERNAME/0 (rediss… for TLS).
 	RedisURL string
 	// RedisPartitions per topic, fixed by the first server of a key
-	// prefix. Default: as stored, else 4.
+	// prefix. Default: as stored, else 4 on a Cluster and 1 on one server.
 	RedisPartitions int
 	// RedisAllowEviction starts even if Redis may evict keys (a
 	// maxmemory-policy other than noeviction): messages can be lost.

@@ -101,7 +101,7 @@ func serveFlags(o *serveOpts) *flag.FlagSet {
 	fs.StringVar(&o.addr, "addr", httpapi.DefaultAddr, "listen `address`")
 	fs.StringVar(&o.data, "data", "./delayq-data", "data `directory` of the embedded engine")
 	fs.StringVar(&o.redis, "redis", "", "use the Redis engine at `URL` (redis://host:port/0, redis+cluster://h1:p1,h2:p2, or redis+sentinel://s1:p1,s2:p2/MASTERNAME/0; rediss… for TLS) instead of --data")
-	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4)")
+	fs.IntVar(&o.redisPartitions, "redis-partitions", 0, "partitions per topic on Redis (fixed by the first server of a prefix; 0: as stored, else 4 on a Cluster and 1 on one server)")
 	fs.BoolVar(&o.redisAllowEviction, "redis-allow-eviction", false, "start even if Redis may evict keys (maxmemory-policy other than noeviction): messages can be lost")
 	fs.StringVar(&o.postgres, "postgres", "", "use the PostgreSQL engine at `URL` (postgres://user:pass@host:5432/db?sslmode=…, or key=value) instead of --data")
 	fs.StringVar(&o.postgresSchema, "postgres-schema", "delayq", "PostgreSQL `schema` of delayq's tables")

@@ -11,7 +11,8 @@
 // # Key layout
 //
 // A topic's messages are spread over P partitions (Options.Partitions,
-// default 4, fixed at the first Open of a prefix) by FNV-1a(id) mod P, so
+// default 4 on a Cluster and 1 on one server, fixed at the first Open of
+// a prefix) by FNV-1a(id) mod P, so
 // a hot topic uses P Cluster slots and dedup by id stays inside one
 // partition. Every key of a partition carries the hash tag {topic#p};
 // topic names and ids have no '{', '}' or '#', so no user input can move a

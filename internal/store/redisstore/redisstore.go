@@ -20,9 +20,16 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPrefix     = "dq"
+	DefaultPrefix = "dq"
+	// DefaultPartitions is a new keyspace's partition count on a Redis
+	// Cluster, where partitions spread a hot topic over slots and masters.
 	DefaultPartitions = 4
-	DefaultTimeout    = time.Second
+	// DefaultOneServerPartitions is a new keyspace's count on one Redis
+	// server (or a Sentinel-managed master): there partitions spread
+	// nothing, and every lease, peek and promotion script reads each
+	// partition's heads, so more cost Redis time per message.
+	DefaultOneServerPartitions = 1
+	DefaultTimeout             = time.Second
 )
 
 // formatVersion is stored under "format" in the config hash; Open refuses
@@ -80,8 +87,10 @@ type Options struct {
 	// Default "dq".
 	Prefix string
 	// Partitions per topic, 1–MaxPartitions. Default: the count stored by
-	// the first Open of this Prefix, else 4. Fixed for the life of the
-	// keyspace: Open fails if it differs from the stored count.
+	// the first Open of this Prefix, else DefaultPartitions (4) on a
+	// Cluster and DefaultOneServerPartitions (1) on one server. Fixed for
+	// the life of the keyspace: Open fails if it differs from the stored
+	// count.
 	Partitions int
 	// Logger receives preflight warnings and notification errors.
 	// Default slog.Default().
@@ -184,12 +193,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := preflight(ctx, s.rdb, log, opts.AllowEviction); err != nil {
 		return fail(err)
 	}
-	parts, err := s.fixPartitions(ctx, prefix, opts.Partitions)
-	if err != nil {
-		return fail(err)
-	}
 	if c, ok := s.rdb.(*redis.Client); ok {
 		s.oneServer = !clusterEnabled(ctx, c)
+	}
+	newParts := DefaultPartitions
+	if s.oneServer {
+		newParts = DefaultOneServerPartitions
+	}
+	parts, err := s.fixPartitions(ctx, prefix, opts.Partitions, newParts)
+	if err != nil {
+		return fail(err)
 	}
 	s.keys = keyspace{prefix: prefix, parts: parts}
 	return s, nil
@@ -425,12 +438,12 @@ func secretParam(key string) bool {
 	return key == "password" || strings.HasSuffix(key, "_password")
 }
 
-// fixPartitions records the partition count on first use of the prefix and
-// returns the count in force.
-func (s *Store) fixPartitions(ctx context.Context, prefix string, want int) (int, error) {
+// fixPartitions records the partition count on first use of the prefix
+// (want, or newParts when want is 0) and returns the count in force.
+func (s *Store) fixPartitions(ctx context.Context, prefix string, want, newParts int) (int, error) {
 	key := keyspace{prefix: prefix}.config()
 	pipe := s.rdb.TxPipeline() // one key: MULTI is valid on Cluster too
-	pipe.HSetNX(ctx, key, "partitions", strconv.Itoa(cmp.Or(want, DefaultPartitions)))
+	pipe.HSetNX(ctx, key, "partitions", strconv.Itoa(cmp.Or(want, newParts)))
 	pipe.HSetNX(ctx, key, "format", formatVersion)
 	get := pipe.HMGet(ctx, key, "partitions", "format")
 	if _, err := pipe.Exec(ctx); err != nil {

@@ -32,7 +32,10 @@ func openAt(t *testing.T, url string, mod ...func(*redisstore.Options)) *redisst
 	// The suites check semantics, not time bounds (the hang and fault
 	// tests do that): a generous Timeout keeps a loaded -race run from
 	// failing them with i/o timeouts.
-	o := redisstore.Options{URL: url, Prefix: uniquePrefix(), TimeSource: redisstore.TimeCaller, Timeout: 10 * time.Second}
+	// Four partitions, as on a Cluster, also on one server: the suites
+	// then check the merge of a topic's partitions everywhere
+	// (TestConformanceOnePartition checks one server's default).
+	o := redisstore.Options{URL: url, Prefix: uniquePrefix(), TimeSource: redisstore.TimeCaller, Timeout: 10 * time.Second, Partitions: redisstore.DefaultPartitions}
 	for _, m := range mod {
 		m(&o)
 	}

@@ -511,6 +511,59 @@ func TestNotifier(t *testing.T) {
 	cancel()
 }
 
+// TestPartitionsDefault: a new keyspace gets one partition per topic on
+// one Redis server, where more would only cost its scripts time, and four
+// on a Cluster; a keyspace keeps the count stored by its first Open, so
+// one made with four before the one-server default keeps them.
+func TestPartitionsDefault(t *testing.T) {
+	stored := func(t *testing.T, rdb redis.UniversalClient, prefix string) string {
+		t.Helper()
+		v, err := rdb.HGet(ctx, prefix+":config", "partitions").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	open := func(t *testing.T, url, prefix string, parts int) {
+		t.Helper()
+		s, err := redisstore.Open(ctx, redisstore.Options{URL: url, Prefix: prefix, Partitions: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("one server", func(t *testing.T) {
+		srv := standalone(t)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb.Close()
+		fresh, old := uniquePrefix(), uniquePrefix()
+		open(t, srv.URL(), fresh, 0)
+		if got := stored(t, rdb, fresh); got != "1" {
+			t.Errorf("a new keyspace on one server has %s partitions, want 1", got)
+		}
+		open(t, srv.URL(), old, 4)
+		open(t, srv.URL(), old, 0)
+		if got := stored(t, rdb, old); got != "4" {
+			t.Errorf("a keyspace made with 4 partitions has %s after an Open with the default, want 4", got)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("cluster: skipped in -short")
+		}
+		cl := redistest.StartCluster(t, 3)
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		defer rdb.Close()
+		prefix := uniquePrefix()
+		open(t, cl.URL(), prefix, 0)
+		if got := stored(t, rdb, prefix); got != "4" {
+			t.Errorf("a new keyspace on a Cluster has %s partitions, want 4", got)
+		}
+	})
+}
+
 // TestPartitionsFixed: the partition count is fixed at the first Open of
 // a prefix.
 func TestPartitionsFixed(t *testing.T) {
