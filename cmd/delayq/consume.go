@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -29,7 +31,9 @@ type consumeOpts struct {
 // runConsume leases messages of a topic and prints each as it comes: one
 // line "ID  attempt N  PAYLOAD" (or one JSON message per line with --json).
 // Each is acked after printing unless --no-ack (the lease then expires and
-// the message is redelivered). With --exec CMD, CMD runs per message under
+// the message is redelivered): the acks go with the next lease, or in a
+// batch ack after waiting 100 ms (a slow --exec), at --count and on an
+// interrupt. With --exec CMD, CMD runs per message under
 // sh -c with the payload on standard input and DELAYQ_TOPIC, DELAYQ_ID,
 // DELAYQ_ATTEMPT set; exit status 0 acks, anything else nacks. It runs until
 // interrupted, or until --count messages were handled.
@@ -61,38 +65,152 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	topic := pos[0]
+	acks := &pendingAcks{cl: cl, topic: topic, wait: consumeAckWait}
+	if o.lease > 0 {
+		acks.wait = min(acks.wait, o.lease/10)
+	}
 	for handled := 0; o.count == 0 || handled < o.count; {
 		n := o.max
 		if o.count > 0 {
 			n = min(n, o.count-handled)
 		}
-		msgs, err := cl.Lease(ctx, topic, delayq.LeaseRequest{Max: n, Lease: o.lease, Wait: o.wait})
+		msgs, err := acks.lease(ctx, delayq.LeaseRequest{Max: n, Lease: o.lease, Wait: o.wait})
 		if ctx.Err() != nil {
-			return exitOK // interrupted: leases we may hold simply expire
+			// Interrupted: leases we may hold simply expire; the acks of
+			// what we handled must still land.
+			return c.sendAcks(ctx, acks)
 		}
 		if err != nil {
+			return c.fail(errors.Join(err, acks.sendDetached(ctx, c.timeout)))
+		}
+		if err := acks.firstErr(); err != nil {
 			return c.fail(err)
 		}
 		for _, m := range msgs {
-			if code := c.consumeOne(ctx, cl, m, &o); code != exitOK {
+			if code := c.consumeOne(ctx, cl, m, &o, acks); code != exitOK {
 				return code
 			}
 			handled++
 		}
 	}
+	return c.sendAcks(ctx, acks)
+}
+
+// consumeAckWait bounds how long a handled message's ack waits to go with
+// the next lease (the Go Worker's AckFlush): with a slow --exec the acks
+// go in calls of their own rather than let their leases run out.
+const consumeAckWait = 100 * time.Millisecond
+
+// pendingAcks are the acks of handled messages waiting for the next
+// lease, which carries them (one call where an ack and a lease made two).
+type pendingAcks struct {
+	cl    *delayq.Client
+	topic string
+	wait  time.Duration
+
+	items []delayq.AckRequest
+	ids   []string // message ids of items, for error messages
+	since time.Time
+	// noLease: the server refused acks with a lease (older than the
+	// field); acks go in calls of their own from then on.
+	noLease bool
+	errs    []error // per-item results of the last acks sent
+}
+
+func (p *pendingAcks) add(m *delayq.Message) {
+	if len(p.items) == 0 {
+		p.since = time.Now()
+	}
+	p.items = append(p.items, delayq.AckRequest{ID: m.ID, Receipt: m.Receipt})
+	p.ids = append(p.ids, m.ID)
+}
+
+// lease leases with the waiting acks. A lease that fails leaves them
+// waiting: carried out or not, nobody can tell, and an ack repeated with
+// its receipt answers ok.
+func (p *pendingAcks) lease(ctx context.Context, req delayq.LeaseRequest) ([]*delayq.Message, error) {
+	if len(p.items) > 0 && !p.noLease {
+		msgs, errs, err := p.cl.AckAndLease(ctx, p.topic, p.items, req)
+		var ae *delayq.APIError
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Field != "acks" {
+			if err == nil {
+				p.done(errs)
+			}
+			return msgs, err
+		}
+		// A server older than acks with a lease refuses the field.
+		p.noLease = true
+	}
+	if err := p.send(ctx); err != nil {
+		return nil, err
+	}
+	return p.cl.Lease(ctx, p.topic, req)
+}
+
+// send sends the waiting acks in a batch ack.
+func (p *pendingAcks) send(ctx context.Context) error {
+	if len(p.items) == 0 {
+		return nil
+	}
+	errs, err := p.cl.AckBatch(ctx, p.topic, p.items)
+	if err != nil {
+		return fmt.Errorf("ack %s: %w", strings.Join(p.ids, ", "), err)
+	}
+	p.done(errs)
+	return p.firstErr()
+}
+
+// done records the per-item results of the acks sent and empties the wait.
+func (p *pendingAcks) done(errs []error) {
+	p.errs = p.errs[:0]
+	for i, err := range errs {
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("ack %s: %w", p.ids[i], err))
+		}
+	}
+	p.items, p.ids = p.items[:0], p.ids[:0]
+}
+
+// firstErr is the first ack refused among the last acks sent.
+func (p *pendingAcks) firstErr() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return p.errs[0]
+}
+
+// sendDetached sends the waiting acks within timeout, even when ctx was
+// cancelled meanwhile.
+func (p *pendingAcks) sendDetached(ctx context.Context, timeout time.Duration) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return p.send(actx)
+}
+
+// sendAcks sends the waiting acks (sendDetached); the exit code says how.
+func (c *cliCmd) sendAcks(ctx context.Context, p *pendingAcks) int {
+	if err := p.sendDetached(ctx, c.timeout); err != nil {
+		return c.fail(err)
+	}
 	return exitOK
 }
 
-func (c *cliCmd) consumeOne(ctx context.Context, cl *delayq.Client, m *delayq.Message, o *consumeOpts) int {
+// consumeOne prints or runs one message; its ack waits in acks for the
+// next lease, or goes at once in a batch ack when the oldest waiting ack
+// has waited acks.wait or the message took that long to handle; a failed
+// --exec nacks it at once.
+func (c *cliCmd) consumeOne(ctx context.Context, cl *delayq.Client, m *delayq.Message, o *consumeOpts, acks *pendingAcks) int {
 	if c.json {
 		c.printJSON(toWireMessage(m))
 	} else if o.exec == "" {
 		fmt.Fprintf(c.stdout, "%s  attempt %d  %s\n", m.ID, m.Attempt, payloadText(m.Payload))
 	}
 	var runErr error
+	started := time.Now()
 	if o.exec != "" {
 		runErr = c.runExec(ctx, o.exec, m)
 	}
+	took := time.Since(started)
 	if o.noAck {
 		return exitOK
 	}
@@ -106,8 +224,13 @@ func (c *cliCmd) consumeOne(ctx context.Context, cl *delayq.Client, m *delayq.Me
 		}
 		return exitOK
 	}
-	if err := cl.Ack(actx, m.Topic, m.ID, m.Receipt); err != nil {
-		return c.fail(fmt.Errorf("ack %s: %w", m.ID, err))
+	acks.add(m)
+	// A message that took the acks' longest wait predicts another as
+	// slow: its ack goes now, not after the next one.
+	if took >= acks.wait || time.Since(acks.since) >= acks.wait {
+		if err := acks.send(actx); err != nil {
+			return c.fail(err)
+		}
 	}
 	return exitOK
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/store/memstore"
+	"github.com/delayq/delayq/internal/wire"
+)
+
+// consumeCalls is a real server that counts the calls consume makes: its
+// leases (and the acks they carry), batch acks and single acks. With
+// refuseAcks it answers a lease carrying acks as a server older than that
+// field does (400 naming it).
+type consumeCalls struct {
+	url        string
+	refuseAcks bool
+
+	mu                                    sync.Mutex
+	leases, leaseAcks, refused            int
+	batchAcks, batchAcked, singleAckCalls int
+}
+
+func setupConsumeCalls(t *testing.T, refuseAcks bool) *consumeCalls {
+	t.Helper()
+	ctx := context.Background()
+	eng, err := engine.Open(ctx, engine.Config{Store: memstore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng, Admin: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &consumeCalls{refuseAcks: refuseAcks}
+	api := srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			api.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var in struct {
+			Acks []json.RawMessage `json:"acks"`
+		}
+		_ = json.Unmarshal(body, &in)
+		c.mu.Lock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/lease") && len(in.Acks) > 0 && c.refuseAcks:
+			c.refused++
+			c.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"code":"invalid_argument","message":"invalid acks: is not a known field","field":"acks"}}`)
+			return
+		case strings.HasSuffix(r.URL.Path, "/lease"):
+			c.leases++
+			c.leaseAcks += len(in.Acks)
+		case strings.HasSuffix(r.URL.Path, "/acks"):
+			c.batchAcks++
+			c.batchAcked += len(in.Acks)
+		case strings.HasSuffix(r.URL.Path, "/ack"):
+			c.singleAckCalls++
+		}
+		c.mu.Unlock()
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		eng.Close(ctx)
+	})
+	c.url = ts.URL
+	return c
+}
+
+// consumeAll sends n messages to topic, consumes them all 10 per lease
+// and checks that each was printed once and the topic holds nothing.
+func (c *consumeCalls) consumeAll(t *testing.T, topic string, n int) {
+	t.Helper()
+	b := &cliBundle{url: c.url}
+	for i := range n {
+		b.run(t, "send", topic, "p", "--id", "m"+strconv.Itoa(i)).ok(t)
+	}
+	r := b.run(t, "consume", topic, "--count", strconv.Itoa(n), "--max", "10", "--wait", "1s").ok(t)
+	seen := map[string]int{}
+	for line := range strings.Lines(r.stdout) {
+		seen[strings.Fields(line)[0]]++
+	}
+	for i := range n {
+		if id := "m" + strconv.Itoa(i); seen[id] != 1 {
+			t.Errorf("%s printed %d times, want once", id, seen[id])
+		}
+	}
+	r = b.run(t, "stats", topic, "--json").ok(t)
+	if tp := decodeJSON[wire.Topic](t, r.stdout); tp.Counts != (wire.Counts{}) {
+		t.Fatalf("after consuming all %d: %+v, want every message acked", n, tp.Counts)
+	}
+}
+
+// TestCLIConsumeAcksWithLease: consume acks what it printed with its next
+// lease (one call where an ack and a lease made two), and what the last
+// lease brought in one batch ack when --count is reached.
+func TestCLIConsumeAcksWithLease(t *testing.T) {
+	t.Parallel()
+	c := setupConsumeCalls(t, false)
+	c.consumeAll(t, "work", 30)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.singleAckCalls != 0 || c.leaseAcks+c.batchAcked != 30 || c.leaseAcks < 10 || c.batchAcks > 3 {
+		t.Fatalf("%d single acks, %d acks with %d leases, %d in %d batch acks: want none single, at least 10 with leases, all 30 acked", c.singleAckCalls, c.leaseAcks, c.leases, c.batchAcked, c.batchAcks)
+	}
+}
+
+// TestCLIConsumeAcksOldServer: a server that refuses acks with a lease
+// gets them in batch acks, before consume's next lease, from then on.
+func TestCLIConsumeAcksOldServer(t *testing.T) {
+	t.Parallel()
+	c := setupConsumeCalls(t, true)
+	c.consumeAll(t, "work", 30)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused != 1 || c.leaseAcks != 0 || c.batchAcked != 30 || c.singleAckCalls != 0 {
+		t.Fatalf("%d leases with acks refused, %d acks let through with leases, %d in batch acks, %d single: want 1, 0, 30, 0", c.refused, c.leaseAcks, c.batchAcked, c.singleAckCalls)
+	}
+}
+
+// TestCLIConsumeSlowExecAcksAtOnce: an ack waits at most 100 ms for the
+// next lease, so a slow --exec does not hold the acks of a lease's first
+// messages (and let their leases run out) while it runs the rest.
+func TestCLIConsumeSlowExecAcksAtOnce(t *testing.T) {
+	t.Parallel()
+	c := setupConsumeCalls(t, false)
+	b := &cliBundle{url: c.url}
+	for i := range 3 {
+		b.run(t, "send", "slow", "p", "--id", "s"+strconv.Itoa(i)).ok(t)
+	}
+	b.run(t, "consume", "slow", "--count", "3", "--max", "3", "--wait", "1s", "--exec", "cat >/dev/null; sleep 0.2").ok(t)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.batchAcks != 3 || c.batchAcked != 3 || c.leaseAcks != 0 {
+		t.Fatalf("%d batch acks of %d, %d acks with leases: want each ack sent after its message, 3 of 1", c.batchAcks, c.batchAcked, c.leaseAcks)
+	}
+}
