@@ -299,10 +299,19 @@ func (c *Client) AckAndLease(ctx context.Context, topic string, acks []AckReques
 	if err := ValidateTopic(topic); err != nil {
 		return nil, nil, err
 	}
+	if len(acks) > MaxBatch {
+		return nil, nil, Invalid("acks", "has %d items; a lease carries at most %d", len(acks), MaxBatch)
+	}
 	in := wire.NewLeaseRequest(req)
 	in.Acks = ackItems(acks)
 	var out wire.MessagesResponse
 	if err := c.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "lease"), in: in, out: &out, wait: max(req.Wait, 0)}); err != nil {
+		var ae *APIError
+		if len(acks) > 0 && errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest && ae.Field == "acks" {
+			// Every item was well formed and there were few enough: a
+			// server older than the field refuses it.
+			err = fmt.Errorf("%w: %w", ErrAcksWithLeaseUnsupported, err)
+		}
 		return nil, nil, err
 	}
 	if len(acks) > 0 {
@@ -318,6 +327,12 @@ func (c *Client) AckAndLease(ctx context.Context, topic string, acks []AckReques
 	}
 	return msgs, errs, nil
 }
+
+// ErrAcksWithLeaseUnsupported is wrapped by AckAndLease's error when the
+// server does not take acks with a lease: one older than them refuses the
+// field (400, field "acks"). Nothing was acked or leased; send the acks
+// in a batch ack (AckBatch) and lease without them.
+var ErrAcksWithLeaseUnsupported = errors.New("delayq: the server does not take acks with a lease")
 
 // ackItems is acks as a request body carries them.
 func ackItems(acks []AckRequest) []wire.AckItem {

@@ -493,6 +493,22 @@ func TestClientValidatesPathNames(t *testing.T) {
 	}
 }
 
+// TestAckAndLeaseRefusesTooManyAcks: more acks than a lease carries is the
+// caller's error, named before any call (a server would answer it as 400
+// field "acks", which is also how one older than the field refuses it).
+func TestAckAndLeaseRefusesTooManyAcks(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.AckAndLease(context.Background(), "orders", make([]AckRequest, MaxBatch+1), LeaseRequest{Max: 1})
+	var ie *InvalidError
+	if !errors.As(err, &ie) || ie.Field != "acks" || errors.Is(err, ErrAcksWithLeaseUnsupported) {
+		t.Fatalf("err = %v, want an InvalidError naming acks", err)
+	}
+}
+
 func TestNewClientRejectsBadURLs(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"", "ftp://x", "http://", "http://h/?q=1", "http://h:%zz", "h:%zz"} {

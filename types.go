@@ -20,7 +20,9 @@ type Queue = domain.Queue
 
 // AckLeaser is implemented by a Queue that can ack and lease in one call
 // (Client.AckAndLease): a Worker on such a queue sends the acks waiting
-// for their batch with its next lease instead of a call of their own.
+// for their batch with its next lease instead of a call of their own, and
+// sends them apart from the first error wrapping
+// ErrAcksWithLeaseUnsupported on.
 type AckLeaser interface {
 	AckAndLease(ctx context.Context, topic string, acks []AckRequest, req LeaseRequest) ([]*Message, []error, error)
 }

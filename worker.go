@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -506,10 +505,8 @@ func (r *topicRunner) lease(ctx context.Context, req LeaseRequest) ([]*Message, 
 		// Carried out or not, nobody can tell: send them again (an ack
 		// repeated with its receipt answers ok).
 		r.flush(acks)
-		var ae *APIError
-		if errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest && ae.Field == "acks" {
-			// A server older than acks with a lease refuses the field:
-			// acks go in calls of their own from now on.
+		if errors.Is(err, ErrAcksWithLeaseUnsupported) {
+			// Acks go in calls of their own from now on.
 			r.log().Info("delayq worker: the server does not take acks with a lease; acks are sent apart", "topic", r.topic)
 			r.noAckLease = true
 			return r.w.q.Lease(ctx, r.topic, req)

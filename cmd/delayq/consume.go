@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -131,14 +130,12 @@ func (p *pendingAcks) add(m *delayq.Message) {
 func (p *pendingAcks) lease(ctx context.Context, req delayq.LeaseRequest) ([]*delayq.Message, error) {
 	if len(p.items) > 0 && !p.noLease {
 		msgs, errs, err := p.cl.AckAndLease(ctx, p.topic, p.items, req)
-		var ae *delayq.APIError
-		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Field != "acks" {
+		if !errors.Is(err, delayq.ErrAcksWithLeaseUnsupported) {
 			if err == nil {
 				p.done(errs)
 			}
 			return msgs, err
 		}
-		// A server older than acks with a lease refuses the field.
 		p.noLease = true
 	}
 	if err := p.send(ctx); err != nil {
