@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -26,6 +27,13 @@ type cliBundle struct {
 
 func setupCLI(t *testing.T) *cliBundle {
 	t.Helper()
+	return setupCLIWrapped(t, nil)
+}
+
+// setupCLIWrapped is setupCLI with the server's handler wrapped by wrap
+// (nil: as it is), for tests that watch the calls the CLI makes.
+func setupCLIWrapped(t *testing.T, wrap func(http.Handler) http.Handler) *cliBundle {
+	t.Helper()
 	ctx := context.Background()
 	eng, err := engine.Open(ctx, engine.Config{Store: memstore.New()})
 	if err != nil {
@@ -35,7 +43,11 @@ func setupCLI(t *testing.T) *cliBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()
 		eng.Close(ctx)

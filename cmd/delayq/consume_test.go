@@ -2,19 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/httpapi"
-	"github.com/delayq/delayq/internal/store/memstore"
 	"github.com/delayq/delayq/internal/wire"
 )
 
@@ -33,55 +28,46 @@ type consumeCalls struct {
 
 func setupConsumeCalls(t *testing.T, refuseAcks bool) *consumeCalls {
 	t.Helper()
-	ctx := context.Background()
-	eng, err := engine.Open(ctx, engine.Config{Store: memstore.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Config{Queue: eng, Scheduler: eng, Admin: eng})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &consumeCalls{refuseAcks: refuseAcks}
-	api := srv.Handler()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
+	c.url = setupCLIWrapped(t, func(api http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && !c.count(w, r) {
+				return
+			}
 			api.ServeHTTP(w, r)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var in struct {
-			Acks []json.RawMessage `json:"acks"`
-		}
-		_ = json.Unmarshal(body, &in)
-		c.mu.Lock()
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/lease") && len(in.Acks) > 0 && c.refuseAcks:
-			c.refused++
-			c.mu.Unlock()
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"error":{"code":"invalid_argument","message":"invalid acks: is not a known field","field":"acks"}}`)
-			return
-		case strings.HasSuffix(r.URL.Path, "/lease"):
-			c.leases++
-			c.leaseAcks += len(in.Acks)
-		case strings.HasSuffix(r.URL.Path, "/acks"):
-			c.batchAcks++
-			c.batchAcked += len(in.Acks)
-		case strings.HasSuffix(r.URL.Path, "/ack"):
-			c.singleAckCalls++
-		}
-		c.mu.Unlock()
-		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		ts.Close()
-		eng.Close(ctx)
-	})
-	c.url = ts.URL
+		})
+	}).url
 	return c
+}
+
+// count counts a POST; false when it answered the call itself (a lease
+// carrying acks, refused as an older server does).
+func (c *consumeCalls) count(w http.ResponseWriter, r *http.Request) bool {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var in struct {
+		Acks []json.RawMessage `json:"acks"`
+	}
+	_ = json.Unmarshal(body, &in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/lease") && len(in.Acks) > 0 && c.refuseAcks:
+		c.refused++
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"code":"invalid_argument","message":"invalid acks: is not a known field","field":"acks"}}`)
+		return false
+	case strings.HasSuffix(r.URL.Path, "/lease"):
+		c.leases++
+		c.leaseAcks += len(in.Acks)
+	case strings.HasSuffix(r.URL.Path, "/acks"):
+		c.batchAcks++
+		c.batchAcked += len(in.Acks)
+	case strings.HasSuffix(r.URL.Path, "/ack"):
+		c.singleAckCalls++
+	}
+	return true
 }
 
 // consumeAll sends n messages to topic, consumes them all 10 per lease
