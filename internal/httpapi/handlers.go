@@ -276,7 +276,9 @@ func (s *Server) ackBatch(c *call) (int, any, error) {
 // acks) and converts them; a malformed one is named by its index.
 func ackRequests(items []wire.AckItem) ([]domain.AckRequest, error) {
 	if len(items) > domain.MaxBatch {
-		return nil, domain.Invalid("acks", "must have 1 to %d items, got %d", domain.MaxBatch, len(items))
+		// "At most": a lease may carry none; an empty batch ack is
+		// refused by ackBatch.
+		return nil, domain.Invalid("acks", "must have at most %d items, got %d", domain.MaxBatch, len(items))
 	}
 	reqs := make([]domain.AckRequest, len(items))
 	for i, a := range items {

@@ -34,7 +34,11 @@ func TestLeaseCarriesAcks(t *testing.T) {
 	for i := range many {
 		many[i] = ackOf(a.ID, a.Receipt)
 	}
-	want(t, b.do(t, "POST", "/v1/topics/q/lease", `{"acks":[`+strings.Join(many, ",")+`]}`), 400)
+	r = b.do(t, "POST", "/v1/topics/q/lease", `{"acks":[`+strings.Join(many, ",")+`]}`)
+	want(t, r, 400)
+	if r.err.Field != "acks" || !strings.Contains(r.err.Message, "at most 1000 items, got 1001") {
+		t.Fatalf("1001 acks with a lease answered %s, want field acks saying at most 1000", r.raw)
+	}
 	if m := into[wire.Message](t, b.do(t, "GET", "/v1/topics/q/messages/"+a.ID, "")); m.State != "inflight" {
 		t.Fatalf("a rejected call acked %s: %s", a.ID, m.State)
 	}
