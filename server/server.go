@@ -104,7 +104,8 @@ func (s *Server) start(ctx context.Context, tokens *auth.Set) error {
 	subs := []engine.Subscription{m.Subscription()}
 	var rec *dashboard.Recorder
 	if !cfg.NoDashboard {
-		rec = dashboard.NewRecorder(dashboard.RecorderConfig{})
+		// The engine counts upcoming messages for the dashboard itself.
+		rec = dashboard.NewRecorder(dashboard.RecorderConfig{NoUpcoming: true})
 		subs = append(subs, rec.Subscription())
 	}
 	ecfg := engine.Config{

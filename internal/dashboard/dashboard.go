@@ -41,7 +41,8 @@ type Config struct {
 	// Required.
 	Recorder *Recorder
 	// Upcoming counts scheduled messages by due time (the engine does).
-	// Default: the Recorder's sends since start, labelled so on the page.
+	// Default: the Recorder's sends since start, labelled so on the page
+	// (required when the Recorder was made with NoUpcoming).
 	Upcoming UpcomingSource
 	// Browse lists a topic's scheduled messages from the store's index,
 	// soonest first, for the Upcoming page's list (the engine does).
@@ -92,6 +93,9 @@ type Dashboard struct {
 func New(cfg Config) (*Dashboard, error) {
 	if cfg.Queue == nil || cfg.Recorder == nil {
 		return nil, errors.New("dashboard: Config.Queue and Config.Recorder are required")
+	}
+	if cfg.Upcoming == nil && cfg.Recorder.cfg.NoUpcoming {
+		return nil, errors.New("dashboard: Config.Upcoming is required with a Recorder made with NoUpcoming")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -74,6 +74,10 @@ func (r *Recorder) trackMessage(m *domain.Message, what, detail string) {
 func (r *Recorder) track(topic, id string, state domain.State, due time.Time, ev Event) {
 	now := r.cfg.Now()
 	ev.At = now
+	if r.cfg.NoUpcoming {
+		r.msgs.add(topic, id, ev, time.Time{})
+		return
+	}
 	if state != domain.StateScheduled || !due.After(now) || due.Sub(now) > r.cfg.Horizon {
 		due = time.Time{}
 	}

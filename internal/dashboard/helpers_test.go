@@ -82,7 +82,9 @@ type setupOpts struct {
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
 	st := memstore.New()
-	rec := dashboard.NewRecorder(dashboard.RecorderConfig{})
+	// As a server does: a Recorder that counts upcoming messages only
+	// for a dashboard with no other source.
+	rec := dashboard.NewRecorder(dashboard.RecorderConfig{NoUpcoming: !o.plainQueue})
 	eng, err := engine.Open(context.Background(), engine.Config{Store: st, Subscriptions: []engine.Subscription{rec.Subscription()}})
 	if err != nil {
 		t.Fatal(err)

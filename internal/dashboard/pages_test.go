@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/domain"
 	"github.com/delayq/delayq/internal/engine"
 )
@@ -160,6 +161,20 @@ func TestUpcomingFallback(t *testing.T) {
 		t.Fatalf("lease: %v %v", ms, err)
 	}
 	wantBody(t, br.get("/ui/upcoming?topic=soon"), `id="next-hour">0<`)
+}
+
+// TestNoUpcomingRecorderNeedsSource: a Recorder that does not count
+// upcoming messages is no Upcoming source, so a dashboard without
+// another one is refused instead of showing zeros.
+func TestNoUpcomingRecorderNeedsSource(t *testing.T) {
+	b := setup(t, setupOpts{})
+	rec := dashboard.NewRecorder(dashboard.RecorderConfig{NoUpcoming: true})
+	if _, err := dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec}); err == nil || !strings.Contains(err.Error(), "Config.Upcoming is required") {
+		t.Fatalf("New without Upcoming: %v, want it refused", err)
+	}
+	if _, err := dashboard.New(dashboard.Config{Queue: b.q, Recorder: rec, Upcoming: b.eng}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fakeSource answers every bucket with the same count.

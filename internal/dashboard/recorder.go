@@ -27,15 +27,22 @@ type RecorderConfig struct {
 	// MaxTopics bounds the topics tracked; events of further topics are
 	// dropped (and counted in Stats.DroppedTopics). Default 1000.
 	MaxTopics int
-	// MaxMessages bounds the per-message event histories kept (least
-	// recently touched evicted first). Default 10000.
+	// MaxMessages sizes the per-message event histories: the Recorder
+	// keeps the last 4 × MaxMessages message events (the oldest
+	// overwritten), the sends, leases and acks of about MaxMessages
+	// messages. Default 10000.
 	MaxMessages int
-	// EventsPerMessage bounds each message's history (oldest dropped).
-	// Default 16.
+	// EventsPerMessage bounds the history answered for one message (its
+	// oldest dropped). Default 16.
 	EventsPerMessage int
 	// Horizon is how far ahead the fallback Upcoming source tracks due
 	// times of observed sends. Default 7 days.
 	Horizon time.Duration
+	// NoUpcoming: the dashboard gets its Upcoming counts elsewhere
+	// (Config.Upcoming), so the Recorder does not track due times and is
+	// no Upcoming source. A server whose engine counts due messages
+	// itself saves a lookup per message event.
+	NoUpcoming bool
 }
 
 // Recorder keeps bounded, in-memory history for the dashboard:
@@ -50,8 +57,8 @@ type RecorderConfig struct {
 // Subscribe it to the engine with Subscription.
 //
 // Memory is bounded by MaxTopics × Window minutes × a fixed slot size,
-// plus MaxMessages × EventsPerMessage events, plus MaxTopics × (1440
-// minute + Horizon/1h hour) due buckets. A Recorder is safe for
+// plus 4 × MaxMessages events, plus (unless NoUpcoming) MaxTopics ×
+// (1440 minute + Horizon/1h hour) due buckets and MaxMessages due times. A Recorder is safe for
 // concurrent use; every method is a short critical section.
 type Recorder struct {
 	cfg     RecorderConfig
@@ -80,7 +87,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		minutes: int((cfg.Window + time.Minute - 1) / time.Minute),
 		topics:  make(map[string]*topicRec),
 		started: cfg.Now(),
-		msgs:    newMessageLog(cfg.MaxMessages, cfg.EventsPerMessage),
+		msgs:    newMessageLog(cfg.MaxMessages, cfg.EventsPerMessage, !cfg.NoUpcoming),
 	}
 }
 

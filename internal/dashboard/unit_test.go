@@ -100,29 +100,24 @@ func TestRecorderBounds(t *testing.T) {
 	}
 	n := 0
 	for i := range r.msgs.shards {
-		s := &r.msgs.shards[i]
-		ring := 0
-		for e := s.root.next; e != &s.root; e = e.next {
-			if s.m[e.hash] != e {
-				t.Fatalf("shard %d: ring entry %v is not in the map", i, e.key)
-			}
-			ring++
-		}
-		if ring != len(s.m) {
-			t.Fatalf("shard %d: ring of %d, map of %d", i, ring, len(s.m))
-		}
-		n += ring
+		n += len(r.msgs.shards[i].ring)
 	}
-	if n > 16 {
-		t.Errorf("%d message histories kept, the bound is 16", n)
+	if n > 16*historyEvents {
+		t.Errorf("%d message events kept, the bound is %d", n, 16*historyEvents)
+	}
+	if ev := r.MessageEvents("a", "m"); ev != nil {
+		t.Errorf("the oldest message's events outlived 1000 newer ones: %v", ev)
+	}
+	if ev := r.MessageEvents("a", string(rune(0x4e00+999))); len(ev) != 1 {
+		t.Errorf("the newest message's events: %v, want its one", ev)
 	}
 }
 
-// TestMessageLogEvictsLeastRecent: a full shard evicts the entry touched
-// least recently, and the entry it reuses for a new message starts with
-// no events and no Upcoming count.
-func TestMessageLogEvictsLeastRecent(t *testing.T) {
-	l := newMessageLog(16, 4) // one entry per shard
+// TestMessageLogOverwritesOldest: a full shard overwrites its oldest
+// event, a message's history answers its own events in order, and the
+// fallback Upcoming count of each message is kept apart from the events.
+func TestMessageLogOverwritesOldest(t *testing.T) {
+	l := newMessageLog(16, 4, true) // 4 events and one count per shard
 	s := &l.shards[0]
 	var ids []string // ids of shard 0, in order
 	for i := 0; len(ids) < 3; i++ {
@@ -131,22 +126,45 @@ func TestMessageLogEvictsLeastRecent(t *testing.T) {
 			ids = append(ids, id)
 		}
 	}
-	s.max = 2
+	s.maxCounted = 2
 	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.add("a", ids[0], Event{What: "sent"}, due)
 	l.add("a", ids[1], Event{What: "sent"}, time.Time{})
-	l.add("a", ids[0], Event{What: "leased"}, due) // ids[1] is now the least recent
+	if prev := l.add("a", ids[0], Event{What: "leased"}, time.Time{}); !prev.Equal(due) {
+		t.Errorf("previous count %v, want %v", prev, due)
+	}
 	if prev := l.add("a", ids[2], Event{What: "sent"}, time.Time{}); !prev.IsZero() {
 		t.Errorf("a new message's previous count is %v, want zero", prev)
 	}
-	if ev := l.events("a", ids[1]); ev != nil {
-		t.Errorf("the least recent message was kept: %v", ev)
+	if len(s.counted) != 0 {
+		t.Errorf("%d counts kept, none counted any more", len(s.counted))
 	}
-	if ev := l.events("a", ids[0]); len(ev) != 2 || ev[1].What != "leased" {
-		t.Errorf("the most recent message lost events: %v", ev)
+	l.add("a", ids[2], Event{What: "leased"}, time.Time{}) // the ring is full: ids[0]'s send goes
+	if ev := l.events("a", ids[0]); len(ev) != 1 || ev[0].What != "leased" {
+		t.Errorf("the oldest event was kept or the rest lost: %v", ev)
 	}
-	if ev := l.events("a", ids[2]); len(ev) != 1 || ev[0].What != "sent" {
-		t.Errorf("the new message's events: %v, want its own only", ev)
+	if ev := l.events("a", ids[2]); len(ev) != 2 || ev[0].What != "sent" || ev[1].What != "leased" {
+		t.Errorf("the newest message's events: %v, want sent then leased", ev)
+	}
+	for range 4 {
+		l.add("a", ids[1], Event{What: "x"}, time.Time{})
+	}
+	if ev := l.events("a", ids[2]); ev != nil {
+		t.Errorf("events outlived a full ring of newer ones: %v", ev)
+	}
+}
+
+// TestMessageLogNotCounting: a log that does not count keeps no due
+// times and answers no previous count.
+func TestMessageLogNotCounting(t *testing.T) {
+	l := newMessageLog(16, 4, false)
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.add("a", "m", Event{What: "sent"}, due)
+	if prev := l.add("a", "m", Event{What: "leased"}, time.Time{}); !prev.IsZero() {
+		t.Errorf("previous count %v, want none", prev)
+	}
+	if ev := l.events("a", "m"); len(ev) != 2 {
+		t.Errorf("events %v, want 2", ev)
 	}
 }
 
@@ -368,17 +386,22 @@ func TestFormat(t *testing.T) {
 }
 
 // TestMessageLogHashCollision: two messages whose hashes collide never
-// share a history; the later one replaces the earlier.
+// share a history or a count.
 func TestMessageLogHashCollision(t *testing.T) {
-	l := newMessageLog(16, 4)
-	s := &l.shards[0]
-	a, b := msgKey{"t", "a"}, msgKey{"t", "b"}
-	s.entry(a, 7).events = append(s.entry(a, 7).events, Event{What: "sent"})
-	e := s.entry(b, 7)
-	if e.key != b || len(e.events) != 0 {
-		t.Fatalf("colliding entry: key %v, events %v; want b with none", e.key, e.events)
+	l := newMessageLog(16, 4, true)
+	a := msgKey{"t", "a"}
+	s, h := l.shard(a)
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Another message with a's hash, as if the 64-bit hashes collided.
+	s.ring = append(s.ring, loggedEvent{hash: h, key: msgKey{"t", "b"}, ev: Event{What: "sent"}})
+	s.counted[h] = countedMsg{key: msgKey{"t", "b"}, due: due}
+	if ev := l.events("t", "a"); ev != nil {
+		t.Errorf("a's history holds b's events: %v", ev)
 	}
-	if got := s.entry(a, 7); got.key != a || len(got.events) != 0 || len(s.m) != 1 {
-		t.Fatalf("a back: key %v events %v, %d entries", got.key, got.events, len(s.m))
+	if prev := l.add("t", "a", Event{What: "sent"}, time.Time{}); !prev.IsZero() {
+		t.Errorf("a's previous count is b's: %v", prev)
+	}
+	if ev := l.events("t", "a"); len(ev) != 1 || ev[0].What != "sent" {
+		t.Errorf("a's history: %v, want its own send", ev)
 	}
 }
