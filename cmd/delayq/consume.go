@@ -82,9 +82,6 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err != nil {
 			return c.fail(errors.Join(err, acks.sendDetached(ctx, c.timeout)))
 		}
-		if err := acks.firstErr(); err != nil {
-			return c.fail(err)
-		}
 		for _, m := range msgs {
 			if code := c.consumeOne(ctx, cl, m, &o, acks); code != exitOK {
 				return code
@@ -113,7 +110,6 @@ type pendingAcks struct {
 	// noLease: the server refused acks with a lease (older than the
 	// field); acks go in calls of their own from then on.
 	noLease bool
-	errs    []error // per-item results of the last acks sent
 }
 
 func (p *pendingAcks) add(m *delayq.Message) {
@@ -124,15 +120,15 @@ func (p *pendingAcks) add(m *delayq.Message) {
 	p.ids = append(p.ids, m.ID)
 }
 
-// lease leases with the waiting acks. A lease that fails leaves them
-// waiting: carried out or not, nobody can tell, and an ack repeated with
-// its receipt answers ok.
+// lease leases with the waiting acks; its error is also the first of them
+// the server refused. A lease that fails leaves them waiting: carried out
+// or not, nobody can tell, and an ack repeated with its receipt answers ok.
 func (p *pendingAcks) lease(ctx context.Context, req delayq.LeaseRequest) ([]*delayq.Message, error) {
 	if len(p.items) > 0 && !p.noLease {
 		msgs, errs, err := p.cl.AckAndLease(ctx, p.topic, p.items, req)
 		if !errors.Is(err, delayq.ErrAcksWithLeaseUnsupported) {
 			if err == nil {
-				p.done(errs)
+				err = p.done(errs)
 			}
 			return msgs, err
 		}
@@ -153,27 +149,21 @@ func (p *pendingAcks) send(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ack %s: %w", strings.Join(p.ids, ", "), err)
 	}
-	p.done(errs)
-	return p.firstErr()
+	return p.done(errs)
 }
 
-// done records the per-item results of the acks sent and empties the wait.
-func (p *pendingAcks) done(errs []error) {
-	p.errs = p.errs[:0]
+// done empties the wait after the acks were sent, errs being their
+// per-item results, and returns the first the server refused.
+func (p *pendingAcks) done(errs []error) error {
+	var first error
 	for i, err := range errs {
 		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("ack %s: %w", p.ids[i], err))
+			first = fmt.Errorf("ack %s: %w", p.ids[i], err)
+			break
 		}
 	}
 	p.items, p.ids = p.items[:0], p.ids[:0]
-}
-
-// firstErr is the first ack refused among the last acks sent.
-func (p *pendingAcks) firstErr() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	return p.errs[0]
+	return first
 }
 
 // sendDetached sends the waiting acks within timeout, even when ctx was

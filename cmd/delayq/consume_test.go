@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,5 +138,48 @@ func TestCLIConsumeSlowExecAcksAtOnce(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.batchAcks != 3 || c.batchAcked != 3 || c.leaseAcks != 0 {
 		t.Fatalf("%d batch acks of %d, %d acks with leases: want each ack sent after its message, 3 of 1", c.batchAcks, c.batchAcked, c.leaseAcks)
+	}
+}
+
+// TestCLIConsumeRefusedAck: an ack the server refuses (the message was
+// cancelled while consume handled it) ends consume with an error naming
+// it, whether the ack went with the next lease (--count 2) or in the
+// last batch ack (--count 1).
+func TestCLIConsumeRefusedAck(t *testing.T) {
+	t.Parallel()
+	for _, count := range []string{"1", "2"} {
+		t.Run("count"+count, func(t *testing.T) {
+			t.Parallel()
+			var b *cliBundle
+			var once sync.Once
+			b = setupCLIWrapped(t, func(api http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if !strings.HasSuffix(r.URL.Path, "/lease") {
+						api.ServeHTTP(w, r)
+						return
+					}
+					rec := httptest.NewRecorder()
+					api.ServeHTTP(rec, r)
+					var out wire.MessagesResponse
+					if json.Unmarshal(rec.Body.Bytes(), &out) == nil && len(out.Messages) > 0 {
+						once.Do(func() {
+							if _, err := b.eng.Cancel(r.Context(), "t", out.Messages[0].ID); err != nil {
+								t.Errorf("cancel %s: %v", out.Messages[0].ID, err)
+							}
+						})
+					}
+					maps.Copy(w.Header(), rec.Header())
+					w.WriteHeader(rec.Code)
+					_, _ = w.Write(rec.Body.Bytes())
+				})
+			})
+			for _, id := range []string{"m0", "m1"} {
+				b.run(t, "send", "t", "p", "--id", id).ok(t)
+			}
+			r := b.run(t, "consume", "t", "--count", count, "--max", "1", "--wait", "1s")
+			if r.code == exitOK || !strings.Contains(r.stderr, "t/m0 not found") || !strings.HasPrefix(r.stdout, "m0") {
+				t.Fatalf("exit %d, stderr %q, stdout %q: want m0 printed, then its refused ack named", r.code, r.stderr, r.stdout)
+			}
+		})
 	}
 }
