@@ -133,20 +133,19 @@ func (l *messageLog) add(topic, id string, ev Event, counted time.Time) (prev ti
 	if ok && c.key == k { // else a 64-bit collision: the other one's count stays where it is
 		prev = c.due
 	}
-	switch {
-	case counted.IsZero():
+	if counted.IsZero() {
 		if ok && c.key == k {
 			delete(s.counted, h)
 		}
-	case ok || len(s.counted) < s.maxCounted:
-		s.counted[h] = countedMsg{key: k, due: counted}
-	default:
+		return prev
+	}
+	if !ok && len(s.counted) >= s.maxCounted {
 		for old := range s.counted { // full: drop any one
 			delete(s.counted, old)
 			break
 		}
-		s.counted[h] = countedMsg{key: k, due: counted}
 	}
+	s.counted[h] = countedMsg{key: k, due: counted}
 	return prev
 }
 

@@ -152,6 +152,15 @@ func TestMessageLogOverwritesOldest(t *testing.T) {
 	if ev := l.events("a", ids[2]); ev != nil {
 		t.Errorf("events outlived a full ring of newer ones: %v", ev)
 	}
+	for _, id := range ids { // three counted, room for two: one is dropped
+		l.add("a", id, Event{What: "rescheduled"}, due)
+	}
+	if len(s.counted) != 2 {
+		t.Errorf("%d counts kept, the bound is 2", len(s.counted))
+	}
+	if prev := l.add("a", ids[2], Event{What: "leased"}, time.Time{}); !prev.Equal(due) {
+		t.Errorf("the newest count was dropped: previous %v, want %v", prev, due)
+	}
 }
 
 // TestMessageLogNotCounting: a log that does not count keeps no due
