@@ -71,9 +71,10 @@ type Config struct {
 	Clock clock.Clock
 	// PreciseTimers arms a kernel timer (Linux timerfd) beside the timing
 	// wheel's time.Timer, which in an otherwise idle process fires up to
-	// 1 ms late (timingwheel.RunnerConfig.Precise). Servers set it; tests
-	// in a testing/synctest bubble gain nothing from it (it runs in real
-	// time).
+	// 1 ms late, and arms both as much earlier as wake-ups are usually
+	// late, spinning the rest (timingwheel.RunnerConfig.Precise). Servers
+	// set it; never in a testing/synctest bubble, where time stands still
+	// while the runner spins.
 	PreciseTimers bool
 	// Logger for background errors. Default slog.Default().
 	Logger *slog.Logger

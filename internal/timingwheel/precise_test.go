@@ -34,7 +34,12 @@ func TestPreciseRunnerFiresEachOnceNeverEarly(t *testing.T) {
 		}
 	})
 	r.Start()
-	defer r.Stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			r.Stop()
+		}
+	}()
 	const n = 300
 	base := nowMs()
 	r.Add(n, base+10*hourMs) // the runner sleeps towards it first
@@ -60,5 +65,69 @@ func TestPreciseRunnerFiresEachOnceNeverEarly(t *testing.T) {
 	}
 	if fired[n] != 0 || r.Len() != 1 {
 		t.Fatalf("the 10 h entry fired %d times, %d entries left", fired[n], r.Len())
+	}
+	r.Stop()
+	stopped = true
+	// Releases a millisecond apart: after the first few wake-ups the
+	// timers are armed early and the runner spins to the due times, so
+	// "none early" above covered the spin too.
+	if runtime.GOOS == "linux" && r.spins == 0 {
+		t.Fatal("the runner never spun to a due time: its timers were never armed early")
+	}
+}
+
+// leadEstimate settles near the 80th percentile of the lateness it sees,
+// stays within [0, maxLead], and one stall moves it by one step.
+func TestLeadEstimate(t *testing.T) {
+	var l leadEstimate
+	// Lateness spread evenly over 0–100 µs, in a scrambled order.
+	for i := range 5000 {
+		l.observe(time.Duration(i*7919%100) * time.Microsecond)
+	}
+	if got := l.get(); got < 70*time.Microsecond || got > 90*time.Microsecond {
+		t.Fatalf("lead %v after lateness spread over 0–100 µs; want about the 80th percentile, 80 µs", got)
+	}
+	before := l.get()
+	l.observe(50 * time.Millisecond) // a stall
+	if got := l.get(); got != before+4*leadStep {
+		t.Fatalf("a 50 ms stall moved the lead from %v to %v; want one step up", before, got)
+	}
+	for range 1000 {
+		l.observe(time.Second)
+	}
+	if got := l.get(); got != maxLead {
+		t.Fatalf("lead %v after wake-ups a second late; want the cap %v", got, maxLead)
+	}
+	for range 1000 {
+		l.observe(-time.Millisecond) // woken early: never a negative lead
+	}
+	if got := l.get(); got != 0 {
+		t.Fatalf("lead %v after early wake-ups; want 0", got)
+	}
+}
+
+// A spin ends at its time, at once when the runner is woken (an earlier
+// entry) and, reporting it, when the runner is stopped.
+func TestRunnerSpinEnds(t *testing.T) {
+	r := NewRunner(RunnerConfig{}, func(uint64, int64) {})
+	start := time.Now()
+	if !r.spin(2 * time.Millisecond) {
+		t.Fatal("a plain spin reported a stop")
+	}
+	if took := time.Since(start); took < 2*time.Millisecond {
+		t.Fatalf("a 2 ms spin ended after %v", took)
+	}
+	r.wake <- struct{}{}
+	start = time.Now()
+	if !r.spin(time.Minute) {
+		t.Fatal("a woken spin reported a stop")
+	}
+	r.Stop() // never started: marks it stopped without closing stop
+	close(r.stop)
+	if r.spin(time.Minute) {
+		t.Fatal("a stopped runner's spin did not report it")
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("woken and stopped spins took %v; want them to end at once", took)
 	}
 }
