@@ -130,11 +130,12 @@ func (l *messageLog) add(topic, id string, ev Event, counted time.Time) (prev ti
 		return time.Time{}
 	}
 	c, ok := s.counted[h]
-	if ok && c.key == k { // else a 64-bit collision: the other one's count stays where it is
+	mine := ok && c.key == k // else a 64-bit collision: the other one's count stays where it is
+	if mine {
 		prev = c.due
 	}
 	if counted.IsZero() {
-		if ok && c.key == k {
+		if mine {
 			delete(s.counted, h)
 		}
 		return prev
