@@ -165,22 +165,13 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 	ctx, end := s.bound(ctx)
 	defer end(&err)
 	n := len(p.Messages)
-	ids, payloads, headers := make([]string, n), make([][]byte, n), make([][]byte, n)
-	dues, delays, attempts := make([]int64, n), make([]int64, n), make([]int32, n)
-	relative, generated := make([]bool, n), make([]bool, n)
-	priorities := make([]int16, n)
-	for i, m := range p.Messages {
-		priorities[i] = int16(m.Priority)
-		ids[i], payloads[i], headers[i] = m.ID, m.Payload, sqlcodec.EncodeHeaders(m.Headers)
-		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
-	}
+	args := insertArgs(s.nowArg(p.Now), p)
 	var sts []int32
 	var recs []*store.Record
 	for try := 1; ; try++ {
 		// p_echo false: a new message is answered without its headers and
 		// payload, taken from p below instead of read back (schema 12).
-		sts, recs, err = s.recs(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11, false)",
-			s.nowArg(p.Now), p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities)
+		sts, recs, err = s.recsEncoded(ctx, "send", "SELECT "+recCols+" FROM "+s.fn("op_insert")+"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, false, $11, false)", args)
 		// The call is its own transaction, rolled back whole on a deadlock
 		// (40P01: the narrow race of concurrent batches sharing ids, see
 		// the package doc) or a serialization failure (40001: an id kept
@@ -212,6 +203,22 @@ func (s *Store) MessageInsertMany(ctx context.Context, p *store.MessageInsertMan
 		s.notifySoon(ctx, p.Topic, earliest, now)
 	}
 	return out, nil
+}
+
+// insertArgs are op_insert's parameters for a batch, but for its
+// p_notify and p_echo: p_now, p_topic, then an array per message field.
+func insertArgs(now *int64, p *store.MessageInsertManyParams) []any {
+	n := len(p.Messages)
+	ids, payloads, headers := make([]string, n), make([][]byte, n), make([][]byte, n)
+	dues, delays, attempts := make([]int64, n), make([]int64, n), make([]int32, n)
+	relative, generated := make([]bool, n), make([]bool, n)
+	priorities := make([]int16, n)
+	for i, m := range p.Messages {
+		priorities[i] = int16(m.Priority)
+		ids[i], payloads[i], headers[i] = m.ID, m.Payload, sqlcodec.EncodeHeaders(m.Headers)
+		dues[i], relative[i], delays[i], attempts[i], generated[i] = m.DueAt, m.Relative, m.Delay, m.MaxAttempts, m.Generated
+	}
+	return []any{now, p.Topic, ids, payloads, headers, dues, relative, delays, attempts, generated, priorities}
 }
 
 // sentPayload is a new message's payload as the store answers it: a copy
