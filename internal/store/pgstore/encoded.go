@@ -56,6 +56,12 @@ func (s *Store) recsEncoded(ctx context.Context, op, sql string, args []any) ([]
 	}()
 	m := c.TypeMap()
 	buf := (*bp)[:0]
+	if buf == nil {
+		// Encode answers nil for NULL, and appending an empty string to
+		// a nil buffer is nil too: the buffer must exist for the two to
+		// be told apart.
+		buf = make([]byte, 0, 4096)
+	}
 	values := make([][]byte, len(args))
 	formats := make([]int16, len(args))
 	for i, a := range args {
