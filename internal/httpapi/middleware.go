@@ -68,7 +68,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		case err != nil:
 			s.writeError(w, r, err)
 		case v != nil:
-			writeJSON(w, status, v)
+			writeAnswer(w, status, v)
 		}
 	})
 }

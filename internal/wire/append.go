@@ -261,8 +261,7 @@ func AppendMessage(b []byte, m *Message) ([]byte, bool) {
 // payload base64-encoded into b rather than into a string first (a
 // lease answer is the API's largest: a payload per message). ok is false
 // where it would differ from FromMessage's mapping or json.Marshal would
-// fail (a payload_json message, a time outside years 0–9999), and for
-// an ack that failed (its error body is left to encoding/json); callers
+// fail (a payload_json message, a time outside years 0–9999); callers
 // then use encoding/json.
 func AppendLeaseResponse(b []byte, ms []*domain.Message, acks []AckResult) ([]byte, bool) {
 	b = append(b, `{"messages":[`...)
@@ -278,16 +277,11 @@ func AppendLeaseResponse(b []byte, ms []*domain.Message, acks []AckResult) ([]by
 	b = append(b, ']')
 	if len(acks) > 0 {
 		b = append(b, `,"acks":[`...)
-		for i, a := range acks {
-			if !a.OK || a.Error != nil {
-				return b, false
-			}
+		for i := range acks {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"id":`...)
-			b = AppendString(b, a.ID)
-			b = append(b, `,"ok":true}`...)
+			b = AppendAckResult(b, &acks[i])
 		}
 		b = append(b, ']')
 	}
@@ -376,6 +370,42 @@ func appendErrorBody(b []byte, e *ErrorBody) []byte {
 	if e.Field != "" {
 		b = append(b, `,"field":`...)
 		b = AppendString(b, e.Field)
+	}
+	if e.RequestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = AppendString(b, e.RequestID)
+	}
+	return append(b, '}')
+}
+
+// AppendAckBatchResponse appends r as json.Marshal(r) writes it.
+func AppendAckBatchResponse(b []byte, r *AckBatchResponse) []byte {
+	b = append(b, `{"results":`...)
+	if r.Results == nil {
+		return append(b, "null}"...)
+	}
+	b = append(b, '[')
+	for i := range r.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendAckResult(b, &r.Results[i])
+	}
+	return append(b, "]}"...)
+}
+
+// AppendAckResult appends r as json.Marshal(r) writes it.
+func AppendAckResult(b []byte, r *AckResult) []byte {
+	b = append(b, `{"id":`...)
+	b = AppendString(b, r.ID)
+	if r.OK {
+		b = append(b, `,"ok":true`...)
+	} else {
+		b = append(b, `,"ok":false`...)
+	}
+	if r.Error != nil {
+		b = append(b, `,"error":`...)
+		b = appendErrorBody(b, r.Error)
 	}
 	return append(b, '}')
 }

@@ -379,8 +379,7 @@ func TestAppendLeaseResponseMatchesJSON(t *testing.T) {
 		for j := range r.IntN(4) {
 			a := AckResult{ID: randText(r), OK: true}
 			if r.IntN(8) == 0 {
-				a = AckResult{ID: "x" + strconv.Itoa(j), Error: &ErrorBody{Code: CodeConflict, Message: "m"}}
-				refuse = true
+				a = AckResult{ID: "x" + strconv.Itoa(j), Error: &ErrorBody{Code: CodeConflict, Message: randText(r), Field: []string{"", "receipt"}[r.IntN(2)]}}
 			}
 			acks = append(acks, a)
 		}
@@ -398,5 +397,47 @@ func TestAppendLeaseResponseMatchesJSON(t *testing.T) {
 		if !ok || string(got) != string(want) {
 			t.Fatalf("ok %v\ngot  %s\nwant %s", ok, got, want)
 		}
+	}
+}
+
+// TestAppendAckResultsMatchJSON: a batch ack's answer and a single ack's,
+// failures (with every error field) among them, byte for byte as
+// encoding/json writes them.
+func TestAppendAckResultsMatchJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	checked := 0
+	for range 3000 {
+		res := AckBatchResponse{Results: make([]AckResult, r.IntN(5))}
+		for i := range res.Results {
+			a := &res.Results[i]
+			a.ID, a.OK = randText(r), r.IntN(3) != 0
+			if !a.OK && r.IntN(4) != 0 {
+				a.Error = &ErrorBody{Code: []string{CodeConflict, CodeNotFound}[r.IntN(2)], Message: randText(r),
+					Field: []string{"", "receipt"}[r.IntN(2)], RequestID: []string{"", randText(r)}[r.IntN(2)]}
+			}
+		}
+		if r.IntN(20) == 0 {
+			res.Results = nil
+		}
+		want, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendAckBatchResponse(nil, &res); string(got) != string(want) {
+			t.Fatalf("batch\ngot  %s\nwant %s", got, want)
+		}
+		for i := range res.Results {
+			want, err := json.Marshal(res.Results[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := AppendAckResult(nil, &res.Results[i]); string(got) != string(want) {
+				t.Fatalf("one\ngot  %s\nwant %s", got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d results checked", checked)
 	}
 }
