@@ -45,17 +45,7 @@ func benchSendBinary(b *testing.B, size int) {
 }
 
 func benchSendBatchHandler(b *testing.B, item func(i int) string) {
-	st := memstore.New()
-	eng, err := engine.Open(context.Background(), engine.Config{Store: st})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { eng.Close(context.Background()); st.Close() }()
-	srv, err := New(Config{Queue: eng, Ready: eng.Ready})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	h := benchHandler(b)
 	bodies := make([][]byte, 0, 64)
 	for k := 0; k < 64; k++ {
 		var sb strings.Builder
@@ -87,17 +77,7 @@ func benchSendBatchHandler(b *testing.B, item func(i int) string) {
 // random payload, due now), a lease of it and a batch ack of its
 // receipt, through the handlers on an in-memory engine.
 func BenchmarkMessageCycleHandlers(b *testing.B) {
-	st := memstore.New()
-	eng, err := engine.Open(context.Background(), engine.Config{Store: st})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { eng.Close(context.Background()); st.Close() }()
-	srv, err := New(Config{Queue: eng, Ready: eng.Ready})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	h := benchHandler(b)
 	r := rand.New(rand.NewPCG(3, 4)) // #nosec G404 -- benchmark data
 	p := make([]byte, 1024)
 	for j := range p {
@@ -143,4 +123,20 @@ func stringAfter(b []byte, key string) string {
 		return ""
 	}
 	return string(v)
+}
+
+// benchHandler is a server's handler on an in-memory engine, closed when
+// the benchmark ends.
+func benchHandler(b *testing.B) http.Handler {
+	st := memstore.New()
+	eng, err := engine.Open(context.Background(), engine.Config{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close(context.Background()); st.Close() })
+	srv, err := New(Config{Queue: eng, Ready: eng.Ready})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv.Handler()
 }
