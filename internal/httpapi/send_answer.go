@@ -9,13 +9,6 @@ import (
 	"github.com/delayq/delayq/internal/wire"
 )
 
-// writeSendBatch writes a batch answer with the hand-written encoder,
-// as writeJSON would write it (same bytes, same headers). False: the
-// encoder refused (a time JSON can't carry), and nothing was written.
-func writeSendBatch(w http.ResponseWriter, out *wire.SendBatchResponse) bool {
-	return writeAppended(w, http.StatusOK, func(b []byte) ([]byte, bool) { return wire.AppendSendBatchResponse(b, out) })
-}
-
 // writeLease writes a lease answer with the hand-written encoder, as
 // writeJSON(w, 200, wire.MessagesResponse{Messages: wire.FromMessages(msgs), Acks: acks})
 // would write it. False: the encoder refused (a payload_json message, a
@@ -25,13 +18,16 @@ func writeLease(w http.ResponseWriter, msgs []*domain.Message, acks []wire.AckRe
 }
 
 // writeAnswer writes a handler's answer v as writeJSON(w, status, v)
-// would, through a hand-written encoder for the answers of the calls a
-// queue makes most (a single send's message, acks' results),
-// which encoding/json took a twentieth of a server's CPU to reflect over
-// at 1,000 single sends a second; anything else through writeJSON.
+// would (same bytes, same headers), through a hand-written encoder for
+// the answers of the calls a queue makes most (sends, one or a batch,
+// and acks), where encoding/json's reflection was 4.5 % of a server's
+// CPU in a profile at 1,000 single sends a second; anything else, and
+// what an encoder refuses (a time JSON can't carry), through writeJSON.
 func writeAnswer(w http.ResponseWriter, status int, v any) {
 	var ok bool
 	switch v := v.(type) {
+	case wire.SendBatchResponse:
+		ok = writeAppended(w, status, func(b []byte) ([]byte, bool) { return wire.AppendSendBatchResponse(b, &v) })
 	case *wire.Message:
 		ok = writeAppended(w, status, func(b []byte) ([]byte, bool) { return wire.AppendMessage(b, v) })
 	case wire.AckBatchResponse:

@@ -10,8 +10,9 @@ import (
 	"github.com/delayq/delayq/internal/wire"
 )
 
-// TestWriteSendBatchMatchesWriteJSON checks that the hand-written answer
-// goes out exactly as writeJSON would send it: status, headers, bytes.
+// TestWriteSendBatchMatchesWriteJSON checks that a batch send's
+// hand-written answer goes out exactly as writeJSON would send it:
+// status, headers, bytes.
 func TestWriteSendBatchMatchesWriteJSON(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC)
 	p := "dup <payload>"
@@ -21,9 +22,10 @@ func TestWriteSendBatchMatchesWriteJSON(t *testing.T) {
 		{Error: &wire.ErrorBody{Code: wire.CodeTooLarge, Message: "payload is 5 bytes, the limit is 4"}},
 	}}
 	fast, ref := httptest.NewRecorder(), httptest.NewRecorder()
-	if !writeSendBatch(fast, &out) {
-		t.Fatal("writeSendBatch refused")
+	if _, ok := wire.AppendSendBatchResponse(nil, &out); !ok {
+		t.Fatal("the batch answer's encoder refused: writeAnswer would fall back to writeJSON")
 	}
+	writeAnswer(fast, http.StatusOK, out)
 	writeJSON(ref, http.StatusOK, out)
 	if fast.Code != ref.Code || !reflect.DeepEqual(fast.Header(), ref.Header()) || fast.Body.String() != ref.Body.String() {
 		t.Fatalf("fast %d %v %q\nref  %d %v %q", fast.Code, fast.Header(), fast.Body, ref.Code, ref.Header(), ref.Body)
