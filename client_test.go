@@ -468,9 +468,11 @@ func TestClientLeaseWaitOutlastsTimeout(t *testing.T) {
 		writeJSON(w, 200, wire.MessagesResponse{})
 	})
 	// Both the per-attempt timeout and the http.Client's are shorter than
-	// the long-poll; Lease must extend them by Wait.
+	// the long-poll; Lease must extend them by Wait. Wait leaves the
+	// answer most of a second to arrive: a busy machine running the
+	// whole suite once held it back past a 150 ms margin.
 	c := f.client(t, WithTimeout(50*time.Millisecond), WithHTTPClient(&http.Client{Timeout: 50 * time.Millisecond}))
-	msgs, err := c.Lease(context.Background(), "t", LeaseRequest{Wait: 400 * time.Millisecond})
+	msgs, err := c.Lease(context.Background(), "t", LeaseRequest{Wait: time.Second})
 	if err != nil || len(msgs) != 0 {
 		t.Fatalf("lease: %v %v", msgs, err)
 	}
