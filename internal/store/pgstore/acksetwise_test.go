@@ -1,0 +1,267 @@
+package pgstore_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
+)
+
+// TestAckManyMatchesVersion14: the set-based op_ack_many of schema version
+// 15 answers every ack batch as version 14's message-by-message loop did
+// and leaves the same rows behind. Two schemas, one of each version, get
+// the same calls with the same clock: sends, leases, lease expiries and
+// nacks, then ack batches of random ids (sent, acked, never sent) with
+// random receipts (the current lease's, an earlier delivery's kept after
+// an expiry or a nack, one of a wrong token), an id often twice in a
+// batch. After each round the statuses, the messages, the queue rows,
+// the tombstones and the topic's counts must be equal in both.
+func TestAckManyMatchesVersion14(t *testing.T) {
+	srv := pgtest.Shared(t)
+	adm := adminPool(t, srv)
+	qs := make([]string, 2)
+	for i, version := range []int{14, 15} {
+		_, q, stmts := oldSchema(t, srv, migrationFiles(t, version)...)
+		for _, st := range stmts {
+			if _, err := adm.Exec(ctx, st); err != nil {
+				t.Fatalf("schema %d: %.80s: %v", version, st, err)
+			}
+		}
+		qs[i] = q
+	}
+	// Both schemas must be created by the files the test names, the newer
+	// with the set-based function.
+	var body string
+	if err := adm.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.op_ack_many(bigint, text, text[], text[])')::regprocedure",
+		qs[1]).Scan(&body); err != nil || !strings.Contains(body, "ctid") || strings.Contains(body, "leased(") {
+		t.Fatalf("op_ack_many of version 15: %v; body:\n%.300s", err, body)
+	}
+
+	// both runs sql (%[1]s is the schema) with args on each schema and
+	// answers each one's rows as text.
+	both := func(sql string, args ...any) [2][]string {
+		t.Helper()
+		var out [2][]string
+		for i, q := range qs {
+			rows, err := adm.Query(ctx, fmt.Sprintf(sql, q), args...)
+			if err != nil {
+				t.Fatalf("schema %d: %.80s: %v", 14+i, sql, err)
+			}
+			for rows.Next() {
+				vals, err := rows.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[i] = append(out[i], fmt.Sprint(vals...))
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("schema %d: %.80s: %v", 14+i, sql, err)
+			}
+		}
+		return out
+	}
+	same := func(what string, got [2][]string) {
+		t.Helper()
+		if !slices.Equal(got[0], got[1]) {
+			t.Fatalf("%s differ:\nversion 14: %q\nversion 15: %q", what, got[0], got[1])
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(15, 14))
+	var statuses [4]int
+	now := int64(1_800_000_000_000)
+	for round := range 60 {
+		now += 1000
+		// Mostly new ids, some sent before (duplicates, or sent again
+		// after an ack: the tombstone's id).
+		var send []string
+		for range 8 {
+			send = append(send, fmt.Sprintf("m%03d", max(0, round*6+rng.IntN(12)-4)))
+		}
+		n := len(send)
+		same("sends", both(`SELECT status, id, seq FROM %[1]s.op_insert($1, 't', $2, array_fill('\x01'::bytea, ARRAY[$3::int]),
+			array_fill(NULL::bytea, ARRAY[$3::int]), array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]),
+			array_fill(0::bigint, ARRAY[$3::int]), array_fill(3, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false,
+			array_fill(0::smallint, ARRAY[$3::int]))`, now, send, n))
+		same("expiries", both(`SELECT status, id, state FROM %[1]s.op_expire($1, 100)`, now))
+		same("leases", both(`SELECT status, id, receipt FROM %[1]s.op_lease_due($1, 't', $2, $3, $4)`,
+			now, 1+rng.IntN(12), []int64{500, 1500, 60_000}[rng.IntN(3)], fmt.Sprintf("r%d", round)))
+
+		// Receipts to ack with: what each message holds now (a lease's, or
+		// one kept from a failed delivery), and some of no delivery.
+		held := map[string]string{}
+		rows, err := adm.Query(ctx, "SELECT id, receipt FROM "+qs[1]+".message WHERE topic = 't' AND receipt IS NOT NULL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k, r string
+			if err := rows.Scan(&k, &r); err != nil {
+				t.Fatal(err)
+			}
+			held[k] = r
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		var heldIDs []string
+		for k := range held {
+			heldIDs = append(heldIDs, k)
+		}
+		slices.Sort(heldIDs)
+		if round%4 == 3 && len(heldIDs) > 0 { // a nack keeps the receipt
+			k := heldIDs[rng.IntN(len(heldIDs))]
+			same("nack", both(`SELECT status, id, state FROM %[1]s.op_nack($1, 't', $2, $3, 0, 'x')`, now, k, held[k]))
+		}
+		// id is one with a receipt, or any id up to a few never sent.
+		id := func() string {
+			if len(heldIDs) > 0 && rng.IntN(2) == 0 {
+				return heldIDs[rng.IntN(len(heldIDs))]
+			}
+			return fmt.Sprintf("m%03d", rng.IntN(round*6+16))
+		}
+		receipt := func(k string) string {
+			switch r, ok := held[k]; {
+			case ok && rng.IntN(4) > 0:
+				return r
+			case rng.IntN(2) == 0:
+				return fmt.Sprintf("r%d-1", max(round-1, 0))
+			default:
+				return "wrong-1"
+			}
+		}
+		for range 3 {
+			var bids, brcs []string
+			for range 1 + rng.IntN(12) {
+				k := id()
+				if len(bids) > 0 && rng.IntN(4) == 0 {
+					k = bids[rng.IntN(len(bids))]
+				}
+				bids, brcs = append(bids, k), append(brcs, receipt(k))
+			}
+			got := both(`SELECT * FROM %[1]s.op_ack_many($1, 't', $2, $3)`, now, bids, brcs)
+			same(fmt.Sprintf("round %d: statuses of ack %q %q", round, bids, brcs), got)
+			if len(got[1]) != len(bids) {
+				t.Fatalf("%d statuses for %d items", len(got[1]), len(bids))
+			}
+			for _, s := range got[1] {
+				switch s {
+				case "0":
+					statuses[0]++
+				case "2":
+					statuses[2]++
+				case "3":
+					statuses[3]++
+				default:
+					t.Fatalf("status %s", s)
+				}
+			}
+		}
+		same("messages", both(`SELECT id, seq, state, due_at, created_at, updated_at, lease_until, dead_at, deliveries, failures,
+			receipt, last_error, payload FROM %[1]s.message ORDER BY id`))
+		same("tombstones", both(`SELECT id, seq, due_at, created_at, updated_at, acked_at, deliveries, failures, max_attempts,
+			last_error, priority, receipt FROM %[1]s.tombstone ORDER BY id`))
+		same("inflight", both(`SELECT * FROM %[1]s.q_inflight ORDER BY lease_until, seq`))
+		same("ready", both(`SELECT * FROM %[1]s.q_ready ORDER BY due_at, seq`))
+		same("scheduled", both(`SELECT * FROM %[1]s.q_scheduled ORDER BY due_at, seq`))
+		same("counts", both(`SELECT sum(scheduled), sum(ready), sum(inflight), sum(dead), sum(acked) FROM %[1]s.topic_count WHERE topic = 't'`))
+	}
+	t.Logf("statuses: %d acked, %d missing, %d conflicts", statuses[0], statuses[2], statuses[3])
+	if statuses[0] < 50 || statuses[2] < 20 || statuses[3] < 50 {
+		t.Fatalf("statuses %v: too few of a kind to compare", statuses)
+	}
+}
+
+// TestConcurrentAckBatches: ack batches that share ids, in different
+// orders, from several connections at once, neither deadlock nor ack a
+// message twice: each leased message is acked by exactly one item, every
+// other item of it answers conflict, and the counts end with nothing
+// inflight.
+func TestConcurrentAckBatches(t *testing.T) {
+	srv := pgtest.Shared(t)
+	s := openAt(t, srv)
+	const n, ackers, per = 300, 6, 25
+	msgs := make([]store.InsertMessage, n)
+	for i := range msgs {
+		msgs[i] = store.InsertMessage{ID: fmt.Sprintf("c%03d", i), Relative: true, MaxAttempts: 3}
+	}
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	var items []store.AckItem
+	for len(items) < n {
+		recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Max: 100, LeaseFor: 600_000, Token: fmt.Sprintf("tok%d", len(items))})
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("lease: %d %v", len(recs), err)
+		}
+		for _, r := range recs {
+			items = append(items, store.AckItem{ID: r.ID, Receipt: r.Receipt})
+		}
+	}
+
+	var (
+		mu        sync.Mutex
+		acked     = map[string]int{}
+		conflicts int
+		wg        sync.WaitGroup
+	)
+	errs := make(chan error, ackers)
+	for w := range ackers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 20))
+			mine := slices.Clone(items)
+			rng.Shuffle(len(mine), func(i, j int) { mine[i], mine[j] = mine[j], mine[i] })
+			for start := 0; start < len(mine); start += per {
+				batch := mine[start:min(start+per, len(mine))]
+				res, err := s.MessageAckMany(ctx, &store.MessageAckManyParams{Topic: "t", Items: batch})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for i, e := range res {
+					switch {
+					case e == nil:
+						acked[batch[i].ID]++
+					case errors.Is(e, store.ErrConflict):
+						conflicts++
+					default:
+						errs <- fmt.Errorf("ack %s: %w", batch[i].ID, e)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			t.Fatalf("deadlock: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if len(acked) != n || conflicts != n*(ackers-1) {
+		t.Fatalf("%d messages acked, %d conflicts; want %d and %d", len(acked), conflicts, n, n*(ackers-1))
+	}
+	for k, c := range acked {
+		if c != 1 {
+			t.Fatalf("%s acked %d times", k, c)
+		}
+	}
+	tr, err := s.TopicGet(ctx, "t")
+	if err != nil || tr.Counts.Inflight != 0 || tr.Counts.Acked != n {
+		t.Fatalf("counts %+v %v: want 0 inflight, %d acked", tr.Counts, err, n)
+	}
+}
