@@ -15,16 +15,17 @@ import (
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
-// TestAckManyMatchesVersion14: the set-based op_ack_many of schema version
-// 15 answers every ack batch as version 14's message-by-message loop did
-// and leaves the same rows behind. Two schemas, one of each version, get
-// the same calls with the same clock: sends, leases, lease expiries and
+// TestAckAndLeaseMatchVersion14: the set-based op_ack_many and
+// op_lease_due of schema version 15 answer every call as version 14's
+// message-by-message loops did and leave the same rows behind. Two
+// schemas, one of each version, get the same calls with the same clock:
+// sends (priorities 0–2, due now or soon), leases, lease expiries and
 // nacks, then ack batches of random ids (sent, acked, never sent) with
 // random receipts (the current lease's, an earlier delivery's kept after
 // an expiry or a nack, one of a wrong token), an id often twice in a
 // batch. After each round the statuses, the messages, the queue rows,
 // the tombstones and the topic's counts must be equal in both.
-func TestAckManyMatchesVersion14(t *testing.T) {
+func TestAckAndLeaseMatchVersion14(t *testing.T) {
 	srv := pgtest.Shared(t)
 	adm := adminPool(t, srv)
 	qs := make([]string, 2)
@@ -39,10 +40,12 @@ func TestAckManyMatchesVersion14(t *testing.T) {
 	}
 	// Both schemas must be created by the files the test names, the newer
 	// with the set-based function.
-	var body string
-	if err := adm.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.op_ack_many(bigint, text, text[], text[])')::regprocedure",
-		qs[1]).Scan(&body); err != nil || !strings.Contains(body, "ctid") || strings.Contains(body, "leased(") {
-		t.Fatalf("op_ack_many of version 15: %v; body:\n%.300s", err, body)
+	for _, fn := range []string{"ack_many_set(bigint, text, text[], text[])", "op_lease_due(bigint, text, integer, bigint, text)"} {
+		var body string
+		if err := adm.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.' || $2)::regprocedure",
+			qs[1], fn).Scan(&body); err != nil || !strings.Contains(body, "ctid") {
+			t.Fatalf("%s of version 15: %v; body:\n%.300s", fn, err, body)
+		}
 	}
 
 	// both runs sql (%[1]s is the schema) with args on each schema and
@@ -77,6 +80,10 @@ func TestAckManyMatchesVersion14(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(15, 14))
 	var statuses [4]int
+	leased := 0
+	// Batch sizes on both sides of where the functions switch from a
+	// statement per message to the set-based statements.
+	var smallAcks, bigAcks, smallLeases, bigLeases int
 	now := int64(1_800_000_000_000)
 	for round := range 60 {
 		now += 1000
@@ -87,13 +94,23 @@ func TestAckManyMatchesVersion14(t *testing.T) {
 			send = append(send, fmt.Sprintf("m%03d", max(0, round*6+rng.IntN(12)-4)))
 		}
 		n := len(send)
+		delays, prios := make([]int64, n), make([]int16, n)
+		for i := range n {
+			delays[i], prios[i] = int64(rng.IntN(2))*500, int16(rng.IntN(3))
+		}
 		same("sends", both(`SELECT status, id, seq FROM %[1]s.op_insert($1, 't', $2, array_fill('\x01'::bytea, ARRAY[$3::int]),
 			array_fill(NULL::bytea, ARRAY[$3::int]), array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]),
-			array_fill(0::bigint, ARRAY[$3::int]), array_fill(3, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false,
-			array_fill(0::smallint, ARRAY[$3::int]))`, now, send, n))
+			$4, array_fill(3, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, $5)`, now, send, n, delays, prios))
 		same("expiries", both(`SELECT status, id, state FROM %[1]s.op_expire($1, 100)`, now))
-		same("leases", both(`SELECT status, id, receipt FROM %[1]s.op_lease_due($1, 't', $2, $3, $4)`,
-			now, 1+rng.IntN(12), []int64{500, 1500, 60_000}[rng.IntN(3)], fmt.Sprintf("r%d", round)))
+		got := both(`SELECT * FROM %[1]s.op_lease_due($1, 't', $2, $3, $4)`,
+			now, 1+rng.IntN(12), []int64{500, 1500, 60_000}[rng.IntN(3)], fmt.Sprintf("r%d", round))
+		same("leases", got)
+		leased += len(got[1])
+		if len(got[1]) > 5 {
+			bigLeases++
+		} else if len(got[1]) > 0 {
+			smallLeases++
+		}
 
 		// Receipts to ack with: what each message holds now (a lease's, or
 		// one kept from a failed delivery), and some of no delivery.
@@ -149,6 +166,11 @@ func TestAckManyMatchesVersion14(t *testing.T) {
 			}
 			got := both(`SELECT * FROM %[1]s.op_ack_many($1, 't', $2, $3)`, now, bids, brcs)
 			same(fmt.Sprintf("round %d: statuses of ack %q %q", round, bids, brcs), got)
+			if len(bids) > 2 {
+				bigAcks++
+			} else {
+				smallAcks++
+			}
 			if len(got[1]) != len(bids) {
 				t.Fatalf("%d statuses for %d items", len(got[1]), len(bids))
 			}
@@ -174,9 +196,17 @@ func TestAckManyMatchesVersion14(t *testing.T) {
 		same("scheduled", both(`SELECT * FROM %[1]s.q_scheduled ORDER BY due_at, seq`))
 		same("counts", both(`SELECT sum(scheduled), sum(ready), sum(inflight), sum(dead), sum(acked) FROM %[1]s.topic_count WHERE topic = 't'`))
 	}
-	t.Logf("statuses: %d acked, %d missing, %d conflicts", statuses[0], statuses[2], statuses[3])
-	if statuses[0] < 50 || statuses[2] < 20 || statuses[3] < 50 {
-		t.Fatalf("statuses %v: too few of a kind to compare", statuses)
+	// Redelivered: leased again from q_ready after an expiry or a nack.
+	var again int
+	if err := adm.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+qs[1]+".message WHERE deliveries > 1) + (SELECT count(*) FROM "+qs[1]+
+		".tombstone WHERE deliveries > 1)").Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d leased (%d messages more than once); ack statuses: %d acked, %d missing, %d conflicts", leased, again, statuses[0], statuses[2], statuses[3])
+	t.Logf("acks of 1-2 items: %d, of more: %d; leases of 1-5: %d, of more: %d", smallAcks, bigAcks, smallLeases, bigLeases)
+	if statuses[0] < 50 || statuses[2] < 20 || statuses[3] < 50 || leased < 100 || again < 10 ||
+		min(smallAcks, bigAcks, smallLeases, bigLeases) < 10 {
+		t.Fatalf("statuses %v, %d leased, %d more than once: too few of a kind to compare", statuses, leased, again)
 	}
 }
 
