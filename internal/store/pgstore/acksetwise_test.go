@@ -12,39 +12,45 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
-// TestAckAndLeaseMatchVersion14: the set-based op_ack_many and
-// op_lease_due of schema version 15 answer every call as version 14's
-// message-by-message loops did and leave the same rows behind. Two
-// schemas, one of each version, get the same calls with the same clock:
-// sends (priorities 0–2, due now or soon), leases, lease expiries and
-// nacks, then ack batches of random ids (sent, acked, never sent) with
-// random receipts (the current lease's, an earlier delivery's kept after
-// an expiry or a nack, one of a wrong token), an id often twice in a
-// batch. After each round the statuses, the messages, the queue rows,
-// the tombstones and the topic's counts must be equal in both.
-func TestAckAndLeaseMatchVersion14(t *testing.T) {
+// TestQueueOpsMatchVersion14: the set-based op_ack_many and op_lease_due
+// of schema version 15 and the set-based tombstone check of version 16's
+// op_insert (and delayq_send_many, which no longer asks for the payloads
+// back) answer every call as version 14 did and leave the same rows
+// behind. Two schemas, one of version 14 and one of this build's, get
+// the same calls with the same clock (now_ms() of both reads a clock the
+// test sets): sends of the caller's ids (new, live, acked: tombstones;
+// priorities 0–2, due now or soon) through op_insert and
+// delayq_send_many, leases, lease expiries and nacks, then ack batches
+// of random ids (sent, acked, never sent) with random receipts (the
+// current lease's, an earlier delivery's kept after an expiry or a nack,
+// one of a wrong token), an id often twice in a batch. After each round
+// the answers, the messages, the queue rows, the tombstones and the
+// topic's counts must be equal in both.
+func TestQueueOpsMatchVersion14(t *testing.T) {
 	srv := pgtest.Shared(t)
 	adm := adminPool(t, srv)
 	qs := make([]string, 2)
-	for i, version := range []int{14, 15} {
-		_, q, stmts := oldSchema(t, srv, migrationFiles(t, version)...)
+	clocks := make([]func(int64), 2)
+	for i, version := range []int{14, pgstore.SchemaVersion()} {
+		schema, q, stmts := oldSchema(t, srv, migrationFiles(t, version)...)
 		for _, st := range stmts {
 			if _, err := adm.Exec(ctx, st); err != nil {
 				t.Fatalf("schema %d: %.80s: %v", version, st, err)
 			}
 		}
-		qs[i] = q
+		qs[i], clocks[i] = q, fakeClock(t, adm, schema)
 	}
-	// Both schemas must be created by the files the test names, the newer
-	// with the set-based function.
-	for _, fn := range []string{"ack_many_set(bigint, text, text[], text[])", "op_lease_due(bigint, text, integer, bigint, text)"} {
+	// The newer schema must have the set-based functions.
+	for _, fn := range []string{"ack_many_set(bigint, text, text[], text[])", "op_lease_due(bigint, text, integer, bigint, text)",
+		"op_insert(bigint, text, text[], bytea[], bytea[], bigint[], boolean[], bigint[], integer[], boolean[], boolean, smallint[], boolean)"} {
 		var body string
 		if err := adm.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.' || $2)::regprocedure",
 			qs[1], fn).Scan(&body); err != nil || !strings.Contains(body, "ctid") {
-			t.Fatalf("%s of version 15: %v; body:\n%.300s", fn, err, body)
+			t.Fatalf("%s of this build's schema: %v; body:\n%.300s", fn, err, body)
 		}
 	}
 
@@ -56,7 +62,7 @@ func TestAckAndLeaseMatchVersion14(t *testing.T) {
 		for i, q := range qs {
 			rows, err := adm.Query(ctx, fmt.Sprintf(sql, q), args...)
 			if err != nil {
-				t.Fatalf("schema %d: %.80s: %v", 14+i, sql, err)
+				t.Fatalf("schema %d: %.80s: %v", i, sql, err)
 			}
 			for rows.Next() {
 				vals, err := rows.Values()
@@ -66,7 +72,7 @@ func TestAckAndLeaseMatchVersion14(t *testing.T) {
 				out[i] = append(out[i], fmt.Sprint(vals...))
 			}
 			if err := rows.Err(); err != nil {
-				t.Fatalf("schema %d: %.80s: %v", 14+i, sql, err)
+				t.Fatalf("schema %d: %.80s: %v", i, sql, err)
 			}
 		}
 		return out
@@ -74,7 +80,7 @@ func TestAckAndLeaseMatchVersion14(t *testing.T) {
 	same := func(what string, got [2][]string) {
 		t.Helper()
 		if !slices.Equal(got[0], got[1]) {
-			t.Fatalf("%s differ:\nversion 14: %q\nversion 15: %q", what, got[0], got[1])
+			t.Fatalf("%s differ:\nversion 14: %q\nthis build's: %q", what, got[0], got[1])
 		}
 	}
 
@@ -98,9 +104,20 @@ func TestAckAndLeaseMatchVersion14(t *testing.T) {
 		for i := range n {
 			delays[i], prios[i] = int64(rng.IntN(2))*500, int16(rng.IntN(3))
 		}
-		same("sends", both(`SELECT status, id, seq FROM %[1]s.op_insert($1, 't', $2, array_fill('\x01'::bytea, ARRAY[$3::int]),
+		for _, set := range clocks {
+			set(now)
+		}
+		same("sends", both(`SELECT * FROM %[1]s.op_insert($1, 't', $2, array_fill('\x01'::bytea, ARRAY[$3::int]),
 			array_fill(NULL::bytea, ARRAY[$3::int]), array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]),
-			$4, array_fill(3, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, $5)`, now, send, n, delays, prios))
+			$4, array_fill(3, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, $5, false)`, now, send, n, delays, prios))
+		// delayq_send_many: three of the same ids (duplicates now) and two
+		// new, payloads of 0–3 KiB.
+		many := append(slices.Clone(send[:3]), fmt.Sprintf("q%03da", round), fmt.Sprintf("q%03db", round))
+		payloads := make([][]byte, len(many))
+		for i := range payloads {
+			payloads[i] = make([]byte, rng.IntN(3072))
+		}
+		same("delayq_send_many", both(`SELECT * FROM %[1]s.delayq_send_many('t', $1, $2, ARRAY[0, 500, 0, 500, 0]::bigint[])`, many, payloads))
 		same("expiries", both(`SELECT status, id, state FROM %[1]s.op_expire($1, 100)`, now))
 		got := both(`SELECT * FROM %[1]s.op_lease_due($1, 't', $2, $3, $4)`,
 			now, 1+rng.IntN(12), []int64{500, 1500, 60_000}[rng.IntN(3)], fmt.Sprintf("r%d", round))
