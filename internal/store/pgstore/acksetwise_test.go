@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,15 +17,15 @@ import (
 	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
-// TestQueueOpsMatchVersion14: the set-based op_ack_many and op_lease_due
-// of schema version 15 and the set-based tombstone check of version 16's
+// TestQueueOpsMatchVersion14: the set-based op_ack_many, op_lease_due and
+// op_promote_grace of schema version 15 and the set-based tombstone check of version 16's
 // op_insert (and delayq_send_many, which no longer asks for the payloads
 // back) answer every call as version 14 did and leave the same rows
 // behind. Two schemas, one of version 14 and one of this build's, get
 // the same calls with the same clock (now_ms() of both reads a clock the
 // test sets): sends of the caller's ids (new, live, acked: tombstones;
 // priorities 0–2, due now or soon) through op_insert and
-// delayq_send_many, leases, lease expiries and nacks, then ack batches
+// delayq_send_many, promotions, leases, lease expiries and nacks, then ack batches
 // of random ids (sent, acked, never sent) with random receipts (the
 // current lease's, an earlier delivery's kept after an expiry or a nack,
 // one of a wrong token), an id often twice in a batch. After each round
@@ -46,6 +47,7 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 	}
 	// The newer schema must have the set-based functions.
 	for _, fn := range []string{"ack_many_set(bigint, text, text[], text[])", "op_lease_due(bigint, text, integer, bigint, text)",
+		"op_promote_grace(bigint, text, integer, bigint)",
 		"op_insert(bigint, text, text[], bytea[], bytea[], bigint[], boolean[], bigint[], integer[], boolean[], boolean, smallint[], boolean)"} {
 		var body string
 		if err := adm.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE oid = ($1 || '.' || $2)::regprocedure",
@@ -89,7 +91,7 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 	leased := 0
 	// Batch sizes on both sides of where the functions switch from a
 	// statement per message to the set-based statements.
-	var smallAcks, bigAcks, smallLeases, bigLeases int
+	var smallAcks, bigAcks, smallLeases, bigLeases, smallPromotions, bigPromotions int
 	now := int64(1_800_000_000_000)
 	for round := range 60 {
 		now += 1000
@@ -102,7 +104,7 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 		n := len(send)
 		delays, prios := make([]int64, n), make([]int16, n)
 		for i := range n {
-			delays[i], prios[i] = int64(rng.IntN(2))*500, int16(rng.IntN(3))
+			delays[i], prios[i] = []int64{0, 500, 500}[rng.IntN(3)], int16(rng.IntN(3))
 		}
 		for _, set := range clocks {
 			set(now)
@@ -118,6 +120,19 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 			payloads[i] = make([]byte, rng.IntN(3072))
 		}
 		same("delayq_send_many", both(`SELECT * FROM %[1]s.delayq_send_many('t', $1, $2, ARRAY[0, 500, 0, 500, 0]::bigint[])`, many, payloads))
+		if round%2 == 1 { // what came due over two rounds, for promotions of six or more
+			got := both(`SELECT * FROM %[1]s.op_promote_grace($1, 't', $2, 0)`, now, 1+rng.IntN(12))
+			same("promotions", got)
+			if len(got[1]) != 1 {
+				t.Fatalf("promotion answered %q", got[1])
+			}
+			switch k, _ := strconv.Atoi(strings.Fields(got[1][0])[0]); {
+			case k > 5:
+				bigPromotions++
+			case k > 0:
+				smallPromotions++
+			}
+		}
 		same("expiries", both(`SELECT status, id, state FROM %[1]s.op_expire($1, 100)`, now))
 		got := both(`SELECT * FROM %[1]s.op_lease_due($1, 't', $2, $3, $4)`,
 			now, 1+rng.IntN(12), []int64{500, 1500, 60_000}[rng.IntN(3)], fmt.Sprintf("r%d", round))
@@ -220,9 +235,10 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d leased (%d messages more than once); ack statuses: %d acked, %d missing, %d conflicts", leased, again, statuses[0], statuses[2], statuses[3])
-	t.Logf("acks of 1-2 items: %d, of more: %d; leases of 1-5: %d, of more: %d", smallAcks, bigAcks, smallLeases, bigLeases)
+	t.Logf("acks of 1-2 items: %d, of more: %d; leases of 1-5: %d, of more: %d; promotions of 1-5: %d, of more: %d",
+		smallAcks, bigAcks, smallLeases, bigLeases, smallPromotions, bigPromotions)
 	if statuses[0] < 50 || statuses[2] < 20 || statuses[3] < 50 || leased < 100 || again < 10 ||
-		min(smallAcks, bigAcks, smallLeases, bigLeases) < 10 {
+		min(smallAcks, bigAcks, smallLeases, bigLeases) < 10 || min(smallPromotions, bigPromotions) < 5 {
 		t.Fatalf("statuses %v, %d leased, %d more than once: too few of a kind to compare", statuses, leased, again)
 	}
 }

@@ -1,6 +1,6 @@
--- delayq schema, version 15: an ack batch of three or more and a lease
--- of six or more are a few statements whatever their size, where each
--- made four statements a message.
+-- delayq schema, version 15: an ack batch of three or more, and a lease
+-- or a promotion of six or more, are a few statements whatever their
+-- size, where each made three or four statements a message.
 --
 -- Why: op_ack_many (versions 10 and 11) took each message with leased()
 -- (a PL/pgSQL call and a locking read), then deleted its q_inflight and
@@ -250,4 +250,74 @@ BEGIN
      ORDER BY (l.m).priority, (l.m).due_at, (l.m).seq;
 
     PERFORM __SCHEMA__.count_add(p_topic, -n_sched, -(n - n_sched), n, 0, 0);
+END $$;
+
+-- op_promote_grace as in version 10, with the writes of six or more
+-- messages set-based as in op_lease_due: one statement deletes their
+-- q_scheduled rows, inserts their q_ready rows and marks them ready
+-- (the timer promotes up to 1,000 at a time: a burst that came due while
+-- no consumer waited).
+CREATE OR REPLACE FUNCTION __SCHEMA__.op_promote_grace(p_now bigint, p_topic text, p_max integer, p_grace bigint,
+    OUT promoted integer, OUT next_due bigint, OUT held_due bigint, OUT now_ms bigint)
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET enable_bitmapscan = off
+SET enable_sort = off SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+DECLARE
+    v_now bigint := coalesce(p_now, __SCHEMA__.now_ms());
+    v_cut bigint := v_now - greatest(p_grace, 0);
+    v_ids text[];
+    v_dues bigint[];
+    v_seqs bigint[];
+    v_prios smallint[];
+BEGIN
+    now_ms := v_now;
+    -- Lock first, then change; the checks on m are re-evaluated on the
+    -- latest version of a row another transaction changed meanwhile.
+    SELECT array_agg(s.id ORDER BY s.due_at, s.seq), array_agg(s.due_at ORDER BY s.due_at, s.seq),
+           array_agg(s.seq ORDER BY s.due_at, s.seq), array_agg(s.priority ORDER BY s.due_at, s.seq)
+      INTO v_ids, v_dues, v_seqs, v_prios FROM (
+        SELECT m.id, m.due_at, m.seq, m.priority FROM __SCHEMA__.q_scheduled q
+          CROSS JOIN LATERAL (SELECT x.id, x.due_at, x.seq, x.priority FROM __SCHEMA__.message x
+                               WHERE x.topic = q.topic AND x.id = q.id
+                                 AND x.state = 1 AND x.due_at = q.due_at AND x.seq = q.seq OFFSET 0) m
+         WHERE q.topic = p_topic AND q.due_at <= v_cut
+         ORDER BY q.due_at, q.seq
+         LIMIT p_max
+           FOR UPDATE OF m SKIP LOCKED) s;
+    promoted := coalesce(array_length(v_ids, 1), 0);
+    IF promoted <= 5 THEN
+        FOR i IN 1..promoted LOOP
+            DELETE FROM __SCHEMA__.q_scheduled q WHERE q.topic = p_topic AND q.due_at = v_dues[i] AND q.seq = v_seqs[i];
+            INSERT INTO __SCHEMA__.q_ready (topic, due_at, seq, id, priority) VALUES (p_topic, v_dues[i], v_seqs[i], v_ids[i], v_prios[i]);
+            UPDATE __SCHEMA__.message x SET state = 2, updated_at = v_now WHERE x.topic = p_topic AND x.id = v_ids[i];
+        END LOOP;
+    ELSE
+        -- A new snapshot: the locked messages and their q_scheduled rows
+        -- as they are now, which nothing else can change.
+        WITH k AS MATERIALIZED (
+            SELECT x.tid, (SELECT q.ctid FROM __SCHEMA__.q_scheduled q
+                            WHERE q.topic = p_topic AND q.due_at = u.due_at AND q.seq = u.seq) AS stid
+              FROM unnest(v_ids, v_dues, v_seqs) AS u(id, due_at, seq)
+             CROSS JOIN LATERAL (SELECT y.ctid AS tid FROM __SCHEMA__.message y
+                                  WHERE y.topic = p_topic AND y.id = u.id OFFSET 0) x
+        ), unscheduled AS (
+            DELETE FROM __SCHEMA__.q_scheduled q WHERE q.ctid = ANY (ARRAY(SELECT k.stid FROM k WHERE k.stid IS NOT NULL))
+        ), readied AS (
+            INSERT INTO __SCHEMA__.q_ready (topic, due_at, seq, id, priority)
+            SELECT p_topic, u.due_at, u.seq, u.id, u.priority FROM unnest(v_ids, v_dues, v_seqs, v_prios) AS u(id, due_at, seq, priority)
+        )
+        UPDATE __SCHEMA__.message x SET state = 2, updated_at = v_now WHERE x.ctid = ANY (ARRAY(SELECT k.tid FROM k));
+    END IF;
+    IF promoted > 0 THEN
+        PERFORM __SCHEMA__.count_add(p_topic, -promoted, promoted, 0, 0, 0);
+    END IF;
+    SELECT q.due_at INTO next_due FROM __SCHEMA__.q_scheduled q WHERE q.topic = p_topic ORDER BY q.due_at, q.seq LIMIT 1;
+    held_due := 0;
+    IF next_due <= v_now THEN
+        held_due := next_due;
+        next_due := NULL;
+        SELECT q.due_at INTO next_due FROM __SCHEMA__.q_scheduled q
+         WHERE q.topic = p_topic AND q.due_at > v_now ORDER BY q.due_at, q.seq LIMIT 1;
+    END IF;
+    next_due := coalesce(next_due, 0);
 END $$;
