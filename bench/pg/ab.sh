@@ -12,15 +12,13 @@
 set -e
 : "${PG:?a postgres:// URL}" "${PGDATA:?the data directory, for postmaster.pid}"
 bin=${BIN:-/tmp/pg-h}; n=${N:-6000}
-pm=$(head -1 "$PGDATA/postmaster.pid"); tck=$(getconf CLK_TCK)
-cpu() { { cat "/proc/$pm/stat"; for c in $(cat /proc/"$pm"/task/*/children); do cat "/proc/$c/stat" 2>/dev/null || true; done; } |
-    awk '{ sub(/^.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t }'; }
+. "$(dirname "$0")/proccpu.sh"
 for r in $(seq "${R:-3}"); do
   for b in ${ARMS:-old new river}; do
     if [ "$b" = river ]; then t="river:$PG:tx"; else t="serve-postgres:$PG:tx"; fi
-    c0=$(cpu)
+    c0=$(dbcpu)
     out=$(DELAYQ_BIN="$bin/delayq-$b" ${NICE:-} "$bin/peerbench" send --n "$n" --batch 1 --concurrency 64 --progress off --target "$t" 2>&1)
-    sleep 1; c1=$(cpu)
+    sleep 1; c1=$(dbcpu)
     echo "$r $b msgs/s,p50,p99: $(echo "$out" | grep -E 'send throughput|p50|p99' | tr -s ' ' | cut -d'|' -f3 | tr '\n' ' ')" \
       "db_cpu_us/msg=$(( (c1 - c0) * 1000000 / tck / n )) load: $(echo "$out" | grep 'load average' | sed 's/.*: //')"
   done

@@ -13,20 +13,8 @@
 set -e
 : "${PG:?a postgres:// URL}" "${PGDATA:?the data directory, for postmaster.pid}"
 bin=${BIN:-/tmp/pg-h}; n=${N:-100000}
-pm=$(head -1 "$PGDATA/postmaster.pid"); tck=$(getconf CLK_TCK)
-dbcpu() { { cat "/proc/$pm/stat"; for c in $(cat /proc/"$pm"/task/*/children); do cat "/proc/$c/stat" 2>/dev/null || true; done; } |
-    awk '{ sub(/^.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t }'; }
-pidcpu() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-pids=""
-trap 'kill $pids 2>/dev/null || true' EXIT
-port=17600
-for b in old new; do
-  port=$((port + 1))
-  "$bin/delayq-$b" serve --postgres "$PG" --postgres-schema "batchab_$b" --addr "127.0.0.1:$port" --log-level warn &
-  pids="$pids $!"
-  eval "pid_$b=$! port_$b=$port"
-done
-sleep 3
+. "$(dirname "$0")/proccpu.sh"
+serve_builds batchab 17600
 for r in $(seq "${R:-3}"); do
   for b in old new; do
     eval "pid=\$pid_$b port=\$port_$b"

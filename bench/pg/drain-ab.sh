@@ -15,23 +15,11 @@
 set -e
 : "${PG:?a postgres:// URL}" "${PGDATA:?the data directory, for postmaster.pid}"
 bin=${BIN:-/tmp/pg-h}; n=${N:-20000}
-pm=$(head -1 "$PGDATA/postmaster.pid"); tck=$(getconf CLK_TCK)
-dbcpu() { { cat "/proc/$pm/stat"; for c in $(cat /proc/"$pm"/task/*/children); do cat "/proc/$c/stat" 2>/dev/null || true; done; } |
-    awk '{ sub(/^.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t }'; }
-pidcpu() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+. "$(dirname "$0")/proccpu.sh"
 # fnms prints the total milliseconds spent in schema $1's function $2.
 fnms() { psql -X -At "$PG" -c "SELECT coalesce(sum(total_time), 0)::bigint FROM pg_stat_user_functions WHERE schemaname = '$1' AND funcname = '$2'"; }
 psql -X -q "$PG" -c "ALTER SYSTEM SET track_functions = 'pl'" -c "SELECT pg_reload_conf()" >/dev/null
-pids=""
-trap 'kill $pids 2>/dev/null || true' EXIT
-port=17700
-for b in old new; do
-  port=$((port + 1))
-  "$bin/delayq-$b" serve --postgres "$PG" --postgres-schema "drainab_$b" --addr "127.0.0.1:$port" --log-level warn &
-  pids="$pids $!"
-  eval "pid_$b=$! port_$b=$port"
-done
-sleep 3
+serve_builds drainab 17700
 for r in $(seq "${R:-3}"); do
   for b in old new; do
     eval "pid=\$pid_$b port=\$port_$b"
