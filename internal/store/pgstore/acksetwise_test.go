@@ -64,7 +64,7 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 		for i, q := range qs {
 			rows, err := adm.Query(ctx, fmt.Sprintf(sql, q), args...)
 			if err != nil {
-				t.Fatalf("schema %d: %.80s: %v", i, sql, err)
+				t.Fatalf("schema %s: %.80s: %v", q, sql, err)
 			}
 			for rows.Next() {
 				vals, err := rows.Values()
@@ -74,7 +74,7 @@ func TestQueueOpsMatchVersion14(t *testing.T) {
 				out[i] = append(out[i], fmt.Sprint(vals...))
 			}
 			if err := rows.Err(); err != nil {
-				t.Fatalf("schema %d: %.80s: %v", i, sql, err)
+				t.Fatalf("schema %s: %.80s: %v", q, sql, err)
 			}
 		}
 		return out
