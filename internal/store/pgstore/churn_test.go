@@ -134,7 +134,10 @@ func kib(n int64) string { return strconv.FormatInt(n/1024, 10) + " KiB" }
 
 // runChurn drives n messages through a store at url/schema, probing every
 // n/10, and returns the samples (fresh first).
-func runChurn(t testing.TB, url, schema string, n, workers int, window int64, purgeEvery time.Duration) []churnSample {
+// runChurn drives the churn through a store subscribed as a server's is
+// (so it vacuums the queue tables itself); queueAutovacuumOff turns
+// autovacuum off for the queue tables, leaving them to that vacuum alone.
+func runChurn(t testing.TB, url, schema string, n, workers int, window int64, purgeEvery time.Duration, queueAutovacuumOff bool) []churnSample {
 	t.Helper()
 	s, err := pgstore.Open(ctx, pgstore.Options{URL: url, Schema: schema, Timeout: 2 * time.Minute})
 	if err != nil {
@@ -146,6 +149,22 @@ func runChurn(t testing.TB, url, schema string, n, workers int, window int64, pu
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	if queueAutovacuumOff {
+		for _, tb := range queueTables {
+			if _, err := conn.Exec(ctx, "ALTER TABLE "+pgx.Identifier{schema, tb}.Sanitize()+" SET (autovacuum_enabled = false)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sctx, stop := context.WithCancel(ctx)
+	subscribed := make(chan error, 1)
+	go func() { subscribed <- s.Subscribe(sctx, nil, func(string, int64) {}) }()
+	defer func() {
+		stop()
+		if err := <-subscribed; err != context.Canceled {
+			t.Errorf("Subscribe: %v", err)
+		}
+	}()
 	const topic = "churn"
 	var samples []churnSample
 	start := time.Now()
@@ -176,14 +195,19 @@ func runChurn(t testing.TB, url, schema string, n, workers int, window int64, pu
 	return samples
 }
 
+// queueTables are the tables a server's store vacuums itself.
+var queueTables = []string{"q_scheduled", "q_ready", "q_inflight"}
+
 // TestChurnBounded is issue #15's proof at CI size: messages sent (half
 // of them 20 ms ahead, through q_scheduled), leased with the servers'
 // op_lease_due and acked in batches by several workers, tombstones purged
-// after a short dedup window, autovacuum as configured by default but for
-// its nap (1 s instead of 1 min, so that a short run spans many of its
-// rounds). After the churn a lease scan of the drained queue reads about
-// as many buffers as on the fresh table, and the tables stop growing:
-// dead tuples and index entries are reclaimed, not piled up.
+// after a short dedup window. The queue tables are vacuumed by the
+// server's store alone (their autovacuum off); the other tables by
+// autovacuum as configured by default but for its nap (1 s instead of 1
+// min, so that a short run spans many of its rounds). After the churn a
+// lease scan of the drained queue reads about as many buffers as on the
+// fresh table, and the tables stop growing: dead tuples and index
+// entries are reclaimed, not piled up.
 func TestChurnBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churn: -short")
@@ -198,9 +222,9 @@ func TestChurnBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_ = adm.Close(ctx)
+	defer adm.Close(ctx)
 	const n = 40000
-	samples := runChurn(t, srv.URL(), "churn", n, 4, 1000, 500*time.Millisecond)
+	samples := runChurn(t, srv.URL(), "churn", n, 4, 1000, 500*time.Millisecond, true)
 	logChurn(t, samples)
 	if len(samples) != 11 {
 		t.Fatalf("%d samples, want 11", len(samples))
@@ -209,10 +233,23 @@ func TestChurnBounded(t *testing.T) {
 	if last.acked != n {
 		t.Fatalf("%d acked, want %d", last.acked, n)
 	}
+	// The queue tables were vacuumed, by the store: with the server's
+	// vacuum gone this fails, and so do the scans below (336 buffers with
+	// no vacuum at all).
+	for _, tb := range queueTables {
+		var vacs, autovacs int64
+		if err := adm.QueryRow(ctx, "SELECT vacuum_count, autovacuum_count FROM pg_stat_user_tables WHERE schemaname = 'churn' AND relname = $1", tb).Scan(&vacs, &autovacs); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: vacuumed %d times by the store, %d by autovacuum", tb, vacs, autovacs)
+		if vacs == 0 || autovacs != 0 {
+			t.Errorf("%s: vacuumed %d times by the store and %d by autovacuum; want some by the store, none by autovacuum (off)", tb, vacs, autovacs)
+		}
+	}
 	// A scan that passed the run's dead index entries would read
 	// hundreds of buffers (40,000 entries of q_ready_lease fill about
 	// 200 leaf pages). What it may pass is what the churn left since
-	// autovacuum's last visit: a few dozen pages at most.
+	// the store's last vacuum: a few dozen pages at most.
 	for _, c := range samples[1:] {
 		if c.buffers > fresh.buffers+64 {
 			t.Errorf("after %d acked, a lease scan of the drained queue read %d buffers; fresh: %d", c.acked, c.buffers, fresh.buffers)
@@ -274,7 +311,7 @@ func TestChurnReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.Close(ctx)
-	logChurn(t, runChurn(t, url, "delayq_churn", n, workers, int64(window), time.Second))
+	logChurn(t, runChurn(t, url, "delayq_churn", n, workers, int64(window), time.Second, false))
 }
 
 func envInt(t testing.TB, name string, def int) int {

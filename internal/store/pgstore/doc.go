@@ -206,10 +206,12 @@
 //
 // # Operating notes
 //
-// The queue tables rely on autovacuum: between two of its visits a
-// table keeps the churn's dead tuples, and a lease of a drained topic
-// passes the dead index entries (the churn tests, TestChurnBounded and
-// TestChurnReport, measure both). The queue-head functions carry planner
+// A subscribed store (a server's) vacuums the queue tables itself as
+// their dead tuples gather (vacuum.go), since autovacuum visits them at
+// most once per autovacuum_naptime and a lease passes the dead index
+// entries left at the queue's head meanwhile; the other tables rely on
+// autovacuum, and keep the churn's dead tuples between two of its visits
+// (the churn tests, TestChurnBounded and TestChurnReport, measure both). The queue-head functions carry planner
 // settings (migrations 0004, 0010) that keep them on the ordered index
 // scan, and every message they take or check is a LATERAL subquery by
 // full key (schema version 10): a connection keeps the plans it made at

@@ -125,8 +125,9 @@ const (
 // reconnectMax) and calls subscribed again once it listens again, so the
 // engine re-reads what it may have missed. fn runs on this goroutine, so
 // it should not block. While subscribed, the store also sends the
-// heartbeats and folds the topics' count rows every countFoldEvery: a
-// subscribed store is a server's.
+// heartbeats, folds the topics' count rows every countFoldEvery and
+// vacuums the queue tables as they need it (vacuumQueues): a subscribed
+// store is a server's.
 func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic string, dueAt int64)) error {
 	if err := s.check(); err != nil {
 		return err
@@ -146,6 +147,9 @@ func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic 
 	foldDone := make(chan struct{})
 	defer func() { <-foldDone }()
 	go s.every(ctx, foldDone, countFoldEvery, "fold counts", s.foldCounts)
+	vacuumDone := make(chan struct{})
+	defer func() { <-vacuumDone }()
+	go s.vacuumQueues(ctx, vacuumDone)
 
 	wait := reconnectMin
 	for {

@@ -88,6 +88,7 @@ type Store struct {
 	timeout   time.Duration
 
 	closed    atomic.Bool
+	calls     atomic.Int64  // calls begun (bound), for the vacuum's idle check
 	done      chan struct{} // closed by Close; ends Subscribe
 	closeOnce sync.Once
 
@@ -258,6 +259,7 @@ func (s *Store) check() error {
 // one, or the driver's connect timeout, which equals it — into an error
 // that is not a context error, as long as the caller's ctx did not end.
 func (s *Store) bound(ctx context.Context) (context.Context, func(*error)) {
+	s.calls.Add(1)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
 		return ctx, func(*error) {}
 	}
