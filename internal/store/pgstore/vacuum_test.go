@@ -51,16 +51,20 @@ func TestQueueVacuumSteps(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		deadTuples := func() (dead int64) {
+			t.Helper()
+			if err := s.pool.QueryRow(ctx, "SELECT pg_stat_clear_snapshot(), n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'q_scheduled'", schema).Scan(nil, &dead); err != nil {
+				t.Fatal(err)
+			}
+			return dead
+		}
+		before := deadTuples()
 		if _, err := s.pool.Exec(ctx, "DELETE FROM "+s.q+".q_scheduled"); err != nil {
 			t.Fatal(err)
 		}
 		// The deleting session reports its statistics later.
 		for range 300 { // an idle session's statistics come within 10 s
-			var dead int64
-			if err := s.pool.QueryRow(ctx, "SELECT pg_stat_clear_snapshot(), n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'q_scheduled'", schema).Scan(nil, &dead); err != nil {
-				t.Fatal(err)
-			}
-			if dead >= n {
+			if deadTuples() >= before+n {
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -91,6 +95,7 @@ func TestQueueVacuumSteps(t *testing.T) {
 		t.Fatalf("vacuums after a step: q_scheduled %d, q_ready %d, q_inflight %d; want 1, 0, 0", vs, vr, vi)
 	}
 	// Under the threshold now: a second step vacuums nothing.
+	clear(v.vacuumedAt) // as if a second had passed
 	s.calls.Add(1)
 	if err := v.step(ctx); err != nil {
 		t.Fatal(err)
@@ -100,6 +105,17 @@ func TestQueueVacuumSteps(t *testing.T) {
 		t.Fatalf("q_scheduled vacuumed %d times after a step under its threshold, want 1", vs)
 	}
 
+	// Not twice within queueVacuumGap, whatever the dead tuples.
+	deadScheduled("c")
+	v.vacuumedAt["q_scheduled"] = time.Now()
+	s.calls.Add(1)
+	if err := v.step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if vs := vacuums("q_scheduled"); vs != 1 {
+		t.Fatalf("q_scheduled vacuumed %d times by a step within %s of the last vacuum, want 1", vs, queueVacuumGap)
+	}
 	// A transaction that keeps a snapshot keeps the next dead rows: one
 	// vacuum tries, the next step does not vacuum again for them.
 	held, err := pgx.Connect(ctx, srv.URL())
@@ -115,6 +131,7 @@ func TestQueueVacuumSteps(t *testing.T) {
 	}
 	deadScheduled("b")
 	for i, want := range []int64{2, 2} {
+		clear(v.vacuumedAt)
 		s.calls.Add(1)
 		if err := v.step(ctx); err != nil {
 			t.Fatal(err)
@@ -161,7 +178,7 @@ func TestQueueVacuumSteps(t *testing.T) {
 		t.Fatalf("log: %q, want the tables said to be left to autovacuum", logs.String())
 	}
 	var msgs int
-	if err := us.pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "message"}.Sanitize()).Scan(&msgs); err != nil || msgs != 2*n {
-		t.Fatalf("the role's own read: %d %v, want %d", msgs, err, 2*n)
+	if err := us.pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "message"}.Sanitize()).Scan(&msgs); err != nil || msgs != 3*n {
+		t.Fatalf("the role's own read: %d %v, want %d", msgs, err, 3*n)
 	}
 }
