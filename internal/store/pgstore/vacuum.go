@@ -16,10 +16,10 @@ import (
 // cluster-wide setting (1 min by default): at 1,000 messages/s a minute
 // of churn puts up to 60,000 dead entries in front of every lease, which
 // then reads hundreds of index pages instead of a handful. So a server's
-// store vacuums the queue tables itself, as soon as one passes the
-// threshold its autovacuum settings name (queueVacuumDead dead tuples
-// plus 1 % of the live ones): the scans stay near a fresh table's cost
-// whatever the naptime. Without truncation (schema 17) and with
+// store vacuums the queue tables itself once one passes the threshold its
+// autovacuum settings name (queueVacuumDead dead tuples plus 1 % of the
+// live ones), at most every queueVacuumGap: the scans stay within a few
+// seconds' churn of a fresh table's cost whatever the naptime. Without truncation (schema 17) and with
 // SKIP_LOCKED, such a vacuum takes no lock that a send, lease or ack
 // waits for, and skips a table another vacuum (autovacuum's, another
 // server's) is on.
@@ -45,6 +45,9 @@ const (
 	// alone; at most every 3 s, as fast, while a paced lease still read
 	// 54 buffers a call instead of 118.
 	queueVacuumGap = 3 * time.Second
+	// queueVacuumRetry is the pause after a failed step (the database
+	// down, a vacuum cancelled), before a new connection tries again.
+	queueVacuumRetry = 5 * time.Second
 	// queueVacuumFor bounds one VACUUM: a queue table holding millions of
 	// messages takes seconds, longer than a call's bound.
 	queueVacuumFor = 10 * time.Minute
@@ -89,6 +92,11 @@ func (s *Store) vacuumQueues(ctx context.Context, done chan<- struct{}) {
 		if err := v.step(ctx); err != nil && ctx.Err() == nil {
 			s.log.Debug("pgstore: vacuum queue tables", "err", err)
 			v.close() // a new connection at the next step
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(queueVacuumRetry):
+			}
 		}
 	}
 }
