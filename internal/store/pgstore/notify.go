@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -181,20 +182,15 @@ func (s *Store) Subscribe(ctx context.Context, subscribed func(), fn func(topic 
 // listen runs one LISTEN connection until it fails; live says whether it
 // got as far as listening.
 func (s *Store) listen(ctx context.Context, subscribed func(), fn func(string, int64)) (live bool, err error) {
-	cfg := s.connCfg.Copy()
-	if s.ownPool { // a pool passed in may dial its own way (a proxy, a tunnel)
-		cfg.DialFunc = keepAliveDialer(cfg.ConnectTimeout)
-	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	conn, err := pgx.ConnectConfig(cctx, cfg)
+	conn, err := s.connectOwn(cctx, nil)
 	if err == nil {
-		_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize())
+		if _, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+			_ = conn.Close(context.Background())
+		}
 	}
 	cancel()
 	if err != nil {
-		if conn != nil {
-			_ = conn.Close(context.Background())
-		}
 		return false, redactErr(err, s.connCfg.ConnString())
 	}
 	defer conn.Close(context.Background())
@@ -250,6 +246,25 @@ func (s *Store) every(ctx context.Context, done chan<- struct{}, period time.Dur
 			}
 		}
 	}
+}
+
+// connectOwn opens a connection of the store's own, outside the pool (the
+// listener's, the vacuum's), with params set over the pool's runtime
+// parameters.
+func (s *Store) connectOwn(ctx context.Context, params map[string]string) (*pgx.Conn, error) {
+	cfg := s.connCfg.Copy()
+	if s.ownPool { // a pool passed in may dial its own way (a proxy, a tunnel)
+		cfg.DialFunc = keepAliveDialer(cfg.ConnectTimeout)
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	maps.Copy(cfg.RuntimeParams, params)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, redactErr(err, s.connCfg.ConnString())
+	}
+	return conn, nil
 }
 
 // keepAliveDialer dials with short TCP keepalives, so that the kernel

@@ -179,17 +179,14 @@ func (v *queueVacuum) deadTuples(ctx context.Context) (dead, live map[string]int
 // vacuum the queue tables (owns them, or is a superuser); if not it says
 // so once and the tables are left to autovacuum.
 func (v *queueVacuum) connect(ctx context.Context) error {
-	cfg := v.s.connCfg.Copy()
-	if v.s.ownPool {
-		cfg.DialFunc = keepAliveDialer(cfg.ConnectTimeout)
-	}
-	cfg.RuntimeParams["statement_timeout"] = "0" // each statement's ctx bounds it
-	cfg.RuntimeParams["application_name"] = cfg.RuntimeParams["application_name"] + " vacuum"
 	cctx, cancel := context.WithTimeout(ctx, v.s.timeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
+	conn, err := v.s.connectOwn(cctx, map[string]string{
+		"statement_timeout": "0", // each statement's ctx bounds it
+		"application_name":  v.s.connCfg.RuntimeParams["application_name"] + " vacuum",
+	})
 	if err != nil {
-		return redactErr(err, v.s.connCfg.ConnString())
+		return err
 	}
 	var may bool
 	if err := conn.QueryRow(cctx, `SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false)
