@@ -217,7 +217,12 @@
 // full key (schema version 10): a connection keeps the plans it made at
 // its first calls until the next ANALYZE, and plans made while a topic
 // was small must not read the whole topic once it is large
-// (TestOperationsReadByKeyWhenPlannedSmall).
+// (TestOperationsReadByKeyWhenPlannedSmall). A ready message's q_ready
+// row is looked up with its priority too (schema version 18): with
+// statistics that say q_ready is empty, as a vacuum after a drain
+// records them, a lookup without it could be planned on q_ready_lease,
+// where only the topic bounds the scan
+// (TestReadyLookupsWhenStatsSayEmpty).
 //
 // Long-running transactions anywhere in the database (an idle-in-
 // transaction session, a long report) keep vacuum from removing the dead

@@ -44,15 +44,9 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 		}
 	}
 	const topic, n = "big", 3000
-	// fill sends count messages ids prefix1… in one call on the filler.
 	fill := func(prefix string, count int, delayMS int64) {
 		t.Helper()
-		exec(filler, `SELECT count(*) FROM `+q+`.op_insert(NULL, $1,
-			ARRAY(SELECT $2 || g FROM generate_series(1, $3::int) g),
-			array_fill('\x00'::bytea, ARRAY[$3::int]), array_fill(NULL::bytea, ARRAY[$3::int]),
-			array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]), array_fill($4::bigint, ARRAY[$3::int]),
-			array_fill(25, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, array_fill(0::smallint, ARRAY[$3::int]))`,
-			topic, prefix, count, delayMS)
+		fillTopic(t, filler, q, topic, prefix, count, delayMS)
 	}
 	for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic_count"} {
 		exec(filler, "ALTER TABLE "+q+"."+table+" SET (autovacuum_enabled = false)")
@@ -133,35 +127,12 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 		t.Fatalf("backlog: %d scheduled, %d inflight, %d tombstones, want %d, %d, at least %d", scheduled, inflight, tombs, n+10, n/3, n/3)
 	}
 
-	// check runs sql on the server's connection under EXPLAIN ANALYZE and
-	// fails when it read more than a few dozen shared buffers for each of
-	// the msgs messages it moves (the function's nested statements
-	// included) or did not answer want rows.
+	// check fails when sql, on the server's connection, read more than a
+	// few dozen shared buffers for each of the msgs messages it moves or
+	// did not answer want rows.
 	check := func(what, sql string, want, msgs int64) {
-		most := 60 + 20*msgs
 		t.Helper()
-		var out string
-		if err := server.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql).Scan(&out); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		var plans []struct {
-			Plan struct {
-				Hit  int64 `json:"Shared Hit Blocks"`
-				Read int64 `json:"Shared Read Blocks"`
-				Rows int64 `json:"Actual Rows"`
-			}
-		}
-		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
-			t.Fatalf("%s: EXPLAIN answered %q: %v", what, out, err)
-		}
-		p := plans[0].Plan
-		if p.Rows != want {
-			t.Fatalf("%s answered %d rows, want %d", what, p.Rows, want)
-		}
-		t.Logf("%s: %d buffers", what, p.Hit+p.Read)
-		if p.Hit+p.Read > most {
-			t.Errorf("%s read %d buffers, want at most %d: it reads what the topic holds, not the rows it takes", what, p.Hit+p.Read, most)
-		}
+		checkBuffers(t, server, what, sql, want, 60+20*msgs)
 	}
 	// The fill's dead queue rows are passed once (and marked dead in the
 	// index) by a first lease, as between two autovacuum visits of a
@@ -190,4 +161,47 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 	exec(server, lease("t2", 1))
 	time.Sleep(5 * time.Millisecond)
 	check("an expiry of 2 ended leases", expire, 2, 2)
+}
+
+// checkBuffers runs sql on conn under EXPLAIN ANALYZE and fails when it
+// read more than most shared buffers (a function's nested statements
+// included) or did not answer want rows.
+func checkBuffers(t *testing.T, conn *pgx.Conn, what, sql string, want, most int64) {
+	t.Helper()
+	var out string
+	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql).Scan(&out); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var plans []struct {
+		Plan struct {
+			Hit  int64 `json:"Shared Hit Blocks"`
+			Read int64 `json:"Shared Read Blocks"`
+			Rows int64 `json:"Actual Rows"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("%s: EXPLAIN answered %q: %v", what, out, err)
+	}
+	p := plans[0].Plan
+	if p.Rows != want {
+		t.Fatalf("%s answered %d rows, want %d", what, p.Rows, want)
+	}
+	t.Logf("%s: %d buffers", what, p.Hit+p.Read)
+	if p.Hit+p.Read > most {
+		t.Errorf("%s read %d buffers, want at most %d: it reads what the topic holds, not the rows it takes", what, p.Hit+p.Read, most)
+	}
+}
+
+// fillTopic sends count messages (ids prefix1…, 1-byte payloads, due in
+// delayMS) to topic of the schema q in one op_insert call on conn.
+func fillTopic(t *testing.T, conn *pgx.Conn, q, topic, prefix string, count int, delayMS int64) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM `+q+`.op_insert(NULL, $1,
+		ARRAY(SELECT $2 || g FROM generate_series(1, $3::int) g),
+		array_fill('\x00'::bytea, ARRAY[$3::int]), array_fill(NULL::bytea, ARRAY[$3::int]),
+		array_fill(0::bigint, ARRAY[$3::int]), array_fill(true, ARRAY[$3::int]), array_fill($4::bigint, ARRAY[$3::int]),
+		array_fill(25, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, array_fill(0::smallint, ARRAY[$3::int]))`,
+		topic, prefix, count, delayMS); err != nil {
+		t.Fatalf("fill %s: %v", prefix, err)
+	}
 }
