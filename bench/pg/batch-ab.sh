@@ -16,7 +16,7 @@ bin=${BIN:-/tmp/pg-h}; n=${N:-100000}
 . "$(dirname "$0")/proccpu.sh"
 serve_builds batchab 17600
 for r in $(seq "${R:-3}"); do
-  for b in old new; do
+  for b in $(pair "$r"); do
     eval "pid=\$pid_$b port=\$port_$b"
     c0=$(dbcpu); s0=$(pidcpu "$pid")
     rate=$("$bin/peerbench" send --n "$n" --payload "${PAYLOAD:-1024}" --batch 100 --concurrency 8 --progress off \

@@ -21,7 +21,7 @@ fnms() { psql -X -At "$PG" -c "SELECT coalesce(sum(total_time), 0)::bigint FROM 
 psql -X -q "$PG" -c "ALTER SYSTEM SET track_functions = 'pl'" -c "SELECT pg_reload_conf()" >/dev/null
 serve_builds drainab 17700
 for r in $(seq "${R:-3}"); do
-  for b in old new; do
+  for b in $(pair "$r"); do
     eval "pid=\$pid_$b port=\$port_$b"
     a0=$(fnms "drainab_$b" op_ack_many); l0=$(fnms "drainab_$b" op_lease_due)
     c0=$(dbcpu); s0=$(pidcpu "$pid")

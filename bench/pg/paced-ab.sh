@@ -14,7 +14,7 @@ set -e
 bin=${BIN:-/tmp/pg-h}
 . "$(dirname "$0")/proccpu.sh"
 for r in $(seq "${R:-3}"); do
-  for b in old new; do
+  for b in $(pair "$r"); do
     c0=$(dbcpu)
     out=$(DELAYQ_BIN="$bin/delayq-$b" "$bin/peerbench" paced --progress off --target "serve-postgres:$PG" 2>&1)
     c1=$(dbcpu)
