@@ -3,11 +3,6 @@ package pgstore_test
 import (
 	"fmt"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/delayq/delayq/internal/store/pgstore"
-	"github.com/delayq/delayq/internal/store/pgstore/pgtest"
 )
 
 // TestReadyLookupsWhenStatsSayEmpty: a lease, a cancel and a reschedule
@@ -21,30 +16,13 @@ import (
 // whole ready range (a lease of 6 here read 1,000 buffers and more,
 // growing with the backlog, instead of a few dozen).
 func TestReadyLookupsWhenStatsSayEmpty(t *testing.T) {
-	srv := pgtest.Shared(t)
-	schema := srv.NewSchema()
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	q := pgx.Identifier{schema}.Sanitize()
-	server, filler := appConn(t, srv.URL()), appConn(t, srv.URL())
-	exec := func(conn *pgx.Conn, sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%.100s: %v", sql, err)
-		}
-	}
-	for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic_count"} {
-		exec(filler, "ALTER TABLE "+q+"."+table+" SET (autovacuum_enabled = false)")
-	}
+	schema, q, server, filler := planSchema(t)
 	const topic, backlog = "big", 30000
 
 	// A drain: q_ready gets pages, is emptied, and vacuumed empty.
 	fillTopic(t, filler, q, topic, "old", 3000, 0)
-	exec(filler, "SELECT count(*) FROM "+q+".op_lease_due(NULL, $1, 3000, 3600000, 'drain')", topic)
-	exec(filler, "VACUUM "+q+".q_ready")
+	mustExec(t, filler, "SELECT count(*) FROM "+q+".op_lease_due(NULL, $1, 3000, 3600000, 'drain')", topic)
+	mustExec(t, filler, "VACUUM "+q+".q_ready")
 	var pages, tuples float64
 	if err := filler.QueryRow(ctx, "SELECT relpages, reltuples FROM pg_class WHERE oid = $1::regclass", schema+".q_ready").Scan(&pages, &tuples); err != nil {
 		t.Fatal(err)
@@ -72,11 +50,11 @@ func TestReadyLookupsWhenStatsSayEmpty(t *testing.T) {
 		return fmt.Sprintf("SELECT * FROM %s.op_reschedule(NULL, 'big', 'new%d', NULL, true, 3600000)", q, backlog-k)
 	}
 	// A first call of each reads the catalogs' buffers to plan.
-	exec(server, leaseDue("a", 1))
-	exec(server, leaseDue("b", 6))
-	exec(server, lease("c", 3))
-	exec(server, cancel(0))
-	exec(server, reschedule(1))
+	mustExec(t, server, leaseDue("a", 1))
+	mustExec(t, server, leaseDue("b", 6))
+	mustExec(t, server, lease("c", 3))
+	mustExec(t, server, cancel(0))
+	mustExec(t, server, reschedule(1))
 	for i := range 7 { // past the five custom plans before a generic one
 		checkBuffers(t, server, "a due lease of 1", leaseDue(fmt.Sprintf("a%d", i), 1), 1, 80)
 	}

@@ -28,28 +28,11 @@ import (
 // the lease, 378 for the ack and 251 for the expiry — growing with the
 // backlog — against 25, 80, 71 and 67.
 func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
-	srv := pgtest.Shared(t)
-	schema := srv.NewSchema()
-	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	q := pgx.Identifier{schema}.Sanitize()
-	server, filler := appConn(t, srv.URL()), appConn(t, srv.URL())
-	exec := func(conn *pgx.Conn, sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%.100s: %v", sql, err)
-		}
-	}
+	_, q, server, filler := planSchema(t)
 	const topic, n = "big", 3000
 	fill := func(prefix string, count int, delayMS int64) {
 		t.Helper()
 		fillTopic(t, filler, q, topic, prefix, count, delayMS)
-	}
-	for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic_count"} {
-		exec(filler, "ALTER TABLE "+q+"."+table+" SET (autovacuum_enabled = false)")
 	}
 	fill("first", 10, 3_600_000)
 
@@ -86,38 +69,38 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 		// of schema 15 (a lease of six or more, an ack of three or
 		// more); one or two the statement-per-message loops.
 		for _, x := range "abdfgh" {
-			exec(server, send(w+string(x)))
+			mustExec(t, server, send(w+string(x)))
 		}
-		exec(server, sendMany(0, w+"i", w+"j", w+"k"))
-		exec(server, lease(w, 30000))
-		exec(server, ack(w+"-1", w+"a", w+"b", w+"d"))
-		exec(server, ack(w+"-1", w+"i", w+"j", w+"k"))
-		exec(server, ack(w+"-1", w+"f", w+"g", w+"h"))
-		exec(server, promote)
+		mustExec(t, server, sendMany(0, w+"i", w+"j", w+"k"))
+		mustExec(t, server, lease(w, 30000))
+		mustExec(t, server, ack(w+"-1", w+"a", w+"b", w+"d"))
+		mustExec(t, server, ack(w+"-1", w+"i", w+"j", w+"k"))
+		mustExec(t, server, ack(w+"-1", w+"f", w+"g", w+"h"))
+		mustExec(t, server, promote)
 		// Six scheduled a millisecond ahead, promoted at once (the
 		// set-based promotion), then leased and acked.
-		exec(server, sendMany(1, w+"p1", w+"p2", w+"p3", w+"p4", w+"p5", w+"p6"))
+		mustExec(t, server, sendMany(1, w+"p1", w+"p2", w+"p3", w+"p4", w+"p5", w+"p6"))
 		time.Sleep(5 * time.Millisecond)
-		exec(server, promote)
-		exec(server, lease(w+"p", 30000))
-		exec(server, ack(w+"p-1", w+"p1", w+"p2", w+"p3", w+"p4", w+"p5", w+"p6"))
-		exec(server, send(w+"c"))
-		exec(server, lease(w+"x", 1))
+		mustExec(t, server, promote)
+		mustExec(t, server, lease(w+"p", 30000))
+		mustExec(t, server, ack(w+"p-1", w+"p1", w+"p2", w+"p3", w+"p4", w+"p5", w+"p6"))
+		mustExec(t, server, send(w+"c"))
+		mustExec(t, server, lease(w+"x", 1))
 		time.Sleep(5 * time.Millisecond)
-		exec(server, expire)
-		exec(server, lease(w+"y", 30000)) // wNc again, expired to ready
-		exec(server, ack(w+"y-2", w+"c")) // its second delivery
+		mustExec(t, server, expire)
+		mustExec(t, server, lease(w+"y", 30000)) // wNc again, expired to ready
+		mustExec(t, server, ack(w+"y-2", w+"c")) // its second delivery
 	}
 
 	// The backlog: n scheduled an hour ahead, n/3 inflight (leased for an
 	// hour), n/3 acked.
 	fill("later", n, 3_600_000)
 	fill("done", n/3, 0)
-	exec(filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'fill')`, topic, n/3)
-	exec(filler, `WITH l AS (SELECT id, receipt FROM `+q+`.message WHERE topic = $1 AND state = 3)
+	mustExec(t, filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'fill')`, topic, n/3)
+	mustExec(t, filler, `WITH l AS (SELECT id, receipt FROM `+q+`.message WHERE topic = $1 AND state = 3)
 		SELECT count(*) FROM `+q+`.op_ack_many(NULL, $1, ARRAY(SELECT id FROM l), ARRAY(SELECT receipt FROM l))`, topic)
 	fill("busy", n/3, 0)
-	exec(filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'busy')`, topic, n/3)
+	mustExec(t, filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'busy')`, topic, n/3)
 	var scheduled, inflight, tombs int
 	if err := filler.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 1), count(*) FILTER (WHERE state = 3),
 		(SELECT count(*) FROM `+q+`.tombstone WHERE topic = $1) FROM `+q+`.message WHERE topic = $1`, topic).Scan(&scheduled, &inflight, &tombs); err != nil {
@@ -137,28 +120,28 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 	// The fill's dead queue rows are passed once (and marked dead in the
 	// index) by a first lease, as between two autovacuum visits of a
 	// busy queue: a cost of the churn, not of the plans.
-	exec(server, lease("t0", 30000))
+	mustExec(t, server, lease("t0", 30000))
 	check("a send of 5 of the caller's ids in one call", sendMany(0, "n1", "n2", "n3", "n4", "n5"), 5, 5)
-	exec(server, lease("t0b", 30000)) // n1…n5, out of the way
+	mustExec(t, server, lease("t0b", 30000)) // n1…n5, out of the way
 	check("a send of a caller's id (its tombstone looked up)", send("m1"), 1, 1)
-	exec(server, send("m2"))
-	exec(server, send("m3"))
+	mustExec(t, server, send("m2"))
+	mustExec(t, server, send("m3"))
 	check("a lease of 3 due messages", lease("t1", 30000), 3, 3)
 	check("an ack of those 3", ack("t1-1", "m3", "m1", "m2"), 3, 3)
 	for i := 4; i <= 9; i++ {
-		exec(server, send(fmt.Sprintf("m%d", i)))
+		mustExec(t, server, send(fmt.Sprintf("m%d", i)))
 	}
 	check("a lease of 6 due messages", lease("t3", 30000), 6, 6)
 	check("an ack of 2 of those", ack("t3-1", "m9", "m4"), 2, 2)
 	check("an ack of the other 4", ack("t3-1", "m5", "m6", "m7", "m8"), 4, 4)
 	check("a promotion with nothing due", promote, 1, 1)
-	exec(server, sendMany(1, "p1", "p2", "p3", "p4", "p5", "p6"))
+	mustExec(t, server, sendMany(1, "p1", "p2", "p3", "p4", "p5", "p6"))
 	time.Sleep(5 * time.Millisecond)
 	check("a promotion of 6 due messages", promote, 1, 6)
-	exec(server, lease("t4", 30000)) // p1…p6, out of the way
-	exec(server, send("e1"))
-	exec(server, send("e2"))
-	exec(server, lease("t2", 1))
+	mustExec(t, server, lease("t4", 30000)) // p1…p6, out of the way
+	mustExec(t, server, send("e1"))
+	mustExec(t, server, send("e2"))
+	mustExec(t, server, lease("t2", 1))
 	time.Sleep(5 * time.Millisecond)
 	check("an expiry of 2 ended leases", expire, 2, 2)
 }
@@ -203,5 +186,35 @@ func fillTopic(t *testing.T, conn *pgx.Conn, q, topic, prefix string, count int,
 		array_fill(25, ARRAY[$3::int]), array_fill(false, ARRAY[$3::int]), false, array_fill(0::smallint, ARRAY[$3::int]))`,
 		topic, prefix, count, delayMS); err != nil {
 		t.Fatalf("fill %s: %v", prefix, err)
+	}
+}
+
+// planSchema opens a store on a new schema of the shared server (which
+// migrates it) and turns autovacuum off on its tables, so that only the
+// test changes their statistics. It returns the schema's name, the name
+// quoted for SQL, and two application connections: server, whose plans
+// the test examines, and filler, which changes the tables meanwhile.
+func planSchema(t *testing.T) (schema, q string, server, filler *pgx.Conn) {
+	t.Helper()
+	srv := pgtest.Shared(t)
+	schema = srv.NewSchema()
+	s, err := pgstore.Open(ctx, pgstore.Options{URL: srv.URL(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	q = pgx.Identifier{schema}.Sanitize()
+	server, filler = appConn(t, srv.URL()), appConn(t, srv.URL())
+	for _, table := range []string{"message", "q_scheduled", "q_ready", "q_inflight", "q_dead", "tombstone", "topic_count"} {
+		mustExec(t, filler, "ALTER TABLE "+q+"."+table+" SET (autovacuum_enabled = false)")
+	}
+	return schema, q, server, filler
+}
+
+// mustExec runs sql on conn and fails the test if it fails.
+func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%.100s: %v", sql, err)
 	}
 }
