@@ -20,9 +20,10 @@ func TestReadyLookupsWhenStatsSayEmpty(t *testing.T) {
 	const topic, backlog = "big", 30000
 
 	// A drain: q_ready gets pages, is emptied, and vacuumed empty.
+	waitHorizon(t, filler)
 	fillTopic(t, filler, q, topic, "old", 3000, 0)
 	mustExec(t, filler, "SELECT count(*) FROM "+q+".op_lease_due(NULL, $1, 3000, 3600000, 'drain')", topic)
-	mustExec(t, filler, "VACUUM "+q+".q_ready")
+	mustExec(t, filler, "VACUUM ANALYZE "+q+".q_ready")
 	var pages, tuples float64
 	if err := filler.QueryRow(ctx, "SELECT relpages, reltuples FROM pg_class WHERE oid = $1::regclass", schema+".q_ready").Scan(&pages, &tuples); err != nil {
 		t.Fatal(err)

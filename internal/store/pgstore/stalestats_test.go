@@ -94,6 +94,7 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 
 	// The backlog: n scheduled an hour ahead, n/3 inflight (leased for an
 	// hour), n/3 acked.
+	waitHorizon(t, filler)
 	fill("later", n, 3_600_000)
 	fill("done", n/3, 0)
 	mustExec(t, filler, `SELECT count(*) FROM `+q+`.op_lease_due(NULL, $1, $2, 3600000, 'fill')`, topic, n/3)
@@ -119,7 +120,10 @@ func TestOperationsReadByKeyWhenPlannedSmall(t *testing.T) {
 	}
 	// The fill's dead queue rows are passed once (and marked dead in the
 	// index) by a first lease, as between two autovacuum visits of a
-	// busy queue: a cost of the churn, not of the plans.
+	// busy queue: a cost of the churn, not of the plans. A snapshot
+	// another session took before the fill (a test before this one, an
+	// autovacuum's ANALYZE) keeps them from being marked: the fill waits
+	// for none to be held.
 	mustExec(t, server, lease("t0", 30000))
 	check("a send of 5 of the caller's ids in one call", sendMany(0, "n1", "n2", "n3", "n4", "n5"), 5, 5)
 	mustExec(t, server, lease("t0b", 30000)) // n1…n5, out of the way
@@ -216,5 +220,33 @@ func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := conn.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%.100s: %v", sql, err)
+	}
+}
+
+// waitHorizon waits, up to a minute, until no other session of conn's
+// database holds a snapshot, so that the rows the test deletes next are
+// dead to all: an index scan marks their entries and passes them for
+// good, and a vacuum removes them. Held across a fill, such a snapshot
+// made a lease of 3 read 55 buffers more. Vacuums are not waited for:
+// they hold back no one.
+func waitHorizon(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var held []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(coalesce(backend_type, '') || ': ' || left(query, 60)), '{}')
+			FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL
+			  AND query !~* '^(autovacuum: )?vacuum' `).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if len(held) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("snapshots still held after a minute, going on: %q", held)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
