@@ -8,9 +8,11 @@
 // Schema: versioned SQL files (migrations/), applied under the named lock
 // GET_LOCK('<db>.<prefix>migrate') and recorded in <prefix>schema_version.
 // A message's row is updated in place for its whole life; narrow
-// per-state queue tables keyed by read order ((topic, due, seq) and the
-// like; ready is leased through the key lease_order (topic, priority,
-// due, seq)) are read with FOR UPDATE SKIP LOCKED; acked tombstones live in
+// per-state queue tables clustered in read order ((topic, due, seq) and
+// the like; ready in lease order, (topic, priority, due, seq), since a
+// secondary key's delete-marked records each cost a look at their row
+// until purge removes them) are read with FOR UPDATE SKIP LOCKED; acked
+// tombstones live in
 // their own table, purged in batches. Transactions run at READ COMMITTED,
 // so no gap locks; deadlocks and lock-wait timeouts are retried. The
 // store runs them on a pooled connection itself (conntx), so that BEGIN,

@@ -17,8 +17,8 @@ var listIndex = map[store.State][2]string{
 }
 
 // MessageList implements store.Store: a range read of the state's queue
-// table (its primary key, lease_order for ready, or topic_lease for
-// inflight), then each record.
+// table (its primary key, or topic_lease for inflight), then each
+// record.
 func (s *Store) MessageList(ctx context.Context, p *store.MessageListParams) ([]*store.Record, string, error) {
 	var pos store.ListPosition
 	cur := p.Cursor != ""

@@ -317,7 +317,7 @@ func (s *Store) delQ(ctx context.Context, tx *conntx, r *store.Record) error {
 	case store.StateScheduled:
 		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_scheduled")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateReady:
-		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_ready")+" WHERE topic = ? AND due = ? AND seq = ?", r.Topic, r.DueAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_ready")+" WHERE topic = ? AND priority = ? AND due = ? AND seq = ?", r.Topic, r.Priority, r.DueAt, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateInflight:
 		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.t("q_inflight")+" WHERE lease_until = ? AND seq = ?", r.LeaseUntil, r.Seq) // #nosec G202 -- only a table name (s.t: the prefix validated at Open) is concatenated; values are parameters
 	case store.StateDead:
@@ -608,15 +608,18 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 func (s *Store) leasePickSQL() string { return s.leasePickWith("0", "?") }
 
 // leasePickWith picks and locks the next ready messages of a topic, their
-// q_ready rows in lease order on lease_order (topic, priority, due, seq)
-// and their message rows by primary key in the same statement: columns
+// q_ready rows in lease order, its primary key (topic, priority, due,
+// seq; schema version 12: a scan of the clustered index passes the
+// delete-marked records purge has not removed yet where they lie, where
+// each of a secondary key's cost a look at its row), and their message
+// rows by primary key in the same statement: columns
 // msgCols, then q_ready's due and seq, then nowCol; now is the clock's
 // SQL expression (see nowSQL) or a placeholder. Reading the message rows
 // in a statement of their own was a round trip more per lease. SKIP
 // LOCKED passes over a message whose row another transaction holds, as
 // over a locked q_ready row; so it never waits, nor deadlocks.
 func (s *Store) leasePickWith(nowCol, now string) string {
-	return "SELECT STRAIGHT_JOIN " + prefixed("m.", msgCols) + ", q.due, q.seq, " + nowCol + " FROM " + s.t("q_ready") + " q FORCE INDEX (lease_order) JOIN " + s.t("message") + " m FORCE INDEX (PRIMARY) ON m.topic = q.topic AND m.id = q.id" + // #nosec G202 -- only table and column names (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
+	return "SELECT STRAIGHT_JOIN " + prefixed("m.", msgCols) + ", q.due, q.seq, " + nowCol + " FROM " + s.t("q_ready") + " q FORCE INDEX (PRIMARY) JOIN " + s.t("message") + " m FORCE INDEX (PRIMARY) ON m.topic = q.topic AND m.id = q.id" + // #nosec G202 -- only table and column names (s.t: the prefix validated at Open) and the clock's expression (nowSQL, or a placeholder) are concatenated; values are parameters
 		" WHERE q.topic = ? AND q.due <= " + now + " ORDER BY q.priority, q.due, q.seq LIMIT ? FOR UPDATE SKIP LOCKED"
 }
 

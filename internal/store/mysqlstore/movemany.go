@@ -155,8 +155,8 @@ func nextResultSet(rows *sql.Rows, what string) error {
 }
 
 // delQMany deletes the queue rows of recs, which are all in one state, by
-// their keys: q_scheduled, q_ready, q_dead (topic, time, seq); q_inflight
-// (lease_until, seq).
+// their keys: q_scheduled, q_dead (topic, time, seq); q_ready (topic,
+// priority, due, seq); q_inflight (lease_until, seq).
 func (s *Store) delQMany(ctx context.Context, tx execer, st store.State, recs []*store.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -170,7 +170,7 @@ func (s *Store) delQMany(ctx context.Context, tx execer, st store.State, recs []
 			args = append(args, []byte(r.Topic), r.DueAt, r.Seq)
 		case store.StateReady:
 			table = "q_ready"
-			args = append(args, []byte(r.Topic), r.DueAt, r.Seq)
+			args = append(args, []byte(r.Topic), r.Priority, r.DueAt, r.Seq)
 		case store.StateDead:
 			table = "q_dead"
 			args = append(args, []byte(r.Topic), r.DeadAt, r.Seq)
@@ -179,7 +179,7 @@ func (s *Store) delQMany(ctx context.Context, tx execer, st store.State, recs []
 			args = append(args, r.LeaseUntil, r.Seq)
 		}
 	}
-	cols := map[string][]string{"q_scheduled": {"topic", "due", "seq"}, "q_ready": {"topic", "due", "seq"}, "q_dead": {"topic", "dead_at", "seq"}, "q_inflight": {"lease_until", "seq"}}[table]
+	cols := map[string][]string{"q_scheduled": {"topic", "due", "seq"}, "q_ready": {"topic", "priority", "due", "seq"}, "q_dead": {"topic", "dead_at", "seq"}, "q_inflight": {"lease_until", "seq"}}[table]
 	on := make([]string, len(cols))
 	for i, c := range cols {
 		on[i] = "q." + c + " = k." + c

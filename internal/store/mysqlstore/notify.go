@@ -94,8 +94,12 @@ func (s *Store) pollVers(ctx context.Context, seen map[string]int64, first bool)
 	}
 	var out []change
 	for _, n := range moved {
+		// Whether anything is ready is the first entry of the topic's
+		// prefix of q_ready's primary key (FORCE INDEX: the optimizer
+		// would take the smaller key due_order, whose records a purge
+		// has not removed yet each cost a look at their row).
 		var ready, sched sql.NullInt64
-		if err := s.db.QueryRowContext(qctx, "SELECT (SELECT MIN(due) FROM "+s.t("q_ready")+" WHERE topic = ?), (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", n, n).Scan(&ready, &sched); err != nil {
+		if err := s.db.QueryRowContext(qctx, "SELECT (SELECT 1 FROM "+s.t("q_ready")+" FORCE INDEX (PRIMARY) WHERE topic = ? LIMIT 1), (SELECT MIN(due) FROM "+s.t("q_scheduled")+" WHERE topic = ?)", n, n).Scan(&ready, &sched); err != nil {
 			return nil, err
 		}
 		switch {
