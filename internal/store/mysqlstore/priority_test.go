@@ -1,13 +1,11 @@
 package mysqlstore_test
 
 import (
-	"database/sql"
 	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
-	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
 // TestUpgradeToPriority: tables of schema version 2 with messages in them
@@ -16,14 +14,7 @@ import (
 // the procedure <prefix>send of version 2 still sends (priority 0), and
 // SendTx with a Priority goes through <prefix>send_priority.
 func TestUpgradeToPriority(t *testing.T) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	makeSchema(t, db, prefix, 2)
+	srv, prefix, db := oldSchema(t, 2)
 	// Sent on schema 2: old-b (no delay) after old-a.
 	for _, id := range []string{"old-a", "old-b"} {
 		if _, err := db.Exec("CALL `"+prefix+"send`('t', ?, 'x', 0, 0, @i, @d, @u)", id); err != nil {

@@ -1,14 +1,12 @@
 package mysqlstore_test
 
 import (
-	"database/sql"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
-	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
 // TestUpgradeReadyClusteredInLeaseOrder: ready messages of two priorities
@@ -20,14 +18,7 @@ import (
 // away by the new key, and a lease takes the rest in (priority, due, seq)
 // order.
 func TestUpgradeReadyClusteredInLeaseOrder(t *testing.T) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	makeSchema(t, db, prefix, 11)
+	srv, prefix, db := oldSchema(t, 11)
 	sent := []struct {
 		id  string
 		pri int

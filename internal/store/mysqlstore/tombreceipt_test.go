@@ -1,13 +1,11 @@
 package mysqlstore_test
 
 import (
-	"database/sql"
 	"errors"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/mysqlstore"
-	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
 // oldTombInsert is the tombstone insert of a server of schema 8, which
@@ -21,14 +19,7 @@ const oldTombInsert = " (topic, id, seq, acked_at, due, created, deliveries, fai
 // an ack of this build (one or many) keeps its receipt, which MessageGet
 // and a duplicate send answer. A second ack stays a conflict.
 func TestUpgradeTombstoneReceipt(t *testing.T) {
-	srv := mysqltest.Shared(t)
-	prefix := srv.NewPrefix()
-	db, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	makeSchema(t, db, prefix, 8)
+	srv, prefix, db := oldSchema(t, 8)
 	// Acked on schema 8.
 	if _, err := db.Exec("INSERT INTO `"+prefix+"tombstone`"+oldTombInsert, "t", "old", 1, 1_000, 500, 400, 1, 0, 25, nil, 0); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,21 @@ import (
 	"github.com/delayq/delayq/internal/store/mysqlstore/mysqltest"
 )
 
+// oldSchema is a new prefix on the shared server with its tables as
+// schema version left them (makeSchema), and a connection pool to it.
+func oldSchema(t *testing.T, version int) (*mysqltest.Server, string, *sql.DB) {
+	t.Helper()
+	srv := mysqltest.Shared(t)
+	prefix := srv.NewPrefix()
+	db, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	makeSchema(t, db, prefix, version)
+	return srv, prefix, db
+}
+
 // makeSchema builds prefix's tables as migrations 1 to version left them,
 // as that version's servers recorded it, without this build's Migrate.
 func makeSchema(t *testing.T, db *sql.DB, prefix string, version int) {
