@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,17 +138,20 @@ func TestWorkerHandlerTimeoutStopsExtending(t *testing.T) {
 
 // With SharedConcurrency, topics competing for slots share them by weight:
 // while both have a backlog, the heavy topic (weight 3) runs about three
-// handlers for each of the light one's.
+// handlers for each of the light one's. Counted after a warm-up: until
+// both topics' first leases have come back, the first to ask may hold
+// more than its share (CI, loaded, saw 105 against 53 over the first
+// 158 calls).
 func TestWorkerSharedConcurrencyByWeight(t *testing.T) {
 	t.Parallel()
 	q := newEngine(t)
-	const each = 150
+	const each, warm, counted = 300, 50, 200
 	for i := range each {
 		mustSend(t, q, "heavy", fmt.Sprintf("h%03d", i), "x")
 		mustSend(t, q, "light", fmt.Sprintf("l%03d", i), "x")
 	}
 	var mu sync.Mutex
-	active, completed := map[string]int{}, map[string]int{}
+	active, completed, atWarm := map[string]int{}, map[string]int{}, map[string]int{}
 	peak := 0
 	done := make(chan struct{}, 2*each)
 	w := delayq.NewWorker(q, delayq.WorkerConfig{Logger: quiet, SharedConcurrency: 8, BatchSize: 2})
@@ -161,6 +165,9 @@ func TestWorkerSharedConcurrencyByWeight(t *testing.T) {
 			mu.Lock()
 			active[topic]--
 			completed[topic]++
+			if completed["heavy"]+completed["light"] == warm {
+				maps.Copy(atWarm, completed)
+			}
 			mu.Unlock()
 			done <- struct{}{}
 			return nil
@@ -168,16 +175,19 @@ func TestWorkerSharedConcurrencyByWeight(t *testing.T) {
 	}
 	w.HandleFunc("heavy", handler("heavy"), delayq.HandlerWeight(3))
 	w.HandleFunc("light", handler("light"))
-	runUntil(t, w, done, each) // stops while both still have a backlog
+	// Stops while both still have a backlog: heavy, at three quarters of
+	// the calls, has run about 190 of its 300.
+	runUntil(t, w, done, warm+counted)
 	mu.Lock()
 	defer mu.Unlock()
 	if peak > 8 || peak < 2 {
 		t.Fatalf("peak %d handlers at once with 8 shared slots", peak)
 	}
-	h, l := completed["heavy"], completed["light"]
-	if h+l < each || l == 0 || h < 2*l {
-		t.Fatalf("weight 3 vs 1 over %d handler calls: heavy %d, light %d", h+l, h, l)
+	h, l := completed["heavy"]-atWarm["heavy"], completed["light"]-atWarm["light"]
+	if h+l < counted || l == 0 || h < 2*l {
+		t.Fatalf("weight 3 vs 1 over %d handler calls after the first %d: heavy %d, light %d", h+l, warm, h, l)
 	}
+	t.Logf("after the first %d calls: heavy %d, light %d", warm, h, l)
 }
 
 func TestWorkerControlsRegistrationErrors(t *testing.T) {
