@@ -12,12 +12,11 @@
 // the like; ready in lease order, (topic, priority, due, seq), since a
 // secondary key's delete-marked records each cost a look at their row
 // until purge removes them) are read with FOR UPDATE SKIP LOCKED; acked
-// tombstones live in
-// their own table, purged in batches. Transactions run at READ COMMITTED,
-// so no gap locks; deadlocks and lock-wait timeouts are retried. The
-// store runs them on a pooled connection itself (conntx), so that BEGIN,
-// COMMIT and writes whose results nothing reads ride with other
-// statements instead of taking round trips of their own.
+// tombstones live in their own table, purged in batches. Transactions run
+// at READ COMMITTED, so no gap locks; deadlocks and lock-wait timeouts are
+// retried. The store runs them on a pooled connection itself (conntx), so
+// that BEGIN, COMMIT and writes whose results nothing reads ride with
+// other statements instead of taking round trips of their own.
 //
 // Time: with TimeDB (the default) each operation reads
 // FLOOR(UNIX_TIMESTAMP(NOW(3))*1000) once, in its transaction, and

@@ -608,11 +608,10 @@ func (s *Store) promote(ctx context.Context, p *store.MessagePromoteParams, grac
 func (s *Store) leasePickSQL() string { return s.leasePickWith("0", "?") }
 
 // leasePickWith picks and locks the next ready messages of a topic, their
-// q_ready rows in lease order, its primary key (topic, priority, due,
-// seq; schema version 12: a scan of the clustered index passes the
-// delete-marked records purge has not removed yet where they lie, where
-// each of a secondary key's cost a look at its row), and their message
-// rows by primary key in the same statement: columns
+// q_ready rows in lease order (the primary key since schema version 12:
+// the delete-marked records purge has not removed yet lie side by side
+// there, where a secondary key's each cost a look at their row), and
+// their message rows by primary key in the same statement: columns
 // msgCols, then q_ready's due and seq, then nowCol; now is the clock's
 // SQL expression (see nowSQL) or a placeholder. Reading the message rows
 // in a statement of their own was a round trip more per lease. SKIP
