@@ -27,6 +27,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/delayq/delayq/internal/buildinfo"
@@ -68,6 +69,38 @@ type Metrics struct {
 	deliverPublished, deliverFailed *prometheus.CounterVec
 	deliverConfirm                  *prometheus.HistogramVec
 	deliverInFlight                 *prometheus.GaugeVec
+
+	// Series resolved once each: a WithLabelValues hashes its labels and
+	// takes its vector's lock on every call, three times per delivered
+	// message. Series are never deleted, so a resolved one stays valid,
+	// and a series still appears only once its event has happened.
+	sentBy, deliveredBy, ackedBy, nackedBy, expiredBy, deadBy, cancelledBy, earlyBy *seriesCache[prometheus.Counter]
+	latenessBy, throttledBy                                                         *seriesCache[prometheus.Observer]
+	requestSeries                                                                   sync.Map // requestKey → prometheus.Observer
+}
+
+// seriesCache holds the series of one vector by topic.
+type seriesCache[T any] struct {
+	m       sync.Map // topic → T
+	resolve func(...string) T
+}
+
+func newSeriesCache[T any](resolve func(...string) T) *seriesCache[T] {
+	return &seriesCache[T]{resolve: resolve}
+}
+
+func (c *seriesCache[T]) get(topic string) T {
+	if v, ok := c.m.Load(topic); ok {
+		return v.(T)
+	}
+	v, _ := c.m.LoadOrStore(topic, c.resolve(topic))
+	return v.(T)
+}
+
+// requestKey is the label set of an HTTP request observation.
+type requestKey struct {
+	method, route string
+	code          int
 }
 
 var (
@@ -131,6 +164,15 @@ func New() *Metrics {
 			Help: "Messages being published to a broker, not yet confirmed (at most the topic's deliver.max_in_flight per server).",
 		}, []string{"topic", "target"}),
 	}
+	counters := func(v *prometheus.CounterVec) *seriesCache[prometheus.Counter] {
+		return newSeriesCache(func(l ...string) prometheus.Counter { return v.WithLabelValues(l...) })
+	}
+	observers := func(v *prometheus.HistogramVec) *seriesCache[prometheus.Observer] {
+		return newSeriesCache(func(l ...string) prometheus.Observer { return v.WithLabelValues(l...) })
+	}
+	m.sentBy, m.deliveredBy, m.ackedBy, m.nackedBy = counters(m.sent), counters(m.delivered), counters(m.acked), counters(m.nacked)
+	m.expiredBy, m.deadBy, m.cancelledBy, m.earlyBy = counters(m.expired), counters(m.dead), counters(m.cancelled), counters(m.early)
+	m.latenessBy, m.throttledBy = observers(m.lateness), observers(m.throttled)
 	bi := buildinfo.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "delayq", Name: "build_info",
@@ -170,28 +212,28 @@ func (m *Metrics) Subscription() engine.Subscription {
 func (m *Metrics) HandleEvent(ev engine.Event) {
 	switch ev.Kind {
 	case engine.EventSent:
-		m.sent.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.sentBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventDelivered:
-		m.delivered.WithLabelValues(ev.Topic).Inc()
-		early := m.early.WithLabelValues(ev.Topic) // created at 0 so the series exists
+		m.deliveredBy.get(ev.Topic).Inc()
+		early := m.earlyBy.get(ev.Topic) // created at 0 so the series exists
 		lateness := ev.Lateness
 		if lateness < 0 {
 			early.Inc()
 			lateness = 0
 		}
-		m.lateness.WithLabelValues(ev.Topic).Observe(lateness.Seconds())
+		m.latenessBy.get(ev.Topic).Observe(lateness.Seconds())
 	case engine.EventThrottled:
-		m.throttled.WithLabelValues(ev.Topic).Observe(max(ev.Held, 0).Seconds())
+		m.throttledBy.get(ev.Topic).Observe(max(ev.Held, 0).Seconds())
 	case engine.EventAcked:
-		m.acked.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.ackedBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventNacked:
-		m.nacked.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.nackedBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventExpired:
-		m.expired.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.expiredBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventDied:
-		m.dead.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.deadBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventCancelled:
-		m.cancelled.WithLabelValues(ev.Topic).Add(float64(ev.N))
+		m.cancelledBy.get(ev.Topic).Add(float64(ev.N))
 	case engine.EventStoreError:
 		m.storeErrors.WithLabelValues(ev.Op).Inc()
 	case engine.EventScheduleFired:
@@ -206,7 +248,12 @@ func (m *Metrics) HandleEvent(ev engine.Event) {
 // set and route must be a routing-table pattern (or a fixed name such as
 // "unmatched"), never the raw request's.
 func (m *Metrics) ObserveRequest(method, route string, code int, d time.Duration) {
-	m.httpDuration.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+	k := requestKey{method: method, route: route, code: code}
+	o, ok := m.requestSeries.Load(k)
+	if !ok {
+		o, _ = m.requestSeries.LoadOrStore(k, m.httpDuration.WithLabelValues(method, route, strconv.Itoa(code)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // ObservePush records one push (push.Observer). Only topics with push

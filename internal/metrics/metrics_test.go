@@ -197,3 +197,48 @@ func TestScheduleMetrics(t *testing.T) {
 		`delayq_schedule_ticks_missed_total{schedule="hourly",topic="reports"} 5`,
 	)
 }
+
+// TestSeriesCachedPerTopic: the per-topic series are resolved once and
+// kept, so concurrent first events of a topic must land in one series,
+// and a topic still shows only the series its events made (a cache that
+// resolved every series of a topic at once would add a histogram and
+// eight counters per topic to every scrape).
+func TestSeriesCachedPerTopic(t *testing.T) {
+	m := New()
+	const workers, per = 8, 500
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range per {
+				topic := fmt.Sprint("t", (w+i)%3)
+				count(m, engine.EventSent, topic, 1)
+				m.ObserveRequest("POST", "POST /v1/topics/{topic}/messages", 201, time.Millisecond)
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	text := scrape(t, m)
+	total := 0
+	for i := range 3 {
+		var n int
+		line := fmt.Sprintf(`delayq_messages_sent_total{topic="t%d"} `, i)
+		at := strings.Index(text, line)
+		if at < 0 {
+			t.Fatalf("no series %q in\n%s", line, text)
+		}
+		fmt.Sscan(text[at+len(line):], &n)
+		total += n
+	}
+	if total != workers*per {
+		t.Errorf("sent counted %d times, want %d", total, workers*per)
+	}
+	hasAll(t, text, fmt.Sprintf(`delayq_http_request_duration_seconds_count{code="201",method="POST",route="POST /v1/topics/{topic}/messages"} %d`, workers*per))
+	for _, absent := range []string{`delayq_messages_nacked_total{topic="t0"}`, `delayq_release_lateness_seconds_count{topic="t0"}`, `delayq_messages_early_total{topic="t0"}`} {
+		if strings.Contains(text, absent) {
+			t.Errorf("%s appeared with no event of its kind", absent)
+		}
+	}
+}
