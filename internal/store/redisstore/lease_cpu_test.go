@@ -17,18 +17,24 @@ import (
 // scriptUsec reads the Redis time spent in scripts so far (commandstats
 // usec of EVALSHA and EVAL).
 func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
+	_, n = scriptStats(ctx, admin)
+	return n
+}
+
+// scriptStats reads the scripts run so far and the Redis time spent in
+// them (commandstats calls and usec of EVALSHA and EVAL).
+func scriptStats(ctx context.Context, admin *redis.Client) (calls, usec int64) {
 	info := admin.Info(ctx, "commandstats").Val()
 	for line := range strings.SplitSeq(info, "\n") {
 		for _, c := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
 			if rest, ok := strings.CutPrefix(line, c); ok {
-				_, u, _ := strings.Cut(rest, ",usec=")
-				var v int64
-				fmt.Sscanf(u, "%d", &v)
-				n += v
+				var k, u int64
+				fmt.Sscanf(rest, "calls=%d,usec=%d", &k, &u)
+				calls, usec = calls+k, usec+u
 			}
 		}
 	}
-	return n
+	return calls, usec
 }
 
 // BenchmarkLeaseRedisCPU reports the Redis time spent in scripts per
@@ -140,6 +146,80 @@ func BenchmarkLeaseRedisCPU(b *testing.B) {
 			b.ReportMetric(float64(ack)/n, "ack-µs/msg")
 			b.ReportMetric(float64(nack)/n, "nack-µs/msg")
 			b.ReportMetric(float64(expire)/n, "expire-µs/msg")
+		})
+	}
+}
+
+// BenchmarkLeaseDueOneRedisCPU reports the Redis time of a due lease as a
+// release to one waiting consumer makes it: one message per script (the
+// shape of paced and burst loads, where a woken long-poll finds one or
+// two), against a lease that finds nothing and one of 100. With and
+// without the AOF (appendfsync always), on a Redis of its own; 1 KiB
+// payloads, ready messages of one topic, the server's clock.
+//
+//	go test -run XXX -bench LeaseDueOneRedisCPU -benchtime 2x ./internal/store/redisstore
+func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
+	for _, aof := range []string{"yes", "no"} {
+		b.Run("aof="+aof, func(b *testing.B) {
+			srv := redistest.Start(b, "--appendonly", aof)
+			ctx := context.Background()
+			s, err := Open(ctx, Options{URL: srv.URL(), Prefix: "bo", Timeout: 30 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer admin.Close()
+			payload := bytes.Repeat([]byte("x"), 1<<10)
+			const per = 2000
+			// lease runs leases of up to n messages until per are taken
+			// (or, on an empty topic, 200 calls) and returns the Redis
+			// time per call and per message.
+			var scripts, leases int64
+			lease := func(topic string, n int) (perCall, perMsg float64) {
+				k0, u0 := scriptStats(ctx, admin)
+				calls, got := 0, 0
+				for got < per && calls < per {
+					cctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a deadline, as a long-poll has: no peek first
+					recs, err := s.MessageLeaseDue(cctx, &store.MessageLeaseParams{Topic: topic, Max: n, LeaseFor: 60_000, Token: "0123456789abcdef"})
+					cancel()
+					if err != nil {
+						b.Fatal(err)
+					}
+					calls, got = calls+1, got+len(recs)
+				}
+				k, u := scriptStats(ctx, admin)
+				scripts, leases = scripts+k-k0, leases+int64(calls)
+				return float64(u-u0) / float64(calls), float64(u-u0) / float64(max(got, 1))
+			}
+			var one, none, hundred float64
+			for i := 0; b.Loop(); i++ {
+				topic := fmt.Sprint("t", i)
+				now := time.Now().UnixMilli()
+				for j := 0; j < 2*per; j += 100 {
+					var msgs []store.InsertMessage
+					for k := j; k < j+100; k++ {
+						msgs = append(msgs, store.InsertMessage{ID: fmt.Sprintf("m%05d", k), DueAt: now - 1, MaxAttempts: 3, Payload: payload})
+					}
+					if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now, Messages: msgs}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c, _ := lease(topic, 1)
+				one += c
+				_, m := lease(topic, 100)
+				hundred += m
+				c, _ = lease(fmt.Sprint("empty", i), 1)
+				none += c
+				if err := admin.FlushAll(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(one/n, "one-µs/lease")
+			b.ReportMetric(none/n, "none-µs/lease")
+			b.ReportMetric(hundred/n, "of100-µs/msg")
+			b.ReportMetric(float64(scripts)/float64(leases), "scripts/lease")
 		})
 	}
 }
