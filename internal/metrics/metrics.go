@@ -82,11 +82,7 @@ type Metrics struct {
 // seriesCache holds the series of one vector by topic.
 type seriesCache[T any] struct {
 	m       sync.Map // topic → T
-	resolve func(...string) T
-}
-
-func newSeriesCache[T any](resolve func(...string) T) *seriesCache[T] {
-	return &seriesCache[T]{resolve: resolve}
+	resolve func(topic string) T
 }
 
 func (c *seriesCache[T]) get(topic string) T {
@@ -165,10 +161,10 @@ func New() *Metrics {
 		}, []string{"topic", "target"}),
 	}
 	counters := func(v *prometheus.CounterVec) *seriesCache[prometheus.Counter] {
-		return newSeriesCache(func(l ...string) prometheus.Counter { return v.WithLabelValues(l...) })
+		return &seriesCache[prometheus.Counter]{resolve: func(t string) prometheus.Counter { return v.WithLabelValues(t) }}
 	}
 	observers := func(v *prometheus.HistogramVec) *seriesCache[prometheus.Observer] {
-		return newSeriesCache(func(l ...string) prometheus.Observer { return v.WithLabelValues(l...) })
+		return &seriesCache[prometheus.Observer]{resolve: func(t string) prometheus.Observer { return v.WithLabelValues(t) }}
 	}
 	m.sentBy, m.deliveredBy, m.ackedBy, m.nackedBy = counters(m.sent), counters(m.delivered), counters(m.acked), counters(m.nacked)
 	m.expiredBy, m.deadBy, m.cancelledBy, m.earlyBy = counters(m.expired), counters(m.dead), counters(m.cancelled), counters(m.early)
