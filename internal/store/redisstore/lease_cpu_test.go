@@ -173,8 +173,8 @@ func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 			payload := bytes.Repeat([]byte("x"), 1<<10)
 			const per = 2000
 			// lease runs leases of up to n messages until per are taken
-			// (or, on an empty topic, 200 calls) and returns the Redis
-			// time per call and per message.
+			// or per calls were made (an empty topic's case) and returns
+			// the Redis time per call and per message.
 			var scripts, leases int64
 			lease := func(topic string, n int) (perCall, perMsg float64) {
 				k0, u0 := scriptStats(ctx, admin)
