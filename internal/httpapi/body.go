@@ -57,7 +57,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	if b == nil {
 		b = make([]byte, 0, size)
 	}
-	if err := s.budget.acquire(r.Context(), int64(cap(b)), &deadline); err != nil {
+	if err := s.budget.acquire(r.Context(), int64(cap(b)), 0, &deadline); err != nil {
 		return b, 0, err
 	}
 	held = int64(cap(b))
@@ -88,7 +88,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		if grow > maxPooledBody {
 			grow = min(grow, ceiling) // past the pooled sizes, no more than the body can need
 		}
-		if err := s.budget.acquire(r.Context(), grow, &deadline); err != nil {
+		if err := s.budget.acquire(r.Context(), grow, held, &deadline); err != nil {
 			return b, held, err
 		}
 		nb := getBody(grow) // grow is a pooled size, or past them (nil)

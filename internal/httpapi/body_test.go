@@ -304,7 +304,7 @@ func TestBurstBuffersDropped(t *testing.T) {
 		putBody(make([]byte, 0, maxPooledBody))
 	}
 	var deadline time.Time
-	if err := bb.acquire(context.Background(), 32<<20, &deadline); err != nil {
+	if err := bb.acquire(context.Background(), 32<<20, 0, &deadline); err != nil {
 		t.Fatal(err)
 	}
 	bb.release(32 << 20) // schedules giveBack at once: none ran before

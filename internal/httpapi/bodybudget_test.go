@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -159,5 +161,106 @@ func TestBodyBudgetFlood(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("the heap still retains %d MiB after the flood (base %d MiB)", retained/mib, base/mib)
 		}
+	}
+}
+
+// budgetCall is one request's acquire on bb, run in a goroutine; on a
+// refusal it releases what it held, as readBody does.
+func budgetCall(ctx context.Context, bb *byteBudget, need, held int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(time.Hour) // only the budget's own decisions count
+		err := bb.acquire(ctx, need, held, &deadline)
+		if err != nil {
+			bb.release(held)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// TestBudgetStandstillGoesToTheLargest: three bodies fill the budget and
+// each waits to grow; only another's end would free bytes, and none ends.
+// The budget refuses the ones holding least at once, and the one holding
+// most gets the room, instead of all three waiting out their time.
+func TestBudgetStandstillGoesToTheLargest(t *testing.T) {
+	const mib = 1 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+	defer cancel()
+	bb := newByteBudget(8 * mib)
+	for _, n := range []int64{4 * mib, 3 * mib, 1 * mib} {
+		var deadline time.Time
+		if err := bb.acquire(ctx, n, 0, &deadline); err != nil {
+			t.Fatalf("first %d MiB: %v", n/mib, err)
+		}
+	}
+	small := budgetCall(ctx, bb, 1*mib, 1*mib)
+	middle := budgetCall(ctx, bb, 3*mib, 3*mib)
+	large := budgetCall(ctx, bb, 4*mib, 4*mib)
+	if err := <-large; err != nil {
+		t.Errorf("the body holding most: %v; want its growth charged", err)
+	}
+	for name, ch := range map[string]<-chan error{"least": small, "middle": middle} {
+		if err := <-ch; !errors.Is(err, errBodyBudget) {
+			t.Errorf("the body holding the %s: %v; want refused by the budget at once", name, err)
+		}
+	}
+	if u := bb.inUse(); u != 8*mib {
+		t.Errorf("%d MiB charged, want the largest body's 8 MiB", u/mib)
+	}
+}
+
+// TestBudgetWaitsWhileOthersRead: a body waiting for room is not refused
+// while another request holds bytes outside the queue (still reading,
+// or in its handler); it is charged once that one releases.
+func TestBudgetWaitsWhileOthersRead(t *testing.T) {
+	const mib = 1 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+	defer cancel()
+	bb := newByteBudget(8 * mib)
+	var deadline time.Time
+	if err := bb.acquire(ctx, 6*mib, 0, &deadline); err != nil {
+		t.Fatal(err)
+	}
+	if err := bb.acquire(ctx, 1*mib, 0, &deadline); err != nil {
+		t.Fatal(err)
+	}
+	grow := budgetCall(ctx, bb, 2*mib, 1*mib)
+	for { // wait until it queued
+		bb.mu.Lock()
+		n := len(bb.waiting)
+		bb.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A first buffer that fits is charged although a body waits.
+	if err := bb.acquire(ctx, 16<<10, 0, &deadline); err != nil {
+		t.Errorf("a first buffer beside a waiting body: %v", err)
+	}
+	bb.release(16 << 10)
+	select {
+	case err := <-grow:
+		t.Fatalf("the waiting body was decided (%v) while another still held its bytes", err)
+	default:
+	}
+	bb.release(6 * mib)
+	if err := <-grow; err != nil {
+		t.Errorf("the waiting body after the release: %v; want charged", err)
+	}
+}
+
+// TestBudgetNeedOverTheWhole: a growth larger than the whole budget can
+// never be charged, so it is refused at once instead of after a wait.
+func TestBudgetNeedOverTheWhole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), failsafe)
+	defer cancel()
+	bb := newByteBudget(8 << 20)
+	if err := <-budgetCall(ctx, bb, 9<<20, 0); !errors.Is(err, errBodyBudget) {
+		t.Errorf("9 MiB on an 8 MiB budget: %v; want refused by the budget", err)
+	}
+	if u := bb.inUse(); u != 0 {
+		t.Errorf("%d bytes charged after the refusal", u)
 	}
 }
