@@ -19,9 +19,14 @@ import (
 // that the script form computes at the top of every run. The per-call
 // part is begin; zz_begin is a function that runs it and returns.
 func preludeLibrary(tb testing.TB) string {
+	// The prelude's per-call statements, moved into begin as they are.
+	const (
+		nowBlock = "local NOW\nif ARGV[1] ~= '' then\n  NOW = tonumber(ARGV[1])\nelse\n  local t = redis.call('TIME')\n  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\nend"
+		nowDecl  = "local NOW\n"
+	)
 	lib := luaPrelude
 	for _, r := range [][2]string{
-		{"local NOW\nif ARGV[1] ~= '' then\n  NOW = tonumber(ARGV[1])\nelse\n  local t = redis.call('TIME')\n  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\nend", "local NOW, KEYS, ARGV"},
+		{nowBlock, "local NOW, KEYS, ARGV"},
 		{"local NOW_S = istr(NOW)", "local NOW_S"},
 		{"local IDX = KEYS", "local IDX"},
 		{"local MPFX = ARGV[2]", "local MPFX"},
@@ -34,12 +39,7 @@ func preludeLibrary(tb testing.TB) string {
 	return "#!lua name=zzprelude\n" + lib + `
 local function begin(keys, args)
   KEYS, ARGV = keys, args
-  if ARGV[1] ~= '' then
-    NOW = tonumber(ARGV[1])
-  else
-    local t = redis.call('TIME')
-    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+` + strings.TrimPrefix(nowBlock, nowDecl) + `
   NOW_S, IDX, MPFX = istr(NOW), KEYS, ARGV[2]
 end
 redis.register_function{function_name = 'zz_begin', callback = function(keys, args) begin(keys, args) return 1 end, flags = {'allow-oom'}}
