@@ -34,7 +34,6 @@ type byteBudget struct {
 	peak     int64           // highest use since memory was last returned
 	waiting  []*budgetWaiter // in grant order: most held first, then arrival
 	waitHeld int64           // bytes held by the requests in waiting
-	arrivals uint64
 	// returning is set while a give-back to the OS is scheduled or running.
 	returning bool
 	lastFree  time.Time
@@ -44,7 +43,6 @@ type byteBudget struct {
 // its bytes were charged (err nil) or it was refused (err set).
 type budgetWaiter struct {
 	held, need int64
-	arrival    uint64
 	decided    chan struct{}
 	err        error
 }
@@ -92,8 +90,7 @@ func (b *byteBudget) acquire(ctx context.Context, n, held int64, deadline *time.
 		b.mu.Unlock()
 		return errBodyBudget
 	}
-	w := &budgetWaiter{held: held, need: n, arrival: b.arrivals, decided: make(chan struct{})}
-	b.arrivals++
+	w := &budgetWaiter{held: held, need: n, decided: make(chan struct{})}
 	b.enqueue(w)
 	b.settle()
 	b.mu.Unlock()
@@ -127,7 +124,8 @@ func (b *byteBudget) charge(n int64) {
 	b.peak = max(b.peak, b.used)
 }
 
-// enqueue puts w in grant order. b.mu is held.
+// enqueue puts w in grant order, after the waiters holding as much or
+// more. b.mu is held.
 func (b *byteBudget) enqueue(w *budgetWaiter) {
 	i := len(b.waiting)
 	for i > 0 && b.waiting[i-1].held < w.held {
