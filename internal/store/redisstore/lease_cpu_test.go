@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,17 +23,9 @@ func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
 // scriptStats reads the scripts run so far and the Redis time spent in
 // them (commandstats calls and usec of EVALSHA and EVAL).
 func scriptStats(ctx context.Context, admin *redis.Client) (calls, usec int64) {
-	info := admin.Info(ctx, "commandstats").Val()
-	for line := range strings.SplitSeq(info, "\n") {
-		for _, c := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(line, c); ok {
-				var k, u int64
-				fmt.Sscanf(rest, "calls=%d,usec=%d", &k, &u)
-				calls, usec = calls+k, usec+u
-			}
-		}
-	}
-	return calls, usec
+	calls, usec = commandStat(ctx, admin, "evalsha")
+	k, u := commandStat(ctx, admin, "eval")
+	return calls + k, usec + u
 }
 
 // BenchmarkLeaseRedisCPU reports the Redis time spent in scripts per

@@ -278,8 +278,11 @@ type script struct {
 	src, sha string
 }
 
-func newScript(flags, body string) *script {
-	src := flags + luaPrelude + body
+// newScript is body after flags and the prelude.
+func newScript(flags, body string) *script { return scriptOf(flags + luaPrelude + body) }
+
+// scriptOf is the script src exactly as given.
+func scriptOf(src string) *script {
 	h := sha1.Sum([]byte(src)) // #nosec G401 -- the script ID Redis's EVALSHA requires (SHA-1 by protocol), not a security hash
 	return &script{src: src, sha: hex.EncodeToString(h[:])}
 }

@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1" // #nosec G505 -- the script SHA-1 that EVALSHA requires
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,9 +62,7 @@ func BenchmarkScriptPreludeRedisCPU(b *testing.B) {
 	if err := rc.FunctionLoadReplace(ctx, preludeLibrary(b)).Err(); err != nil {
 		b.Fatal(err)
 	}
-	bareSrc := flagsState + "return 1" // without the prelude
-	h := sha1.Sum([]byte(bareSrc))     // #nosec G401 -- the script ID EVALSHA requires
-	bare := &script{src: bareSrc, sha: hex.EncodeToString(h[:])}
+	bare := scriptOf(flagsState + "return 1") // without the prelude
 	prelude := newScript(flagsState, "return 1")
 	const calls = 5000
 	keys := []string{"{t#0}:sched", "{t#0}:ready", "{t#0}:lease", "{t#0}:dead", "{t#0}:acked"}
