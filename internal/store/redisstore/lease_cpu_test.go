@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,22 @@ import (
 // usec of EVALSHA and EVAL).
 func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
 	_, n = scriptStats(ctx, admin)
+	return n
+}
+
+// scriptCommands reads how many commands Redis has run inside scripts
+// so far: every command commandstats counts but the scripts themselves
+// and the INFO that reads it (all a benchmark sends while it measures).
+func scriptCommands(ctx context.Context, admin *redis.Client) (n int64) {
+	for line := range strings.SplitSeq(admin.Info(ctx, "commandstats").Val(), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || name == "evalsha" || name == "eval" || name == "info" {
+			continue
+		}
+		var calls int64
+		fmt.Sscanf(rest, "calls=%d", &calls)
+		n += calls
+	}
 	return n
 }
 
@@ -144,9 +161,10 @@ func BenchmarkLeaseRedisCPU(b *testing.B) {
 // BenchmarkLeaseDueOneRedisCPU reports the Redis time of a due lease as a
 // release to one waiting consumer makes it: one message per script (the
 // shape of paced and burst loads, where a woken long-poll finds one or
-// two), against a lease that finds nothing and one of 100. With and
-// without the AOF (appendfsync always), on a Redis of its own; 1 KiB
-// payloads, ready messages of one topic, the server's clock.
+// two), of a ready message and of a scheduled one come due that no
+// promotion moved (as a release finds it), against a lease that finds
+// nothing and one of 100. With and without the AOF (appendfsync always),
+// on a Redis of its own; 1 KiB payloads, one topic, the server's clock.
 //
 //	go test -run XXX -bench LeaseDueOneRedisCPU -benchtime 2x ./internal/store/redisstore
 func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
@@ -167,8 +185,9 @@ func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 			// or per calls were made (an empty topic's case) and returns
 			// the Redis time per call and per message.
 			var scripts, leases int64
-			lease := func(topic string, n int) (perCall, perMsg float64) {
+			lease := func(topic string, n int) (perCall, perMsg, redisCalls float64) {
 				k0, u0 := scriptStats(ctx, admin)
+				r0 := scriptCommands(ctx, admin)
 				calls, got := 0, 0
 				for got < per && calls < per {
 					cctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a deadline, as a long-poll has: no peek first
@@ -179,35 +198,50 @@ func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 					}
 					calls, got = calls+1, got+len(recs)
 				}
+				r := scriptCommands(ctx, admin)
 				k, u := scriptStats(ctx, admin)
 				scripts, leases = scripts+k-k0, leases+int64(calls)
-				return float64(u-u0) / float64(calls), float64(u-u0) / float64(max(got, 1))
+				return float64(u-u0) / float64(calls), float64(u-u0) / float64(max(got, 1)), float64(r-r0) / float64(calls)
 			}
-			var one, none, hundred float64
-			for i := 0; b.Loop(); i++ {
-				topic := fmt.Sprint("t", i)
-				now := time.Now().UnixMilli()
-				for j := 0; j < 2*per; j += 100 {
+			// fill sends n messages to topic, due at dueAt.
+			fill := func(topic string, n int, now, dueAt int64) {
+				for j := 0; j < n; j += 100 {
 					var msgs []store.InsertMessage
 					for k := j; k < j+100; k++ {
-						msgs = append(msgs, store.InsertMessage{ID: fmt.Sprintf("m%05d", k), DueAt: now - 1, MaxAttempts: 3, Payload: payload})
+						msgs = append(msgs, store.InsertMessage{ID: fmt.Sprintf("m%05d", k), DueAt: dueAt, MaxAttempts: 3, Payload: payload})
 					}
 					if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: topic, Now: now, Messages: msgs}); err != nil {
 						b.Fatal(err)
 					}
 				}
-				c, _ := lease(topic, 1)
-				one += c
-				_, m := lease(topic, 100)
+			}
+			var one, oneSched, none, hundred, oneCalls, oneSchedCalls, noneCalls float64
+			for i := 0; b.Loop(); i++ {
+				topic, sched := fmt.Sprint("t", i), fmt.Sprint("s", i)
+				now := time.Now().UnixMilli()
+				// sched's messages are due in a second: still scheduled
+				// when they are leased, as a release finds them
+				fill(sched, per, now, now+1000)
+				fill(topic, 2*per, now, now-1)
+				time.Sleep(time.Until(time.UnixMilli(now + 1100)))
+				c, _, r := lease(sched, 1)
+				oneSched, oneSchedCalls = oneSched+c, oneSchedCalls+r
+				c, _, r = lease(topic, 1)
+				one, oneCalls = one+c, oneCalls+r
+				_, m, _ := lease(topic, 100)
 				hundred += m
-				c, _ = lease(fmt.Sprint("empty", i), 1)
-				none += c
+				c, _, r = lease(fmt.Sprint("empty", i), 1)
+				none, noneCalls = none+c, noneCalls+r
 				if err := admin.FlushAll(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
 			}
 			n := float64(b.N)
 			b.ReportMetric(one/n, "one-µs/lease")
+			b.ReportMetric(oneSched/n, "one-sched-µs/lease")
+			b.ReportMetric(oneCalls/n, "one-calls/lease")
+			b.ReportMetric(oneSchedCalls/n, "one-sched-calls/lease")
+			b.ReportMetric(noneCalls/n, "none-calls/lease")
 			b.ReportMetric(none/n, "none-µs/lease")
 			b.ReportMetric(hundred/n, "of100-µs/msg")
 			b.ReportMetric(float64(scripts)/float64(leases), "scripts/lease")

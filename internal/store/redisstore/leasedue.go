@@ -60,14 +60,18 @@ local function byDue(a, b)
   return a.c < b.c
 end
 -- The topic's first n due scheduled, with the priority from each record's
--- header (47 bytes: the priority byte is the 47th when present).
+-- header (47 bytes: the priority byte is the 47th when present); a lone
+-- candidate's is not read, it orders nothing.
 table.sort(sched, byDue)
+local lone = #sched + #cands == 1
 for x = 1, math.min(n, #sched) do
   local c = sched[x]
-  usePart(c.j)
-  local h = redis.call('GETRANGE', mkey(idof(c.m)), 0, 46)
   c.pri = 0
-  if #h >= 47 and string.byte(h, 1) >= PRI then c.pri = string.byte(h, 47) end
+  if not lone then
+    usePart(c.j)
+    local h = redis.call('GETRANGE', mkey(idof(c.m)), 0, 46)
+    if #h >= 47 and string.byte(h, 1) >= PRI then c.pri = string.byte(h, 47) end
+  end
   cands[#cands+1] = c
 end
 table.sort(cands, function(a, b)

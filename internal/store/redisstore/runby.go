@@ -30,9 +30,11 @@ import (
 // wall clock. On a Cluster each master's TIME anchors its own scripts.
 
 // redisClockFn is a Lua function giving Redis TIME in Unix ms, whatever
-// NOW is (NOW is the caller's with TimeCaller).
+// NOW is (NOW is the caller's with TimeCaller). When the prelude took NOW
+// from TIME it is that, without another call.
 const redisClockFn = `
 local function redisClock()
+  if ARGV[1] == '' then return NOW end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
