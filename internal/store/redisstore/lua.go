@@ -165,19 +165,24 @@ end
 -- one, RROOM to spare), one without an area, and a tombstone. A record of
 -- AREAMIN bytes of headers and payload or more gets an area, except a
 -- tombstone (never leased again); the others none.
-local function save(k, r)
-  local a = struct.pack(AREAF, #r.rcpt, r.rcpt, #r.err, r.err)
-  if r.b and r.cap and #a <= r.cap then
-    local head = prefix(r, a, r.cap)
-    redis.call('SETRANGE', k, 0, head)
-    return {head, r.b}
-  end
+local function area(r) return struct.pack(AREAF, #r.rcpt, r.rcpt, #r.err, r.err) end
+-- whole is r written whole, a its area's bytes (area(r)).
+local function whole(r, a)
   local p = r.p or string.sub(r.b, r.ppos)
   local cap
   if r.st ~= 5 and #r.h + #p >= AREAMIN then
     if #a <= AREA then cap = AREA else cap = #a + RROOM end
   end
-  local b = prefix(r, a, cap) .. struct.pack('>I4', #r.h) .. r.h .. p
+  return prefix(r, a, cap) .. struct.pack('>I4', #r.h) .. r.h .. p
+end
+local function save(k, r)
+  local a = area(r)
+  if r.b and r.cap and #a <= r.cap then
+    local head = prefix(r, a, r.cap)
+    redis.call('SETRANGE', k, 0, head)
+    return {head, r.b}
+  end
+  local b = whole(r, a)
   redis.call('SET', k, b)
   return b
 end

@@ -34,20 +34,22 @@ const insertBody = `
 local function insertOne(out, b, tn, ctr)
   local id = ARGV[b]
   local k = mkey(id)
-  local old = redis.call('GET', k)
-  if old then
-    out[#out+1] = 1
-    out[#out+1] = old
-    return nil
-  end
   local r = {st = 1, tn = tn, ctr = ctr, p = ARGV[b+2], h = ARGV[b+3],
     due = at(ARGV[b+4]), max = tonumber(ARGV[b+5]), pri = tonumber(ARGV[b+6]),
     cat = NOW, uat = NOW, t = 0, dlv = 0, fail = 0, rcpt = '', err = ''}
   local due = r.due
   if r.due <= NOW then r.st, due = 2, 0 end
+  -- written only if the id is new (NX), the record there answered if not
+  -- (GET): one command where a GET and then a SET were two
+  local rec = whole(r, area(r))
+  local old = redis.call('SET', k, rec, 'NX', 'GET')
+  if old then
+    out[#out+1] = 1
+    out[#out+1] = old
+    return nil
+  end
   out[#out+1] = 0
-  local b = save(k, r)
-  out[#out+1] = string.sub(b, 1, #b - #r.p)
+  out[#out+1] = string.sub(rec, 1, #rec - #r.p)
   index(r, member(r, id), istr(r.due))
   return due
 end
