@@ -155,16 +155,7 @@ local function prefix(r, a, cap)
   if not cap then return head .. a end
   return head .. struct.pack('>I4', cap) .. a .. string.rep('\0', cap - #a)
 end
--- save writes r to k and returns the record for the script's answer.
--- A record load read whose receipt and error fit its area is rewritten
--- up to the area's end only (SETRANGE): the headers and payload are
--- neither copied into the script nor written again (nor to the AOF and
--- replicas), and the answer is {prefix, the bytes load read}, which the
--- client splices. Any other is written whole (SET) and answered as its
--- bytes: a new record, a record whose area is too small (it gets a larger
--- one, RROOM to spare), one without an area, and a tombstone. A record of
--- AREAMIN bytes of headers and payload or more gets an area, except a
--- tombstone (never leased again); the others none.
+-- area is r's receipt and error as its area holds them.
 local function area(r) return struct.pack(AREAF, #r.rcpt, r.rcpt, #r.err, r.err) end
 -- whole is r written whole, a its area's bytes (area(r)).
 local function whole(r, a)
@@ -175,6 +166,16 @@ local function whole(r, a)
   end
   return prefix(r, a, cap) .. struct.pack('>I4', #r.h) .. r.h .. p
 end
+-- save writes r to k and returns the record for the script's answer.
+-- A record load read whose receipt and error fit its area is rewritten
+-- up to the area's end only (SETRANGE): the headers and payload are
+-- neither copied into the script nor written again (nor to the AOF and
+-- replicas), and the answer is {prefix, the bytes load read}, which the
+-- client splices. Any other is written whole (SET) and answered as its
+-- bytes: a new record, a record whose area is too small (it gets a larger
+-- one, RROOM to spare), one without an area, and a tombstone. A record of
+-- AREAMIN bytes of headers and payload or more gets an area, except a
+-- tombstone (never leased again); the others none.
 local function save(k, r)
   local a = area(r)
   if r.b and r.cap and #a <= r.cap then
