@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,14 +24,10 @@ func scriptUsec(ctx context.Context, admin *redis.Client) (n int64) {
 // so far: every command commandstats counts but the scripts themselves
 // and the INFO that reads it (all a benchmark sends while it measures).
 func scriptCommands(ctx context.Context, admin *redis.Client) (n int64) {
-	for line := range strings.SplitSeq(admin.Info(ctx, "commandstats").Val(), "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || name == "evalsha" || name == "eval" || name == "info" {
-			continue
+	for name, st := range commandStats(ctx, admin) {
+		if name != "evalsha" && name != "eval" && name != "info" {
+			n += st.calls
 		}
-		var calls int64
-		fmt.Sscanf(rest, "calls=%d", &calls)
-		n += calls
 	}
 	return n
 }

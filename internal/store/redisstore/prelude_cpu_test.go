@@ -105,10 +105,25 @@ func BenchmarkScriptPreludeRedisCPU(b *testing.B) {
 
 // commandStat reads one command's calls and usec from commandstats.
 func commandStat(ctx context.Context, rc *redis.Client, name string) (calls, usec int64) {
+	st := commandStats(ctx, rc)[name]
+	return st.calls, st.usec
+}
+
+// cmdStat is one command's line of commandstats.
+type cmdStat struct{ calls, usec int64 }
+
+// commandStats reads commandstats: each command's calls and usec.
+func commandStats(ctx context.Context, rc *redis.Client) map[string]cmdStat {
+	out := map[string]cmdStat{}
 	for line := range strings.SplitSeq(rc.Info(ctx, "commandstats").Val(), "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":"); ok {
-			fmt.Sscanf(rest, "calls=%d,usec=%d", &calls, &usec)
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		name, rest, found := strings.Cut(rest, ":")
+		if !ok || !found {
+			continue
 		}
+		var st cmdStat
+		fmt.Sscanf(rest, "calls=%d,usec=%d", &st.calls, &st.usec)
+		out[name] = st
 	}
-	return calls, usec
+	return out
 }
