@@ -23,7 +23,7 @@ import (
 // Returns {now, member1, score1, rec1, …}, at most limit entries strictly
 // after (DeadAt, Seq). A position, not an offset: entries removed since
 // the cursor was made do not shift the page.
-var deadPageScript = newScript(flagsRead, `
+var deadPageScript = libScript("deadPage", flagsRead, `
 local lim = tonumber(ARGV[3])
 local cs = tonumber(ARGV[4])
 local min = '-inf'
@@ -125,7 +125,7 @@ func (s *Store) DeadList(ctx context.Context, p *store.DeadListParams) ([]*store
 //	ARGV[3] id ("" for the partition's first n dead), ARGV[4] n
 //
 // Returns {now, "ok", id1, rec1, …} | {now, "nf"} (id given and not dead).
-var deadReplayScript = newScript(flagsState, `
+var deadReplayScript = libScript("deadReplay", flagsState, `
 local ms
 if ARGV[3] ~= '' then
   local r = loadHead(mkey(ARGV[3]))
@@ -190,7 +190,7 @@ func (s *Store) DeadReplay(ctx context.Context, p *store.DeadReplayParams) (_ []
 //	ARGV[3] id ("" for the partition's first n dead), ARGV[4] n
 //
 // Returns {now, "ok", deleted} | {now, "nf"} (id given and not dead).
-var deadDeleteScript = newScript(flagsState, `
+var deadDeleteScript = libScript("deadDelete", flagsState, `
 local ms
 if ARGV[3] ~= '' then
   local r = load(mkey(ARGV[3]))
@@ -284,7 +284,7 @@ func (s *Store) deadOp(ctx context.Context, op string, sc *script, topic, id str
 //	ARGV[3] "+-window" (ms, so the cutoff is now - window), ARGV[4] n
 //
 // Returns {now, deleted}.
-var dedupPurgeScript = newScript(flagsState, `
+var dedupPurgeScript = libScript("dedupPurge", flagsState, `
 local ms = redis.call('ZRANGE', IDX[5], '-inf', istr(at(ARGV[3])), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[4]))
 for _, m in ipairs(ms) do
   redis.call('ZREM', IDX[5], m)

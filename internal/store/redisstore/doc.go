@@ -55,9 +55,11 @@
 //
 // # Scripts
 //
-// Every state transition of a partition is one Lua script (EVALSHA, with
-// EVAL when the script cache is empty), documented with its KEYS, ARGV and
-// reply beside the Go method that runs it (insert, send, cancel and
+// Every state transition of a partition is one Lua script, sent as its
+// function in delayq's function library (FCALL; library.go: loaded when a
+// server lacks it, and EVALSHA/EVAL where functions are refused),
+// documented with its KEYS, ARGV and reply beside the Go method that
+// runs it (insert, send, cancel and
 // reschedule in message.go; promote in promote.go; lease, ack, nack,
 // extend and expire in lease.go; the single-server promote and lease over
 // all partitions in oneserver.go; the lease of due scheduled messages

@@ -128,7 +128,7 @@ func checkLeaseDuringFreeze(t *testing.T, due, afterPeek, cluster bool, peek ...
 				t.Fatal(err)
 			}
 			for line := range strings.SplitSeq(info, "\n") {
-				for _, c := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+				for _, c := range []string{"cmdstat_fcall:calls=", "cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
 					if rest, ok := strings.CutPrefix(line, c); ok {
 						var v int64
 						fmt.Sscanf(rest, "%d", &v)

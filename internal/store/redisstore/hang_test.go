@@ -229,28 +229,59 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// TestScriptCacheFlushed: after the script cache is emptied (a restarted
-// Redis) the pipelined calls re-run what answered NOSCRIPT in pipelines,
-// loading each script with one EVAL per server rather than re-running
-// every call on its own, and answer as usual.
-func TestScriptCacheFlushed(t *testing.T) {
+// TestLuaFlushed: after Redis lost delayq's Lua (a restarted server
+// without persistence: FUNCTION FLUSH, or SCRIPT FLUSH where functions are
+// refused), the pipelined calls re-run what answered that it was missing
+// in pipelines, loading the library once per server (or each script with
+// one EVAL per server) rather than re-running every call on its own, and
+// answer as usual.
+func TestLuaFlushed(t *testing.T) {
 	t.Parallel()
-	t.Run("standalone", func(t *testing.T) {
-		t.Parallel()
-		srv := redistest.Start(t)
-		scriptCacheFlushed(t, srv.URL(), []string{srv.Addr()})
-	})
-	t.Run("cluster", func(t *testing.T) {
-		t.Parallel()
-		if testing.Short() {
-			t.Skip("cluster: skipped in -short")
+	for _, scripts := range []bool{false, true} {
+		name := "functions"
+		if scripts {
+			name = "scripts"
 		}
-		cl := redistest.StartCluster(t, 3)
-		scriptCacheFlushed(t, cl.URL(), cl.Addrs())
-	})
+		t.Run(name+"/standalone", func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			luaFlushed(t, srv.URL(), []string{srv.Addr()}, scripts)
+		})
+		t.Run(name+"/cluster", func(t *testing.T) {
+			t.Parallel()
+			if testing.Short() {
+				t.Skip("cluster: skipped in -short")
+			}
+			cl := redistest.StartCluster(t, 3)
+			luaFlushed(t, cl.URL(), cl.Addrs(), scripts)
+		})
+	}
 }
 
-func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
+// refuseFunctions adds a user that may run anything but FUNCTION and
+// FCALL on each of addrs, and returns url with that user.
+func refuseFunctions(t *testing.T, url string, addrs []string) string {
+	t.Helper()
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		err := c.Do(ctx, "acl", "setuser", "scripts", "on", ">pw", "~*", "&*", "+@all", "-fcall", "-fcall_ro", "-function").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheme, rest, _ := strings.Cut(url, "://")
+	return scheme + "://scripts:pw@" + rest
+}
+
+func luaFlushed(t *testing.T, url string, addrs []string, scripts bool) {
+	// How the Lua is lost, and what reloads it: FUNCTION LOAD once per
+	// server, or EVAL once per script and server.
+	flushCmd, loadStat, perScript := "function", "function|load", false
+	if scripts {
+		url = refuseFunctions(t, url, addrs)
+		flushCmd, loadStat, perScript = "script", "eval", true
+	}
 	s := openAt(t, url, func(o *redisstore.Options) { o.Partitions = 8 })
 	now := time.Now().UnixMilli()
 	topics := []string{"a", "b", "c"}
@@ -267,7 +298,7 @@ func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
 			t.Fatalf("lease %s: %v, %d records", topic, err, len(recs))
 		}
 	}
-	evals := func() (n int64) {
+	loads := func() (n int64) {
 		for _, a := range addrs {
 			c := redis.NewClient(&redis.Options{Addr: a})
 			info, err := c.Info(ctx, "commandstats").Result()
@@ -276,7 +307,7 @@ func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
 				t.Fatal(err)
 			}
 			for _, line := range strings.Split(info, "\n") {
-				if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
+				if rest, ok := strings.CutPrefix(line, "cmdstat_"+loadStat+":calls="); ok {
 					var calls int64
 					fmt.Sscanf(rest, "%d", &calls)
 					n += calls
@@ -288,7 +319,7 @@ func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
 	flush := func() {
 		for _, a := range addrs {
 			c := redis.NewClient(&redis.Options{Addr: a})
-			err := c.ScriptFlush(ctx).Err()
+			err := c.Do(ctx, flushCmd, "flush").Err()
 			c.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -297,28 +328,32 @@ func scriptCacheFlushed(t *testing.T, url string, addrs []string) {
 	}
 
 	flush()
-	before := evals()
+	before := loads()
 	list, err := s.TopicList(ctx) // info script × 3 topics × 8 partitions
 	if err != nil || len(list) != 3 {
-		t.Fatalf("topic list after SCRIPT FLUSH: %v, %d topics", err, len(list))
+		t.Fatalf("topic list after %s flush: %v, %d topics", flushCmd, err, len(list))
 	}
 	for _, tr := range list {
 		if want := (store.Counts{Ready: 6, Inflight: 10}); tr.Counts != want {
 			t.Errorf("topic %s: counts %+v, want %+v", tr.Name, tr.Counts, want)
 		}
 	}
-	if n := evals() - before; n < 1 || n > int64(len(addrs)) {
-		t.Errorf("topic list after SCRIPT FLUSH sent %d EVALs, want 1-%d (one per server at most)", n, len(addrs))
+	if n := loads() - before; n < 1 || n > int64(len(addrs)) {
+		t.Errorf("topic list after %s flush sent %d %s, want 1-%d (one per server at most)", flushCmd, n, loadStat, len(addrs))
 	}
 
 	flush()
-	before = evals()
+	before = loads()
 	recs, err := s.LeaseExpire(ctx, &store.LeaseExpireParams{Now: now + 2000, Max: 100}) // peek, then expire scripts
 	if err != nil || len(recs) != 30 {
-		t.Fatalf("lease expire after SCRIPT FLUSH: %v, %d records, want 30", err, len(recs))
+		t.Fatalf("lease expire after %s flush: %v, %d records, want 30", flushCmd, err, len(recs))
 	}
-	if n := evals() - before; n < 2 || n > 2*int64(len(addrs)) {
-		t.Errorf("lease expire after SCRIPT FLUSH sent %d EVALs, want 2-%d (one per script and server at most)", n, 2*len(addrs))
+	lo, hi := int64(1), int64(len(addrs)) // the library, once per server
+	if perScript {
+		lo, hi = 2, 2*int64(len(addrs))
+	}
+	if n := loads() - before; n < lo || n > hi {
+		t.Errorf("lease expire after %s flush sent %d %s, want %d-%d (once per server, and per script when scripts)", flushCmd, n, loadStat, lo, hi)
 	}
 	for _, topic := range topics {
 		tr, err := s.TopicGet(ctx, topic)

@@ -65,7 +65,7 @@ func TestLuaCodecMatchesGo(t *testing.T) {
 
 	enc := newScript(flagsRead, `return ctr62(tonumber(ARGV[3]))`)
 	for _, n := range []uint64{0, 1, 61, 62, 100_000, 1 << 40, maxCtr} {
-		got, err := enc.run(ctx, rdb, nil, "", "", n).Text()
+		got, err := evalScript(ctx, rdb, enc, nil, "", "", n).Text()
 		if err != nil || got != ctr62(n) {
 			t.Fatalf("Lua ctr62(%d) = %q, %v; Go %q", n, got, err, ctr62(n))
 		}
@@ -73,7 +73,7 @@ func TestLuaCodecMatchesGo(t *testing.T) {
 
 	ks := keyspace{prefix: "dq", parts: 4}.part("t", 2)
 	rk := newScript(flagsRead, `return {rkey(0), rkey(7), rkey(255), prios()}`)
-	names, err := rk.run(ctx, rdb, ks.all(), "", "").StringSlice()
+	names, err := evalScript(ctx, rdb, rk, ks.all(), "", "").StringSlice()
 	if want := []string{ks.readyOf(0), ks.readyOf(7), ks.readyOf(255), ks.readyPrios()}; err != nil || !slices.Equal(names, want) {
 		t.Fatalf("Lua ready keys %q, %v; Go %q", names, err, want)
 	}
@@ -99,7 +99,7 @@ return {b, save(mkey(ARGV[3]), back)}
 				Deliveries: 7, Failures: 2, MaxAttempts: 1<<31 - 1, LastError: "boom\x00",
 				Receipt: "tok-7", LeaseUntil: -(1 << 46),
 			}
-			a, err := pack.run(ctx, rdb, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
+			a, err := evalScript(ctx, rdb, pack, nil, "", "m:", "x", int(want.State), maxTN, maxCtr, want.DueAt, want.CreatedAt, want.UpdatedAt,
 				want.LeaseUntil, want.Deliveries, want.Failures, want.MaxAttempts, want.Receipt, want.LastError,
 				encodeHeaders(hdr), want.Payload, int(prio)).Slice()
 			if err != nil || len(a) != 2 {
@@ -183,4 +183,11 @@ func TestTimeRange(t *testing.T) {
 			t.Fatalf("%d accepted", v)
 		}
 	}
+}
+
+// evalScript runs sc, a script outside the library, as EVAL.
+func evalScript(ctx context.Context, rdb *redis.Client, sc *script, keys []string, args ...any) *redis.Cmd {
+	cmd := sc.cmd(ctx, asSource, keys, args)
+	_ = rdb.Process(ctx, cmd)
+	return cmd
 }

@@ -26,7 +26,7 @@ const leaseRounds = 3
 // Returns {now, id1, rec1, id2, rec2, …}: each inflight with Deliveries+1,
 // LeaseUntil = now + the lease length, and Receipt token-deliveries (unique per delivery since
 // the token is unique per call and Deliveries only grows).
-var leaseScript = newScript(flagsState, redisClockFn+`
+var leaseScript = libScript("lease", flagsState, redisClockFn+`
 local RUNBY = ARGV[6]
 `+runByCheck+`
 local lu, token = at(ARGV[4]), ARGV[5]
@@ -224,7 +224,7 @@ func (f *partFailures) any() bool { return f.first != nil }
 //
 // Returns {now, code1, state1, code2, state2, …}, code "ok" | "nf" |
 // "conflict" (not inflight, or a stale receipt).
-var ackScript = newScript(flagsState, `
+var ackScript = libScript("ack", flagsState, `
 local out = {NOW}
 for i = 0, tonumber(ARGV[3]) - 1 do
   local id, receipt = ARGV[4 + 2*i], ARGV[5 + 2*i]
@@ -318,7 +318,7 @@ func (s *Store) MessageAckMany(ctx context.Context, p *store.MessageAckManyParam
 //	ARGV[7] "1" when final
 //
 // Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
-var nackScript = newScript(flagsState, `
+var nackScript = libScript("nack", flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
 local code, st, r = leased(k, ARGV[4], load)
@@ -349,7 +349,7 @@ func (s *Store) MessageNack(ctx context.Context, p *store.MessageNackParams) (*s
 //	ARGV[3] id, ARGV[4] receipt, ARGV[5] "+lease length" (ms)
 //
 // Returns {now, "ok", record} | {now, "nf"|"conflict", state}.
-var extendScript = newScript(flagsState, `
+var extendScript = libScript("extend", flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
 local code, st, r = leased(k, ARGV[4], load)
@@ -381,7 +381,7 @@ func (s *Store) MessageExtend(ctx context.Context, p *store.MessageExtendParams)
 // ready, it publishes "topic\t0" itself: no client round trip, and on a
 // Cluster none to a master picked for the keyless PUBLISH, which may be
 // the one that is down (see "Notifications" in doc.go).
-var expireScript = newScript(flagsState, `
+var expireScript = libScript("expire", flagsState, `
 local ms = redis.call('ZRANGE', IDX[3], '-inf', NOW_S, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[3]))
 local out, ready = {NOW}, false
 for _, m in ipairs(ms) do

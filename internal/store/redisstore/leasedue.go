@@ -34,7 +34,7 @@ import (
 // Returns {now, head, Redis TIME (ms) as it started, id1, rec1, id2,
 // rec2, …} in lease order, head the first score left in the partitions'
 // scheduled indexes ("0": none).
-var leaseDueScript = newScript(flagsState, allPartsPrelude+redisClockFn+schedHeadFn+`
+var leaseDueScript = libScript("leaseDue", flagsState, allPartsPrelude+redisClockFn+schedHeadFn+`
 local RUNBY = ARGV[A+3]
 `+runByCheck+`
 local n = tonumber(ARGV[A])
@@ -116,7 +116,7 @@ end
 //
 // Returns {now, Redis TIME (ms), member1, score1, priority1, …}, as
 // peekReadyScript.
-var peekDueScript = newScript(flagsRead, redisClockFn+`
+var peekDueScript = libScript("peekDue", flagsRead, redisClockFn+`
 local max = tonumber(ARGV[3])
 local out = {NOW, redisClock()}
 local left = max

@@ -104,8 +104,9 @@ func checkLeaseDueOneScript(t *testing.T, url string, addrs []string, oneServer 
 	}
 }
 
-// scriptRuns counts the scripts the nodes ran (EVAL and EVALSHA calls
-// that did not fail: an EVALSHA answered NOSCRIPT ran nothing).
+// scriptRuns counts the scripts the nodes ran (FCALL, EVAL and EVALSHA
+// calls that did not fail: one answered that its function or script was
+// missing ran nothing).
 func (n *nodes) scriptRuns() int64 {
 	n.t.Helper()
 	var runs int64
@@ -116,7 +117,7 @@ func (n *nodes) scriptRuns() int64 {
 		}
 		for line := range strings.SplitSeq(info, "\n") {
 			line = strings.TrimSpace(line)
-			if !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			if !strings.HasPrefix(line, "cmdstat_fcall:") && !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_evalsha:") {
 				continue
 			}
 			_, rest, _ := strings.Cut(line, ":")

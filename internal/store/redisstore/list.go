@@ -23,7 +23,7 @@ import (
 //
 // Returns {now, member1, score1, priority1, rec1, …}, at most limit
 // entries.
-var listPageScript = newScript(flagsRead, `
+var listPageScript = libScript("listPage", flagsRead, `
 local lim = tonumber(ARGV[3])
 local ix = tonumber(ARGV[6])
 local cpri = tonumber(ARGV[9])

@@ -49,16 +49,32 @@ import (
 // base 62), so equal scores order by Seq and the member names the message.
 // Scripts answer {now, …}; numbers they store go through istr (or the
 // struct library) so Redis never sees a float.
-const luaPrelude = `
-local NOW
-if ARGV[1] ~= '' then
+//
+// The prelude is in three parts, so that a function library (library.go)
+// can define its helpers once and set the per-call state at each call:
+// preludeState declares that state, preludeHelpers defines constants and
+// functions (reading the state only when called), and preludeCall sets it.
+const luaPrelude = preludeState + preludeHelpers + preludeCall
+
+// preludeState is the prelude's per-call state: NOW is the script's clock
+// (Unix ms), NOW_S the same as a string, IDX the partition's index keys
+// and MPFX its message-key prefix.
+const preludeState = `local NOW, NOW_S, IDX, MPFX
+`
+
+// preludeCall sets preludeState from KEYS and ARGV.
+const preludeCall = `if ARGV[1] ~= '' then
   NOW = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+NOW_S, IDX, MPFX = istr(NOW), KEYS, ARGV[2]
+`
+
+// preludeHelpers are the prelude's constants and functions.
+const preludeHelpers = `
 local function istr(n) return string.format('%d', n) end
-local NOW_S = istr(NOW)
 -- at resolves a time argument: '+d' is d ms after NOW (a duration the
 -- engine sent, so the instant comes from this script's clock, not the
 -- caller's), anything else an absolute Unix ms.
@@ -66,8 +82,6 @@ local function at(a)
   if string.byte(a) == 43 then return NOW + tonumber(string.sub(a, 2)) end
   return tonumber(a)
 end
-local IDX = KEYS
-local MPFX = ARGV[2]
 local function mkey(id) return MPFX .. id end
 -- Index members: ctr62(ctr) .. id; the first byte is '0' + digit count.
 local B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
@@ -279,13 +293,24 @@ const (
 	flagsRead  = "#!lua flags=no-writes\n"
 )
 
-// script is a Lua script and its SHA-1, run through noRetry commands.
+// script is a Lua script and its SHA-1, run through noRetry commands;
+// fn is its function in delayq's library (library.go), "" when it is not
+// in it.
 type script struct {
 	src, sha string
+	fn       string
+	name     string // fn without the library's prefix
+	flags    string // the shebang: flagsGrow, flagsState or flagsRead
+	body     string // src after the shebang and the prelude
 }
 
-// newScript is body after flags and the prelude.
-func newScript(flags, body string) *script { return scriptOf(flags + luaPrelude + body) }
+// newScript is body after flags and the prelude, a script outside the
+// function library (the store's own are made by libScript).
+func newScript(flags, body string) *script {
+	sc := scriptOf(flags + luaPrelude + body)
+	sc.flags, sc.body = flags, body
+	return sc
+}
 
 // scriptOf is the script src exactly as given.
 func scriptOf(src string) *script {
@@ -305,12 +330,24 @@ type noRetry struct{ *redis.Cmd }
 
 func (noRetry) NoRetry() bool { return true }
 
-// cmd builds EVALSHA (sha) or EVAL of the script.
-func (sc *script) cmd(ctx context.Context, sha bool, keys []string, args []any) *redis.Cmd {
+// sendAs is how a script call is sent.
+type sendAs int
+
+const (
+	asFunction sendAs = iota // FCALL of its function in delayq's library
+	asSHA                    // EVALSHA
+	asSource                 // EVAL
+)
+
+// cmd builds FCALL, EVALSHA or EVAL of the script.
+func (sc *script) cmd(ctx context.Context, as sendAs, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
-	if sha {
+	switch as {
+	case asFunction:
+		a = append(a, "fcall", sc.fn)
+	case asSHA:
 		a = append(a, "evalsha", sc.sha)
-	} else {
+	default:
 		a = append(a, "eval", sc.src)
 	}
 	a = append(a, len(keys))
@@ -318,23 +355,6 @@ func (sc *script) cmd(ctx context.Context, sha bool, keys []string, args []any) 
 		a = append(a, k)
 	}
 	return redis.NewCmd(ctx, append(a, args...)...)
-}
-
-// processor is a client or pipeline.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// run executes the script with EVALSHA, then EVAL if the script cache
-// lacks it (NOSCRIPT: it did not run), each sent at most once.
-func (sc *script) run(ctx context.Context, c processor, keys []string, args ...any) *redis.Cmd {
-	cmd := sc.cmd(ctx, true, keys, args)
-	_ = c.Process(ctx, noRetry{cmd})
-	if isNoScript(cmd.Err()) {
-		cmd = sc.cmd(ctx, false, keys, args)
-		_ = c.Process(ctx, noRetry{cmd})
-	}
-	return cmd
 }
 
 // call is one script invocation on one partition.
@@ -368,7 +388,7 @@ func (s *Store) run(ctx context.Context, op string, calls []call, extra func(red
 			return nil, s.fail(op, err)
 		}
 	}
-	if perr != nil && !isNoScript(perr) && !errors.Is(perr, redis.Nil) {
+	if perr != nil && !isMissing(perr) && !errors.Is(perr, redis.Nil) {
 		return nil, s.fail(op, perr)
 	}
 	return cmds, nil
@@ -445,63 +465,121 @@ func (s *Store) execEach(ctx context.Context, calls []call) []*redis.Cmd {
 }
 
 // exec sends calls (and extra) in one pipeline, or as one command when
-// there is one call and no extra, and re-runs those that found the script
-// cache empty. Each call's outcome is in its Cmd; the error is the
-// pipeline's.
+// there is one call and no extra, and re-runs those that found their
+// function or script missing (rerunMissing). Each call's outcome is in its
+// Cmd; the error is the pipeline's.
 func (s *Store) exec(ctx context.Context, calls []call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	if len(calls) == 1 && extra == nil {
 		c := calls[0]
-		cmds[0] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
+		cmds[0] = c.sc.cmd(ctx, s.sendAs(c.sc), c.keys, c.args)
+		_ = s.rdb.Process(ctx, noRetry{cmds[0]})
+		s.rerunMissing(ctx, calls, cmds)
 		return cmds, nil
 	}
 	pipe := s.rdb.Pipeline()
 	for i, c := range calls {
-		cmds[i] = c.sc.cmd(ctx, true, c.keys, c.args)
+		cmds[i] = c.sc.cmd(ctx, s.sendAs(c.sc), c.keys, c.args)
 		_ = pipe.Process(ctx, noRetry{cmds[i]})
 	}
 	if extra != nil {
 		extra(pipe)
 	}
 	_, perr := pipe.Exec(ctx)
-	s.rerunNoScript(ctx, calls, cmds)
+	s.rerunMissing(ctx, calls, cmds)
 	return cmds, perr
 }
 
-// rerunNoScript re-runs the calls whose EVALSHA found the script cache
-// empty (NOSCRIPT: they did not run), in pipelines rather than one round
-// trip each, so that the first sweep after a Redis restart is not
-// O(topics × partitions) round trips. In each pipeline the first call of
-// each script is an EVAL (loading the script on that call's server), the
-// others EVALSHA; on a Cluster those on a server the EVAL did not reach
-// answer NOSCRIPT again and go to the next pipeline, which is smaller by
-// at least one call per script, so this ends. Each call is still sent at
-// most once per NOSCRIPT answer.
-func (s *Store) rerunNoScript(ctx context.Context, calls []call, cmds []*redis.Cmd) {
+// sendAs is how sc is sent first: as its function unless it has none or
+// the server refuses functions (Store.scriptsOnly), else by SHA.
+func (s *Store) sendAs(sc *script) sendAs {
+	if sc.fn != "" && !s.scriptsOnly.Load() {
+		return asFunction
+	}
+	return asSHA
+}
+
+// maxLibraryLoads bounds how often one rerunMissing loads the library
+// on a server that keeps answering that a function is missing (someone
+// flushing functions in a loop): the calls then fail with that answer.
+const maxLibraryLoads = 3
+
+// rerunMissing re-runs the calls that found their function or script
+// missing (a restarted or flushed Redis: the call did not run), in
+// pipelines rather than one round trip each, so that the first sweep
+// after a restart is not O(topics × partitions) round trips. A missing
+// function first has the library loaded on its server, once per server
+// (loadLibrary); if the server refuses functions, that call and every
+// later one is sent as a script. A missing script is sent whole (EVAL)
+// once per script in each pipeline and by SHA in the rest; on a Cluster
+// those on a server the EVAL did not reach answer NOSCRIPT again and go
+// to the next pipeline, which is smaller by at least one call per script,
+// so this ends. Each call is still sent at most once per missing answer.
+func (s *Store) rerunMissing(ctx context.Context, calls []call, cmds []*redis.Cmd) {
+	loads := 0
+	asScript := map[int]bool{} // calls sent as scripts: the library did not load
 	for {
 		var redo []int
-		for i := range calls {
-			if isNoScript(cmds[i].Err()) {
+		loaded := map[string]error{} // servers (serverOf) the library was loaded on in this round, and how
+		for i, c := range calls {
+			err := cmds[i].Err()
+			switch {
+			case isNoScript(err):
+				redo = append(redo, i)
+			case isFunctionRefused(err):
+				s.refuseFunctions(err)
+				redo = append(redo, i)
+			case isNoFunction(err) && loads < maxLibraryLoads:
+				server := s.serverOf(ctx, c.keys)
+				lerr, tried := loaded[server]
+				if !tried {
+					lerr = s.loadLibrary(ctx, c.keys)
+					loaded[server] = lerr
+					if now, last := time.Now().UnixNano(), s.libLogAt.Load(); lerr != nil && now-last >= int64(skipLogEvery) && s.libLogAt.CompareAndSwap(last, now) {
+						s.log.Warn("redis: the function library did not load; sending the calls as scripts", "err", lerr)
+					}
+				}
+				if lerr != nil {
+					// Sent as a script (EVAL): the library may not load
+					// where a script still runs (at maxmemory FUNCTION
+					// LOAD is refused, a script that allows OOM is not),
+					// and where Redis is gone that fails too.
+					asScript[i] = true
+				}
 				redo = append(redo, i)
 			}
 		}
-		switch len(redo) {
-		case 0:
+		if len(loaded) > 0 {
+			loads++
+		}
+		if len(redo) == 0 {
 			return
-		case 1:
-			c := calls[redo[0]]
-			cmds[redo[0]] = c.sc.run(ctx, s.rdb, c.keys, c.args...)
-			return
+		}
+		evaled := map[*script]bool{}
+		next := func(i int) *redis.Cmd {
+			c := calls[i]
+			as := s.sendAs(c.sc)
+			if asScript[i] {
+				as = asSHA
+			}
+			if as == asSHA && !evaled[c.sc] {
+				as = asSource
+				evaled[c.sc] = true
+			}
+			return c.sc.cmd(ctx, as, c.keys, c.args)
+		}
+		if len(redo) == 1 {
+			i := redo[0]
+			cmds[i] = next(i)
+			_ = s.rdb.Process(ctx, noRetry{cmds[i]})
+			continue
 		}
 		pipe := s.rdb.Pipeline()
-		loaded := map[*script]bool{}
 		for _, i := range redo {
-			c := calls[i]
-			cmds[i] = c.sc.cmd(ctx, loaded[c.sc], c.keys, c.args)
-			loaded[c.sc] = true
+			cmds[i] = next(i)
 			_ = pipe.Process(ctx, noRetry{cmds[i]})
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		if _, err := pipe.Exec(ctx); err != nil && !isMissing(err) {
 			return // the callers fail on the first error of cmds
 		}
 	}
@@ -617,4 +695,10 @@ func callTimeout(o Options) time.Duration {
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// isMissing: the call did not run because its script or function is not
+// on the server.
+func isMissing(err error) bool {
+	return isNoScript(err) || isNoFunction(err) || isFunctionRefused(err)
 }

@@ -34,7 +34,7 @@ import (
 //
 // Returns {now, head score or "", member1, score1, member2, score2, …} in
 // index order; the head is the first entry whatever its score.
-var peekScript = newScript(flagsRead, `
+var peekScript = libScript("peek", flagsRead, `
 local bound, max = ARGV[3], tonumber(ARGV[4])
 local r
 if bound == '' then
@@ -58,7 +58,7 @@ return r
 //
 // Returns {now, Redis TIME (ms), member1, score1, priority1, …}: the
 // TIME bounds when the lease that follows may run (runby.go).
-var peekReadyScript = newScript(flagsRead, redisClockFn+`
+var peekReadyScript = libScript("peekReady", flagsRead, redisClockFn+`
 local bound, max = ARGV[3], tonumber(ARGV[4])
 if bound == 'now' then bound = NOW_S elseif bound ~= '' and string.byte(bound) == 43 then bound = istr(at(bound)) end
 local out = {NOW, redisClock()}

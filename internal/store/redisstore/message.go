@@ -73,7 +73,7 @@ end
 //
 // Returns {now, dup1, rec1, dup2, rec2, …} (insertOne) and publishes
 // "topic\tdue", the earliest due of the new messages, if any.
-var insertScript = newScript(flagsGrow, insertBody+`
+var insertScript = libScript("insert", flagsGrow, insertBody+`
 local out, tn, earliest = {NOW}, tonumber(ARGV[3]), nil
 for i = 0, tonumber(ARGV[4]) - 1 do
   local b = 7 + i * 7
@@ -102,7 +102,7 @@ return out
 //
 // Returns insertScript's answer, or {now, "corrupt", what, value} when
 // the counter or the topic number is out of range (nothing inserted).
-var sendScript = newScript(flagsGrow, allPartsPrelude+insertBody+`
+var sendScript = libScript("send", flagsGrow, allPartsPrelude+insertBody+`
 local meta, n = KEYS[5*P+1], tonumber(ARGV[A+1])
 if ARGV[A] == '1' then redis.call('SADD', KEYS[5*P+3], ARGV[A+3]) end
 local last = redis.call('HINCRBY', meta, 'seq', n)
@@ -352,7 +352,7 @@ func (s *Store) MessageGet(ctx context.Context, topic, id string) (_ *store.Reco
 //	KEYS[1-5] indexes; ARGV[1] now, ARGV[2] message prefix, ARGV[3] id
 //
 // Returns {now, "ok", record as it was} | {now, "nf"} | {now, "conflict", state}.
-var cancelScript = newScript(flagsState, `
+var cancelScript = libScript("cancel", flagsState, `
 local id = ARGV[3]
 local k = mkey(id)
 local r, b = load(k)
@@ -374,7 +374,7 @@ func (s *Store) MessageCancel(ctx context.Context, p *store.MessageCancelParams)
 //	ARGV[3] id, ARGV[4] due (Unix ms, or "+delay" after now)
 //
 // Returns {now, "ok", record} | {now, "nf"} | {now, "conflict", state}.
-var rescheduleScript = newScript(flagsState, `
+var rescheduleScript = libScript("reschedule", flagsState, `
 local id, due = ARGV[3], at(ARGV[4])
 local k = mkey(id)
 local r = load(k)

@@ -55,7 +55,7 @@ end
 //
 // Returns {now, promoted, head, after} over all partitions, and publishes
 // "topic\t0" when it promoted any, as promoteScript.
-var promoteAllScript = newScript(flagsState, allPartsPrelude+promoteFn+`
+var promoteAllScript = libScript("promoteAll", flagsState, allPartsPrelude+promoteFn+`
 local n = tonumber(ARGV[A])
 local cut = istr(NOW - tonumber(ARGV[A+3]))
 local cands = {}
@@ -105,7 +105,7 @@ return {NOW, done, head or '0', after or '0'}
 //
 // Returns {now, Redis TIME (ms) as it started, id1, rec1, id2, rec2, …}
 // in that order.
-var leaseAllScript = newScript(flagsState, allPartsPrelude+redisClockFn+`
+var leaseAllScript = libScript("leaseAll", flagsState, allPartsPrelude+redisClockFn+`
 local RUNBY = ARGV[A+3]
 `+runByCheck+`
 local n = tonumber(ARGV[A])
@@ -185,7 +185,7 @@ func (s *Store) promoteOneServer(ctx context.Context, p *store.MessagePromotePar
 // order) when there is one, in peekReadyScript's layout. With due and
 // nothing to take, the entry is {"", head, 0}: no member, and the first
 // scheduled score (schedHead), which the engine's timer waits for.
-var peekAnyScript = newScript(flagsRead, allPartsPrelude+redisClockFn+schedHeadFn+`
+var peekAnyScript = libScript("peekAny", flagsRead, allPartsPrelude+redisClockFn+schedHeadFn+`
 local due = ARGV[A] == '1'
 for j = 0, P - 1 do
   usePart(j)

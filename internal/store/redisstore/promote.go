@@ -45,7 +45,7 @@ end
 // promoted any, it publishes "topic\t0" (ready now) itself: other servers
 // armed the same due time, and whichever promotes first must wake their
 // long-polls too, or they sleep until the sweep.
-var promoteScript = newScript(flagsState, promoteFn+`
+var promoteScript = libScript("promote", flagsState, promoteFn+`
 local n = tonumber(ARGV[3])
 local done = 0
 if n > 0 then

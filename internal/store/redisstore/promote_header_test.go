@@ -163,7 +163,7 @@ func checkPromoteHeaderOnly(t *testing.T, url string, addrs []string, oneServer 
 }
 
 // BenchmarkPromoteRedisCPU reports the Redis time spent in promotion
-// scripts per promoted message (commandstats usec of EVALSHA/EVAL), for
+// scripts per promoted message (commandstats usec of FCALL, EVALSHA and EVAL), for
 // 1 KiB and 64 KiB payloads: what rewriting only the header saves, by a
 // measure the client side and the machine's load disturb little.
 //
@@ -183,7 +183,7 @@ func BenchmarkPromoteRedisCPU(b *testing.B) {
 			usec := func() (n int64) {
 				info := admin.Info(ctx, "commandstats").Val()
 				for line := range strings.SplitSeq(info, "\n") {
-					for _, c := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+					for _, c := range []string{"cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"} {
 						if rest, ok := strings.CutPrefix(line, c); ok {
 							_, u, _ := strings.Cut(rest, ",usec=")
 							var v int64

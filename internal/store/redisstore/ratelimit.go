@@ -23,7 +23,7 @@ func (ks keyspace) rateKey(topic string) string { return ks.prefix + ":{" + topi
 //
 // Returns {now, granted, retry after in µs (0 unless granted < n)}. A
 // clock that went back refills nothing until it passes the stored ts.
-var rateTakeScript = newScript(flagsState, `
+var rateTakeScript = libScript("rateTake", flagsState, `
 local n, rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local b = redis.call('HMGET', KEYS[1], 'tok', 'ts')
 local tok, ts = tonumber(b[1]), tonumber(b[2])

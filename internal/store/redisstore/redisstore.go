@@ -118,6 +118,9 @@ type Store struct {
 	keys      keyspace
 	log       *slog.Logger
 	callerNow bool // TimeSource == TimeCaller
+	// scriptsOnly: the server refused functions (library.go), so calls
+	// go as scripts.
+	scriptsOnly atomic.Bool
 	// oneServer: the client talks to one Redis server that is not in
 	// Cluster mode (a plain URL, or a Sentinel master), so a script may
 	// touch keys of any slot (sendScript).
@@ -136,6 +139,9 @@ type Store struct {
 	// on without; skipsLogged is its value and skipLogAt the time (Unix
 	// ns) of the last log line about them (see skipped).
 	skips, skipsLogged, skipLogAt atomic.Int64
+	// libLogAt is the time (Unix ns) of the last log line about the
+	// function library not loading (rerunMissing).
+	libLogAt atomic.Int64
 
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends Subscribe

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/redisstore"
@@ -121,4 +124,23 @@ func TestModelCluster(t *testing.T) {
 	}
 	cl := redistest.StartCluster(t, 3)
 	storetest.RunModel(t, func(t *testing.T) store.Store { return openAt(t, cl.URL()) })
+}
+
+// TestConformanceScriptsOnly: where Redis refuses functions (an ACL
+// without FUNCTION and FCALL) the store runs the same Lua as scripts.
+func TestConformanceScriptsOnly(t *testing.T) {
+	t.Parallel()
+	srv := standalone(t)
+	url := refuseFunctions(t, srv.URL(), []string{srv.Addr()})
+	t.Cleanup(func() { // after the suite's parallel tests
+		admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer admin.Close()
+		info, err := admin.Info(context.Background(), "commandstats").Result()
+		// A refused FCALL is counted as rejected, not as a call.
+		ranFcall := strings.Contains(info, "cmdstat_fcall:") && !strings.Contains(info, "cmdstat_fcall:calls=0,")
+		if err != nil || !strings.Contains(info, "cmdstat_evalsha:calls=") || ranFcall {
+			t.Errorf("want EVALSHA and no FCALL run (%v), commandstats:\n%s", err, info)
+		}
+	})
+	storetest.Run(t, func(t *testing.T) store.Store { return openAt(t, url) })
 }

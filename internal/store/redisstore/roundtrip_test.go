@@ -90,8 +90,8 @@ func TestOneServerRoundTrips(t *testing.T) {
 		}
 		return res[0]
 	}
-	// Load the script cache (a first EVALSHA answers NOSCRIPT and is
-	// re-sent as EVAL: two round trips, once per Redis restart).
+	// Load the function library (a first FCALL finds no function: the
+	// library is loaded and the call sent again, once per Redis server).
 	send("warm", "w")
 	if _, err := s.MessagePromote(ctx, &store.MessagePromoteParams{Topic: "warm", Max: 1}); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestOneServerRoundTrips(t *testing.T) {
 	if recs, err := s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "empty", Max: 10, LeaseFor: 60_000, Token: "tok"}); err != nil || len(recs) != 0 {
 		t.Fatalf("empty lease: %v, %v", recs, err)
 	}
-	if c, _ := rt.cmds.Load().([]string); len(c) != 1 || c[0] != "evalsha" {
+	if c, _ := rt.cmds.Load().([]string); len(c) != 1 || c[0] != "fcall" {
 		t.Errorf("empty lease without a TIME kept sent %q; want one peek script", c)
 	}
 	// A TIME is kept only from a round trip of under 50 ms: on a loaded
@@ -191,7 +191,7 @@ func TestOneServerRoundTrips(t *testing.T) {
 		t.Helper()
 		// The peek is one script over the topic's partitions, not a
 		// pipeline of one per partition.
-		if c, _ := rt.cmds.Load().([]string); len(c) != 2 || c[0] != "evalsha" || c[1] != "evalsha" {
+		if c, _ := rt.cmds.Load().([]string); len(c) != 2 || c[0] != "fcall" || c[1] != "fcall" {
 			t.Errorf("%s sent %q; want one peek script, then one lease script", op, c)
 		}
 	}

@@ -680,6 +680,17 @@ func TestMaxmemory(t *testing.T) {
 	if err != nil || len(recs) != 100 {
 		t.Fatalf("lease at maxmemory: %d, %v", len(recs), err)
 	}
+	// The function library lost (FUNCTION FLUSH) while Redis is over
+	// maxmemory: FUNCTION LOAD is refused there, so the calls go as
+	// scripts, which allow OOM.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
 	var items []store.AckItem
 	for _, r := range recs {
 		items = append(items, store.AckItem{ID: r.ID, Receipt: r.Receipt})
@@ -690,6 +701,9 @@ func TestMaxmemory(t *testing.T) {
 	}
 	if _, err := s.MessageCancel(ctx, &store.MessageCancelParams{Topic: "t", ID: ok[len(ok)-1], Now: 1}); err != nil {
 		t.Fatalf("cancel at maxmemory: %v", err)
+	}
+	if info := admin.Info(ctx, "commandstats").Val(); !strings.Contains(info, "cmdstat_function|load:") || strings.Contains(info, "cmdstat_function|load:calls=0,usec=0,usec_per_call=0.00,rejected_calls=0") {
+		t.Errorf("no FUNCTION LOAD tried at maxmemory:\n%s", info)
 	}
 }
 

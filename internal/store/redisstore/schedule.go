@@ -29,7 +29,7 @@ func (ks keyspace) schedulePrefix() string { return ks.prefix + ":{#sched}:s:" }
 //	ARGV[4] spec, ARGV[5] LastTick
 //
 // Returns {now, last, cat, uat}.
-var scheduleUpsertScript = newScript(flagsGrow, `
+var scheduleUpsertScript = libScript("scheduleUpsert", flagsGrow, `
 local k = MPFX .. ARGV[3]
 local last = tonumber(redis.call('HGET', k, 'last') or ARGV[5])
 local cat = redis.call('HGET', k, 'cat') or NOW_S
@@ -45,7 +45,7 @@ return {NOW, istr(last), cat, NOW_S}
 //	ARGV[4] tick
 //
 // Returns {now, found (0/1)}.
-var scheduleTickScript = newScript(flagsState, `
+var scheduleTickScript = libScript("scheduleTick", flagsState, `
 local k = MPFX .. ARGV[3]
 local last = redis.call('HGET', k, 'last')
 if not last then return {NOW, 0} end
@@ -58,7 +58,7 @@ return {NOW, 1}
 //	KEYS[1] names SET; ARGV[1] now, ARGV[2] hash prefix, ARGV[3] name
 //
 // Returns {now, deleted (0/1)}.
-var scheduleDeleteScript = newScript(flagsState, `
+var scheduleDeleteScript = libScript("scheduleDelete", flagsState, `
 redis.call('SREM', KEYS[1], ARGV[3])
 return {NOW, redis.call('DEL', MPFX .. ARGV[3])}
 `)

@@ -23,7 +23,7 @@ import (
 // Counts are the cardinalities of the indexes every state change moves a
 // message between inside its script, so they cannot drift from the data
 // (a separate HINCRBY counter could, after a partial failure).
-var infoScript = newScript(flagsRead, `
+var infoScript = libScript("info", flagsRead, `
 local out = {NOW}
 local pris = readyPrios()
 for i = 1, 5 do out[#out+1] = redis.call('ZCARD', IDX[i]) end
