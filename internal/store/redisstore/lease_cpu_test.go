@@ -161,12 +161,22 @@ func BenchmarkLeaseRedisCPU(b *testing.B) {
 // two), of a ready message and of a scheduled one come due that no
 // promotion moved (as a release finds it), against a lease that finds
 // nothing and one of 100. With and without the AOF (appendfsync always),
-// on a Redis of its own; 1 KiB payloads, one topic, the server's clock.
+// on a Redis of its own; 1 KiB payloads, one topic, the server's clock;
+// the Lua called as the store calls it (lua=functions) and as scripts,
+// as where functions are refused (lua=scripts). -count 3 alternates them.
 //
-//	go test -run XXX -bench LeaseDueOneRedisCPU -benchtime 2x ./internal/store/redisstore
+//	go test -run XXX -bench LeaseDueOneRedisCPU -benchtime 2x -count 3 ./internal/store/redisstore
 func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 	for _, aof := range []string{"yes", "no"} {
-		b.Run("aof="+aof, func(b *testing.B) {
+		for _, lua := range []string{"functions", "scripts"} {
+			b.Run("aof="+aof+"/lua="+lua, func(b *testing.B) { benchLeaseDueOne(b, aof, lua == "scripts") })
+		}
+	}
+}
+
+func benchLeaseDueOne(b *testing.B, aof string, scriptsOnly bool) {
+	{
+		{
 			srv := redistest.Start(b, "--appendonly", aof)
 			ctx := context.Background()
 			s, err := Open(ctx, Options{URL: srv.URL(), Prefix: "bo", Timeout: 30 * time.Second})
@@ -174,6 +184,7 @@ func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			s.scriptsOnly.Store(scriptsOnly)
 			admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			defer admin.Close()
 			payload := bytes.Repeat([]byte("x"), 1<<10)
@@ -242,6 +253,6 @@ func BenchmarkLeaseDueOneRedisCPU(b *testing.B) {
 			b.ReportMetric(none/n, "none-µs/lease")
 			b.ReportMetric(hundred/n, "of100-µs/msg")
 			b.ReportMetric(float64(scripts)/float64(leases), "scripts/lease")
-		})
+		}
 	}
 }

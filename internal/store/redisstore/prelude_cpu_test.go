@@ -65,18 +65,35 @@ func BenchmarkScriptPreludeRedisCPU(b *testing.B) {
 	fcall := func(name string) func() error {
 		return func() error { return rc.FCall(ctx, name, keys, "", "{t#0}:m:").Err() }
 	}
-	var eBare, ePrelude, fBare, fPrelude float64
+	// A due lease that finds nothing (the store's leaseDueScript on an
+	// empty partition), as a script and as the store's function.
+	if err := rc.FunctionLoadReplace(ctx, library.src).Err(); err != nil {
+		b.Fatal(err)
+	}
+	k := keyspace{prefix: "bp", parts: 1}.part("t", 0)
+	leaseArgs := []any{"", k.msgPrefix, 1, k.msgPrefix, 1, after(60_000), "0123456789abcdef", ""}
+	emptyLease := func(as sendAs) func() error {
+		if err := rc.ScriptLoad(ctx, leaseDueScript.src).Err(); err != nil {
+			b.Fatal(err)
+		}
+		return func() error { return rc.Process(ctx, leaseDueScript.cmd(ctx, as, k.all(), leaseArgs)) }
+	}
+	var eBare, ePrelude, fBare, fPrelude, eLease, fLease float64
 	for b.Loop() {
 		eBare += perCall("evalsha", evalsha(bare))
 		ePrelude += perCall("evalsha", evalsha(prelude))
 		fBare += perCall("fcall", fcall("zz_bare"))
 		fPrelude += perCall("fcall", fcall(fn.fn))
+		eLease += perCall("evalsha", emptyLease(asSHA))
+		fLease += perCall("fcall", emptyLease(asFunction))
 	}
 	n := float64(b.N)
 	b.ReportMetric(eBare/n, "evalsha-bare-µs")
 	b.ReportMetric(ePrelude/n, "evalsha-prelude-µs")
 	b.ReportMetric(fBare/n, "fcall-bare-µs")
 	b.ReportMetric(fPrelude/n, "fcall-prelude-µs")
+	b.ReportMetric(eLease/n, "evalsha-lease-none-µs")
+	b.ReportMetric(fLease/n, "fcall-lease-none-µs")
 }
 
 // commandStat reads one command's calls and usec from commandstats.
