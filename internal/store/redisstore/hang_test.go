@@ -365,3 +365,37 @@ func luaFlushed(t *testing.T, url string, addrs []string, scripts bool) {
 		}
 	}
 }
+
+// TestLibraryKeptAcrossRestart: Redis keeps functions in its AOF, so a
+// server killed and restarted still has delayq's library: the first
+// calls after the restart run their functions without loading it again.
+func TestLibraryKeptAcrossRestart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := openAt(t, srv.URL())
+	now := time.Now().UnixMilli()
+	if _, err := s.MessageInsertMany(ctx, &store.MessageInsertManyParams{Topic: "t", Now: now, Messages: []store.InsertMessage{{ID: "a", DueAt: now, MaxAttempts: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart() // SIGKILL, then the AOF replayed
+	var recs []*store.Record
+	var err error
+	for range 50 { // the client's pooled connections died with the server
+		if recs, err = s.MessageLease(ctx, &store.MessageLeaseParams{Topic: "t", Now: now, Max: 10, LeaseFor: 1000, Token: "tok"}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("lease after restart: %v, %d records, want 1", err, len(recs))
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	info, err := c.Info(ctx, "commandstats").Result() // counted since the restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_fcall:calls=") || strings.Contains(info, "cmdstat_function|load:calls=") && !strings.Contains(info, "cmdstat_function|load:calls=0,") {
+		t.Errorf("after a restart from the AOF: want functions called and the library not loaded again, commandstats:\n%s", info)
+	}
+}
