@@ -370,9 +370,10 @@ func (s *Store) partCall(sc *script, k *partKeys, now string, args ...any) call 
 }
 
 // run executes calls in one pipeline (go-redis splits it per node on a
-// Cluster) with EVALSHA, re-running any that found the script cache empty
-// (a restarted Redis): NOSCRIPT means it did not run. No call is ever
-// resent otherwise (noRetry). extra adds plain commands to the same
+// Cluster) as functions (FCALL; EVALSHA where functions are refused),
+// re-running any that found its function or script missing (a restarted
+// Redis without persistence, a flush): such a call did not run. No call
+// is ever resent otherwise (noRetry). extra adds plain commands to the same
 // pipeline. The first error fails the whole batch; scripts that did run
 // keep their effect, as with any ambiguous failure. The whole run is
 // bounded by one Timeout unless ctx ends sooner (see Store.bound).
