@@ -537,7 +537,7 @@ func (s *Store) rerunMissing(ctx context.Context, calls []call, cmds []*redis.Cm
 					lerr = s.loadLibrary(ctx, c.keys)
 					loaded[server] = lerr
 					if now, last := time.Now().UnixNano(), s.libLogAt.Load(); lerr != nil && now-last >= int64(skipLogEvery) && s.libLogAt.CompareAndSwap(last, now) {
-						s.log.Warn("redis: the function library did not load; sending the calls as scripts", "err", lerr)
+						s.log.Warn("redisstore: the function library did not load; sending the calls as scripts", "err", lerr)
 					}
 				}
 				if lerr != nil {
