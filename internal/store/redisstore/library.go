@@ -85,35 +85,28 @@ func functionFlags(shebang string) string {
 	panic("redisstore: unknown script flags " + shebang)
 }
 
-// serverOf names the server a call on keys goes to ("" outside a
-// Cluster, or when the Cluster's map does not say).
-func (s *Store) serverOf(ctx context.Context, keys []string) string {
+// libraryHost is where a call on keys finds its functions, named and as
+// a client to load the library through: on a Cluster the master serving
+// keys (named by its address), else the store's client (""); err when the
+// Cluster's map does not say.
+func (s *Store) libraryHost(ctx context.Context, keys []string) (string, redis.Cmdable, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok || len(keys) == 0 {
-		return ""
+		return "", s.rdb, nil
 	}
 	node, err := cc.MasterForKey(ctx, keys[0])
 	if err != nil {
-		return ""
+		return "", nil, err
 	}
-	return node.Options().Addr
+	return node.Options().Addr, node, nil
 }
 
-// loadLibrary loads the library on the server of keys. nil when it is
-// there now (loaded, or another delayq loaded it first) or when the
+// loadLibrary loads the library through host (libraryHost). nil when it
+// is there now (loaded, or another delayq loaded it first) or when the
 // server refuses functions (then scriptsOnly is set: the caller sends
 // scripts); else why it could not be loaded.
-func (s *Store) loadLibrary(ctx context.Context, keys []string) error {
-	var err error
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok && len(keys) > 0 {
-		node, nerr := cc.MasterForKey(ctx, keys[0])
-		if nerr != nil {
-			return nerr
-		}
-		err = node.FunctionLoad(ctx, library.src).Err()
-	} else {
-		err = s.rdb.FunctionLoad(ctx, library.src).Err()
-	}
+func (s *Store) loadLibrary(ctx context.Context, host redis.Cmdable) error {
+	err := host.FunctionLoad(ctx, library.src).Err()
 	switch {
 	case err == nil || strings.Contains(err.Error(), "already exists"):
 		return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -517,6 +518,9 @@ const maxLibraryLoads = 3
 // to the next pipeline, which is smaller by at least one call per script,
 // so this ends. Each call is still sent at most once per missing answer.
 func (s *Store) rerunMissing(ctx context.Context, calls []call, cmds []*redis.Cmd) {
+	if !slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isMissing(c.Err()) }) {
+		return // every call ran (or failed for itself): the common case
+	}
 	loads := 0
 	asScript := map[int]bool{} // calls sent as scripts: the library did not load
 	for {
@@ -531,12 +535,15 @@ func (s *Store) rerunMissing(ctx context.Context, calls []call, cmds []*redis.Cm
 				s.refuseFunctions(err)
 				redo = append(redo, i)
 			case isNoFunction(err) && loads < maxLibraryLoads:
-				server := s.serverOf(ctx, c.keys)
+				server, host, herr := s.libraryHost(ctx, c.keys)
 				lerr, tried := loaded[server]
 				if !tried {
-					lerr = s.loadLibrary(ctx, c.keys)
+					lerr = herr
+					if lerr == nil {
+						lerr = s.loadLibrary(ctx, host)
+					}
 					loaded[server] = lerr
-					if now, last := time.Now().UnixNano(), s.libLogAt.Load(); lerr != nil && now-last >= int64(skipLogEvery) && s.libLogAt.CompareAndSwap(last, now) {
+					if lerr != nil && logTurn(&s.libLogAt) {
 						s.log.Warn("redisstore: the function library did not load; sending the calls as scripts", "err", lerr)
 					}
 				}

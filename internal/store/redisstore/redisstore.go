@@ -515,8 +515,15 @@ func (s *Store) needsRegister(topic string) bool {
 }
 
 // skipLogEvery is how often at most a Store logs the partitions its calls
-// went on without.
+// went on without, or that its function library did not load.
 const skipLogEvery = 10 * time.Second
+
+// logTurn reports whether a warning whose last line was logged at *at
+// (Unix ns) may be logged now, once per skipLogEvery, and if so marks now.
+func logTurn(at *atomic.Int64) bool {
+	now, last := time.Now().UnixNano(), at.Load()
+	return now-last >= int64(skipLogEvery) && at.CompareAndSwap(last, now)
+}
 
 // skipped records that a call on several partitions (lease, promote,
 // lease expiry) went on without partition k, which failed with err. It is
@@ -529,9 +536,7 @@ func (s *Store) skipped(ctx context.Context, op string, k *partKeys, err error) 
 	if s.closed.Load() || ctx.Err() != nil {
 		return
 	}
-	now := time.Now().UnixNano()
-	last := s.skipLogAt.Load()
-	if now-last < int64(skipLogEvery) || !s.skipLogAt.CompareAndSwap(last, now) {
+	if !logTurn(&s.skipLogAt) {
 		return
 	}
 	s.log.Warn("redisstore: a partition failed and was left out; calls go on with the others (is its Redis master down?)",
